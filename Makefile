@@ -1,0 +1,37 @@
+# Herald: the two commands a fresh Debian machine needs are `make run` and `make test`.
+SWIFT ?= swift
+CONFIG ?= config.json
+HERALD := .build/release/herald
+
+.PHONY: all bootstrap build build-debug run test bench check clean
+
+all: build
+
+bootstrap:
+	@scripts/bootstrap.sh
+
+build: bootstrap
+	$(SWIFT) build -c release --product herald
+
+build-debug: bootstrap
+	$(SWIFT) build
+
+## run: bootstrap, build, and start Herald on config.json (see README).
+run: build
+	@scripts/run.sh $(CONFIG)
+
+## test: bootstrap, build, and run the whole test suite.
+test: bootstrap
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+## check: validate config.json and the credentials it names.
+check: build
+	@HERALD_API_KEY=$${HERALD_API_KEY:-$$(cat var/api-key 2>/dev/null || echo unset-key-0123456789)} $(HERALD) check --config $(CONFIG)
+
+## bench: benchmarks with reference tools measured in the same run.
+bench: build
+	@scripts/bench.sh
+
+clean:
+	rm -rf .build var

@@ -1,0 +1,76 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// Herald's package graph.
+///
+/// - `HeraldCore` owns the model, configuration, protocols and the dispatcher; it imports no C.
+/// - Each C library sits behind one system-library target (`C*`) with typed shims, imported by
+///   as few Swift modules as possible; no C type appears in a public API.
+/// - Transport adapters live under `Plugins/<Name>/`, depend on the core (and, where they need
+///   crypto or TLS, on `HeraldCrypto`), never on each other, the store or the daemon.
+let package = Package(
+    name: "Herald",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "herald", targets: ["herald"]),
+        .library(name: "HeraldCore", targets: ["HeraldCore"]),
+        .library(name: "HeraldTestKit", targets: ["HeraldTestKit"]),
+    ],
+    targets: [
+        // MARK: C libraries (system-library targets with typed shims)
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
+                       providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
+                       providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
+                       providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD", pkgConfig: "libmicrohttpd",
+                       providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CNGHTTP2", path: "Sources/CNGHTTP2", pkgConfig: "libnghttp2",
+                       providers: [.apt(["libnghttp2-dev"])]),
+
+        // MARK: Core, store, crypto
+        .target(name: "HeraldCore", path: "Sources/HeraldCore"),
+        .target(name: "HeraldStore", dependencies: ["HeraldCore", "CSQLite"], path: "Sources/HeraldStore"),
+        .target(name: "HeraldCrypto", dependencies: ["COpenSSL"], path: "Sources/HeraldCrypto"),
+
+        // MARK: APNs simulators and the daemon
+        .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldCrypto", "CNGHTTP2"],
+                path: "Sources/HeraldSimulator"),
+        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldStore", "CMicroHTTPD"],
+                path: "Sources/HeraldServer"),
+
+        // MARK: Transport plugins
+        .target(name: "HeraldLogTransport", dependencies: ["HeraldCore"], path: "Plugins/LogTransport"),
+        .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldCrypto", "CCurl"], path: "Plugins/APNsHTTP2"),
+
+        // MARK: CLI and executable
+        .target(name: "HeraldCLI",
+                dependencies: ["HeraldCore", "HeraldStore", "HeraldCrypto", "HeraldServer", "HeraldSimulator"],
+                path: "Sources/HeraldCLI"),
+        .executableTarget(name: "herald",
+                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldLogTransport", "HeraldAPNsHTTP2"],
+                          path: "Sources/herald"),
+
+        // MARK: Test kit (doubles and in-process servers for tests)
+        .target(name: "HeraldTestKit", dependencies: ["HeraldCore", "HeraldSimulator"], path: "Sources/HeraldTestKit"),
+
+        // MARK: Tests (mirror the modules)
+        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldTestKit"],
+                    path: "Tests/HeraldCoreTests"),
+        .testTarget(name: "HeraldStoreTests", dependencies: ["HeraldStore", "HeraldCore", "HeraldTestKit"],
+                    path: "Tests/HeraldStoreTests"),
+        .testTarget(name: "HeraldCryptoTests", dependencies: ["HeraldCrypto", "HeraldTestKit"],
+                    path: "Tests/HeraldCryptoTests"),
+        .testTarget(name: "LogTransportTests", dependencies: ["HeraldLogTransport", "HeraldCore", "HeraldTestKit"],
+                    path: "Tests/LogTransportTests"),
+        .testTarget(name: "HeraldCLITests", dependencies: ["herald", "HeraldCLI", "HeraldTestKit"],
+                    path: "Tests/HeraldCLITests"),
+        .testTarget(name: "HeraldSimulatorTests", dependencies: ["HeraldSimulator", "HeraldCrypto", "HeraldTestKit"],
+                    path: "Tests/HeraldSimulatorTests"),
+        .testTarget(name: "HeraldServerTests", dependencies: ["HeraldServer", "HeraldStore", "HeraldCore", "HeraldTestKit"],
+                    path: "Tests/HeraldServerTests"),
+        .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldCore", "HeraldCrypto", "HeraldTestKit"],
+                    path: "Tests/APNsHTTP2Tests"),
+    ]
+)

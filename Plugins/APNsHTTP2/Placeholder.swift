@@ -1,0 +1,1 @@
+// The APNs HTTP/2 transport (libcurl) lives here.

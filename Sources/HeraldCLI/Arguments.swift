@@ -1,0 +1,145 @@
+import HeraldCore
+
+/// A command's options, parsed from `argv` without outside packages.
+///
+/// Accepts `--name value`, `--name=value` and bare flags; `-h`/`--help` anywhere asks for help.
+/// Unknown options and missing values are usage errors that name the option and the command.
+struct CommandSpec: Sendable {
+    struct Option: Sendable {
+        var name: String
+        /// `nil` for a flag; else the placeholder shown in help (`APP`, `PATH`).
+        var value: String?
+        var help: String
+        var repeatable = false
+
+        static func flag(_ name: String, _ help: String) -> Option { Option(name: name, value: nil, help: help) }
+        static func value(_ name: String, _ placeholder: String, _ help: String, repeatable: Bool = false) -> Option {
+            Option(name: name, value: placeholder, help: help, repeatable: repeatable)
+        }
+    }
+
+    /// `devices add`, `send`…
+    var path: String
+    var summary: String
+    var usage: String
+    var options: [Option]
+    var discussion: String = ""
+
+    static let configOption = Option.value("config", "PATH", "configuration file (default: $HERALD_CONFIG, else ./config.json)")
+
+    var help: String {
+        var text = "\(summary)\n\nUsage: herald \(usage)\n"
+        if !discussion.isEmpty { text += "\n\(discussion)\n" }
+        let all = options + [.flag("help", "show this help")]
+        text += "\nOptions:\n"
+        let width = all.map { "--\($0.name)" + ($0.value.map { " \($0)" } ?? "") }.map(\.count).max() ?? 0
+        for option in all {
+            let left = "--\(option.name)" + (option.value.map { " \($0)" } ?? "")
+            let padding = String(repeating: " ", count: width - left.count + 2)
+            text += "  \(left)\(padding)\(option.help)\(option.repeatable ? " (repeatable)" : "")\n"
+        }
+        return text
+    }
+
+    /// Parses `arguments` (after the command words).
+    func parse(_ arguments: [String]) throws(CLIError) -> ParsedArguments {
+        var parsed = ParsedArguments()
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if argument == "-h" || argument == "--help" { parsed.helpRequested = true; continue }
+            guard argument.hasPrefix("--"), argument.count > 2 else {
+                throw .usage("unexpected argument \"\(argument)\"", command: path)
+            }
+            var name = String(argument.dropFirst(2))
+            var inlineValue: String? = nil
+            if let eq = name.firstIndex(of: "=") {
+                inlineValue = String(name[name.index(after: eq)...])
+                name = String(name[..<eq])
+            }
+            guard let option = options.first(where: { $0.name == name }) else {
+                let known = options.map(\.name)
+                var message = "unknown option --\(name)"
+                if let suggestion = Spelling.closest(to: name, in: known) { message += "; did you mean --\(suggestion)?" }
+                throw .usage(message, command: path)
+            }
+            if option.value == nil {
+                if inlineValue != nil { throw .usage("--\(name) takes no value", command: path) }
+                parsed.flags.insert(name)
+                continue
+            }
+            let value: String
+            if let inlineValue {
+                value = inlineValue
+            } else {
+                guard index < arguments.count, !(arguments[index].hasPrefix("--") && arguments[index].count > 2) else {
+                    throw .usage("--\(name) needs a value (\(option.value!))", command: path)
+                }
+                value = arguments[index]
+                index += 1
+            }
+            if !option.repeatable, parsed.values[name] != nil {
+                throw .usage("--\(name) given twice", command: path)
+            }
+            parsed.values[name, default: []].append(value)
+        }
+        return parsed
+    }
+
+}
+
+/// Parsed options of one command.
+struct ParsedArguments: Sendable {
+    var values: [String: [String]] = [:]
+    var flags: Set<String> = []
+    var helpRequested = false
+
+    func value(_ name: String) -> String? { values[name]?.last }
+    func all(_ name: String) -> [String] { values[name] ?? [] }
+    func flag(_ name: String) -> Bool { flags.contains(name) }
+
+    /// A required value, or a usage error naming the option.
+    func required(_ name: String, command: String) throws(CLIError) -> String {
+        guard let v = value(name), !v.isEmpty else { throw .usage("--\(name) is required", command: command) }
+        return v
+    }
+
+    /// An integer value, or a usage error naming the option.
+    func int(_ name: String, command: String, in range: ClosedRange<Int>? = nil) throws(CLIError) -> Int? {
+        guard let text = value(name) else { return nil }
+        guard let n = Int(text) else { throw .usage("--\(name): expected a whole number, found \"\(text)\"", command: command) }
+        if let range, !range.contains(n) {
+            throw .usage("--\(name): must be between \(range.lowerBound) and \(range.upperBound), found \(n)", command: command)
+        }
+        return n
+    }
+}
+
+/// Why a command stopped; decides the exit code.
+enum CLIError: Error, CustomStringConvertible {
+    /// Bad command line: exit 2, with a pointer to `--help`.
+    case usage(String, command: String)
+    /// Bad configuration: exit 2; one line per problem.
+    case configuration([String])
+    /// The command ran and failed: exit 1.
+    case runtime(String)
+
+    var exitCode: Int32 {
+        switch self {
+        case .usage, .configuration: return 2
+        case .runtime: return 1
+        }
+    }
+
+    var description: String {
+        switch self {
+        case .usage(let message, let command):
+            return "herald \(command): \(message)\nSee 'herald \(command) --help'."
+        case .configuration(let lines):
+            return lines.joined(separator: "\n")
+        case .runtime(let message):
+            return "herald: \(message)"
+        }
+    }
+}

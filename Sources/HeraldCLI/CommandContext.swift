@@ -1,0 +1,81 @@
+import Foundation
+import HeraldCore
+import HeraldStore
+
+/// What every command shares: the environment, the registry, and loading the config.
+struct CommandContext: Sendable {
+    var registry: TransportRegistry
+    var environment: [String: String]
+    var console = Console()
+
+    /// The config path: `--config`, else `$HERALD_CONFIG`, else `./config.json`.
+    func configPath(_ arguments: ParsedArguments) -> String {
+        arguments.value("config") ?? environment["HERALD_CONFIG"] ?? "config.json"
+    }
+
+    /// Loads and validates the configuration; prints warnings to stderr.
+    /// - Throws: ``CLIError/configuration(_:)`` with every error, each with its JSON path.
+    func loadConfiguration(_ arguments: ParsedArguments, quiet: Bool = false) throws(CLIError) -> HeraldConfiguration {
+        let path = configPath(arguments)
+        do {
+            let configuration = try HeraldConfiguration.load(path: path, registry: registry, environment: environment)
+            if !quiet {
+                for warning in configuration.warnings { console.err("\(path): warning: \(warning)") }
+            }
+            return configuration
+        } catch {
+            var lines = error.warnings.map { "\(path): warning: \($0)" }
+            lines += error.errors.map { "\(path): \($0)" }
+            lines.append("herald: the configuration has \(error.errors.count) error\(error.errors.count == 1 ? "" : "s")")
+            throw .configuration(lines)
+        }
+    }
+
+    /// A logger per the configuration; the CLI shows warnings and worse unless `--verbose`.
+    func logger(_ configuration: HeraldConfiguration, verbose: Bool) -> Logger {
+        let level = verbose ? configuration.log.level : max(configuration.log.level, .warning)
+        return Logger(label: "herald", level: level,
+                      handler: StreamLogHandler.standardError(format: configuration.log.format))
+    }
+
+    /// Opens the token store the configuration names.
+    func openStore(_ configuration: HeraldConfiguration) throws(CLIError) -> SQLiteTokenStore {
+        do {
+            return try SQLiteTokenStore(configuration: configuration.storage)
+        } catch {
+            throw .runtime("cannot open the store: \(error)")
+        }
+    }
+
+    /// The app named by `--app`, or a usage error listing the configured apps.
+    func app(_ id: String, in configuration: HeraldConfiguration, command: String) throws(CLIError) -> AppConfiguration {
+        guard let app = configuration.app(id) else {
+            let known = configuration.apps.keys.sorted().joined(separator: ", ")
+            var message = "--app: unknown app \"\(id)\"; configured: \(known)"
+            if let s = Spelling.closest(to: id, in: configuration.apps.keys) { message += " (did you mean \"\(s)\"?)" }
+            throw .usage(message, command: command)
+        }
+        return app
+    }
+
+    /// Builds (and starts) the named transports. Ones that fail are returned with the reason,
+    /// so their deliveries fail clearly while the others work.
+    func startTransports(_ names: [String], configuration: HeraldConfiguration, logger: Logger,
+                         metrics: MetricsRegistry) async -> (started: [String: any Transport], unavailable: [String: String]) {
+        var started: [String: any Transport] = [:]
+        var unavailable: [String: String] = [:]
+        for name in Set(names).sorted() {
+            guard let spec = configuration.transports[name] else { continue }
+            let context = TransportContext(logger: logger.labeled("transport.\(name)"), metrics: metrics)
+            do {
+                let transport = try registry.makeTransport(spec, context: context)
+                try await transport.start()
+                started[name] = transport
+            } catch {
+                unavailable[name] = String(describing: error)
+                logger.error("transport failed to start", ["transport": name, "error": String(describing: error)])
+            }
+        }
+        return (started, unavailable)
+    }
+}

@@ -1,0 +1,221 @@
+import Foundation
+import HeraldCore
+
+/// `herald send`: fan a notification out in-process and report per device.
+enum SendCommand {
+    static let spec = CommandSpec(
+        path: "send",
+        summary: "Send a notification to users and/or device tokens, in-process; report per device.",
+        usage: "send --app APP (--user U ... | --token T ... | --tokens-file F) [--alert TEXT | --title T --body B] [options]",
+        options: [
+            CommandSpec.configOption,
+            .value("app", "APP", "app id (a key of \"apps\")"),
+            .value("user", "USER", "a user; every active device of theirs is notified", repeatable: true),
+            .value("token", "HEX", "a device token", repeatable: true),
+            .value("tokens-file", "FILE", "one hex token per line (blank lines and # comments skipped): the bulk path"),
+            .value("environment", "ENV", "sandbox or production, for tokens Herald does not know"),
+            .value("alert", "TEXT", "alert as a plain string"),
+            .value("title", "TEXT", "alert title"),
+            .value("subtitle", "TEXT", "alert subtitle"),
+            .value("body", "TEXT", "alert body"),
+            .value("sound", "NAME", "sound file name (\"default\" for the system sound)"),
+            .value("badge", "N", "badge number (0 clears it)"),
+            .value("data", "JSON", "custom keys beside \"aps\", as a JSON object"),
+            .value("push-type", "TYPE", "apns-push-type: \(PushType.allCases.map(\.rawValue).joined(separator: ", "))"),
+            .value("priority", "N", "apns-priority: 10, 5 or 1 (default 10; 5 for background)"),
+            .value("expiration", "UNIX", "apns-expiration in seconds since 1970; 0 = now or never"),
+            .value("collapse-id", "ID", "apns-collapse-id (at most 64 bytes)"),
+            .value("thread-id", "ID", "aps.thread-id"),
+            .value("category", "NAME", "aps.category"),
+            .flag("content-available", "aps.content-available = 1 (a background update)"),
+            .flag("mutable-content", "aps.mutable-content = 1 (runs the service extension)"),
+            .value("interruption-level", "LEVEL", "passive, active, time-sensitive or critical"),
+            .value("relevance-score", "X", "aps.relevance-score, 0 to 1"),
+            .flag("dry-run", "plan the fan-out and print it; send nothing"),
+            .flag("json", "one JSON object per device per line: token, user, transport, outcome, reason, attempts, apns_id"),
+            .flag("verbose", "log at the configured level instead of warnings only"),
+        ],
+        discussion: """
+        Outcomes: delivered, invalid_token (the token is marked invalid in the store), rejected,
+        expired, failed. Exit code 0 when the send ran, even if some devices failed.
+        """)
+
+    static let command = HeraldCLI.Command(spec: spec) { arguments, context throws(CLIError) in
+        let command = "send"
+        let configuration = try context.loadConfiguration(arguments)
+        let app = try context.app(try arguments.required("app", command: command), in: configuration, command: command)
+        var tokens = arguments.all("token")
+        if let file = arguments.value("tokens-file") {
+            tokens += try readTokensFile(file)
+        }
+        let users = arguments.all("user")
+        if users.isEmpty && tokens.isEmpty {
+            throw .usage("give at least one --user, --token or --tokens-file", command: command)
+        }
+        let content = try buildContent(arguments)
+        var environment: APNsEnvironment? = nil
+        if let e = arguments.value("environment") {
+            guard let parsed = APNsEnvironment(rawValue: e) else {
+                throw .usage("--environment: expected sandbox or production, found \"\(e)\"", command: command)
+            }
+            environment = parsed
+        }
+        let request = NotificationRequest(app: app.id, users: users, tokens: tokens, content: content, environment: environment)
+        do throws(DispatchError) { try FanOut.validate(content) } catch {
+            throw .usage(cliField(error), command: command)
+        }
+
+        let store = try context.openStore(configuration)
+        let logger = context.logger(configuration, verbose: arguments.flag("verbose"))
+        let metrics = MetricsRegistry()
+        let console = context.console
+        let json = arguments.flag("json")
+
+        if arguments.flag("dry-run") {
+            let plan: DispatchPlan
+            do { plan = try await FanOut(configuration: configuration, store: store).plan(request) } catch {
+                throw .runtime(String(describing: error))
+            }
+            for d in plan.deliveries {
+                if json {
+                    var w = JSONWriter()
+                    w.object { o in
+                        o.string("token", d.token); o.string("user", d.user); o.string("transport", d.transport)
+                        o.string("environment", d.environment.rawValue); o.string("apns_topic", d.apnsTopic)
+                        o.string("push_type", d.content.pushType.rawValue); o.int("priority", d.content.priority)
+                        o.rawJSON("payload", d.payload)
+                    }
+                    console.out(w.string)
+                } else {
+                    console.out("would send to \(Redact.token(d.token)) user=\(d.user ?? "-") transport=\(d.transport) topic=\(d.apnsTopic)")
+                }
+            }
+            for r in plan.reports { console.out(json ? r.jsonLine : "\(r.outcome.rawValue) \(r.token): \(r.reason ?? "")") }
+            if !json {
+                console.out("payload: \(String(decoding: APNsPayload.encode(content), as: UTF8.self))")
+                console.out("\(plan.deliveries.count) deliveries planned, \(plan.reports.count) refused, \(plan.skippedOverLimit) over the per-user limit, \(plan.duplicates) duplicates")
+            }
+            return
+        }
+
+        let (started, unavailable) = await context.startTransports(app.routes, configuration: configuration,
+                                                                    logger: logger, metrics: metrics)
+        let dispatcher = Dispatcher(configuration: configuration, store: store, transports: started,
+                                    unavailable: unavailable, logger: logger, metrics: metrics)
+        let plan: DispatchPlan
+        do { plan = try await dispatcher.plan(request) } catch {
+            for t in started.values { await t.shutdown() }
+            throw .runtime(String(describing: error))
+        }
+        let total = plan.deliveries.count + plan.reports.count
+        let progress = (!json && context.console.stderrIsTerminal && total > 1) ? ProgressBar(total: total, console: console) : nil
+        let start = Date()
+        let reports = await dispatcher.execute(plan) { report in
+            if json { console.out(report.jsonLine) }
+            progress?.advance(outcome: report.outcome.rawValue)
+        }
+        for t in started.values { await t.shutdown() }
+
+        if !json {
+            let detailed = reports.count <= 50
+            for r in reports where detailed || r.outcome != .delivered {
+                var line = "\(r.outcome.rawValue.padding(toLength: 13, withPad: " ", startingAt: 0)) \(Redact.token(r.token))"
+                if let u = r.user { line += " user=\(u)" }
+                if let t = r.transport { line += " transport=\(t)" }
+                if let reason = r.reason { line += " reason=\"\(reason)\"" }
+                console.out(line)
+            }
+            var counts: [String: Int] = [:]
+            for r in reports { counts[r.outcome.rawValue, default: 0] += 1 }
+            let tally = DeliveryReport.Outcome.allCases.compactMap { o in counts[o.rawValue].map { "\($0) \(o.rawValue)" } }
+            let seconds = Date().timeIntervalSince(start)
+            console.out("\(reports.count) device\(reports.count == 1 ? "" : "s"): \(tally.isEmpty ? "none" : tally.joined(separator: ", ")) in \(String(format: "%.2f", seconds)) s")
+            if plan.skippedOverLimit > 0 { console.out("\(plan.skippedOverLimit) devices skipped: over maxDevicesPerUser (\(app.maxDevicesPerUser))") }
+        }
+    }
+
+    /// Reads `--tokens-file`: one token per line; blank lines and `#` comments skipped.
+    static func readTokensFile(_ path: String) throws(CLIError) -> [String] {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw .usage("--tokens-file: cannot read \"\(path)\"", command: "send")
+        }
+        var tokens: [String] = []
+        for line in String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline) {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
+            tokens.append(trimmed)
+        }
+        return tokens
+    }
+
+    static func cliField(_ error: DispatchError) -> String {
+        guard case .invalidRequest(let field, let message) = error else { return error.description }
+        let option: String
+        switch field {
+        case "apns.priority": option = "--priority"
+        case "apns.collapse_id": option = "--collapse-id"
+        case "apns.relevance_score": option = "--relevance-score"
+        case "apns.expiration": option = "--expiration"
+        case "data.aps": option = "--data"
+        case "badge": option = "--badge"
+        default: option = field
+        }
+        return "\(option): \(message)"
+    }
+
+    /// The notification content from the options.
+    static func buildContent(_ a: ParsedArguments) throws(CLIError) -> NotificationContent {
+        let command = "send"
+        var content = NotificationContent()
+        if let text = a.value("alert") {
+            if a.value("title") != nil || a.value("body") != nil || a.value("subtitle") != nil {
+                throw .usage("--alert cannot be combined with --title/--subtitle/--body", command: command)
+            }
+            content.alert = .text(text)
+        } else if a.value("title") != nil || a.value("body") != nil || a.value("subtitle") != nil {
+            content.alert = .fields(Alert(title: a.value("title"), subtitle: a.value("subtitle"), body: a.value("body")))
+        }
+        content.sound = a.value("sound").map { .named($0) }
+        content.badge = try a.int("badge", command: command, in: 0...Int(Int32.max))
+        if let data = a.value("data") {
+            let value: JSONValue
+            do { value = try JSONValue.parse(data) } catch {
+                throw .usage("--data: \(error.message)", command: command)
+            }
+            guard case .object(let members) = value else {
+                throw .usage("--data: expected a JSON object, found \(value.typeDescription)", command: command)
+            }
+            content.data = members
+        }
+        if let t = a.value("push-type") {
+            guard let type = PushType(rawValue: t) else {
+                throw .usage("--push-type: unknown \"\(t)\"; expected one of: \(PushType.allCases.map(\.rawValue).joined(separator: ", "))", command: command)
+            }
+            content.apns.pushType = type
+        }
+        content.apns.priority = try a.int("priority", command: command)
+        if let e = a.value("expiration") {
+            guard let v = Int64(e), v >= 0 else { throw .usage("--expiration: expected seconds since 1970 (or 0), found \"\(e)\"", command: command) }
+            content.apns.expiration = v
+        }
+        content.apns.collapseID = a.value("collapse-id")
+        content.apns.threadID = a.value("thread-id")
+        content.apns.category = a.value("category")
+        content.apns.contentAvailable = a.flag("content-available")
+        content.apns.mutableContent = a.flag("mutable-content")
+        if let l = a.value("interruption-level") {
+            guard let level = InterruptionLevel(rawValue: l) else {
+                throw .usage("--interruption-level: expected one of: \(InterruptionLevel.allCases.map(\.rawValue).joined(separator: ", "))", command: command)
+            }
+            content.apns.interruptionLevel = level
+        }
+        if let r = a.value("relevance-score") {
+            guard let score = Double(r) else { throw .usage("--relevance-score: expected a number from 0 to 1", command: command) }
+            content.apns.relevanceScore = score
+        }
+        if content.alert == nil && content.badge == nil && content.sound == nil && !content.apns.contentAvailable && content.data.isEmpty {
+            throw .usage("nothing to send: give --alert, --title/--body, --badge, --sound, --content-available or --data", command: command)
+        }
+        return content
+    }
+}

@@ -1,0 +1,395 @@
+import Foundation
+
+/// Herald's whole configuration, read from one JSON file (`config.json`).
+///
+/// Sections: `storage`, `apps`, `transports`, `api`, `log`, `delivery`. Every key is documented
+/// with its default in `docs/configuration.md`. Loading reports every problem at once, each
+/// with its JSON path; unknown keys are warnings.
+public struct HeraldConfiguration: Sendable {
+    /// The file this configuration came from (`nil` when parsed from memory).
+    public var sourcePath: String?
+    public var storage: StorageConfiguration
+    /// Apps by id (the id is usually the bundle id).
+    public var apps: [String: AppConfiguration]
+    /// Transports by name.
+    public var transports: [String: TransportSpec]
+    public var api: APIConfiguration
+    public var log: LogConfiguration
+    public var delivery: DeliveryConfiguration
+    /// Non-fatal problems found while loading (unknown keys, odd values).
+    public var warnings: [JSONIssue]
+
+    /// Top-level keys, in documentation order.
+    public static let sections = ["storage", "apps", "transports", "api", "log", "delivery"]
+
+    /// Loads and validates a configuration file.
+    ///
+    /// `${NAME}` in string values is replaced from `environment`. Relative paths resolve
+    /// against the file's folder.
+    /// - Throws: ``ConfigurationError`` listing every problem with its JSON path.
+    public static func load(path: String, registry: TransportRegistry,
+                            environment: [String: String] = ProcessInfo.processInfo.environment)
+        throws(ConfigurationError) -> HeraldConfiguration
+    {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            let reason = FileManager.default.fileExists(atPath: path) ? "cannot read the file" : "no such file"
+            throw ConfigurationError(source: path, errors: [JSONIssue(path: "", message: reason)], warnings: [])
+        }
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent().standardizedFileURL.path
+        var configuration = try parse(data, source: path, baseDirectory: directory, registry: registry, environment: environment)
+        configuration.sourcePath = path
+        return configuration
+    }
+
+    /// Parses and validates configuration JSON.
+    /// - Throws: ``ConfigurationError`` listing every problem with its JSON path.
+    public static func parse(_ data: Data, source: String = "config", baseDirectory: String?,
+                             registry: TransportRegistry,
+                             environment: [String: String] = ProcessInfo.processInfo.environment)
+        throws(ConfigurationError) -> HeraldConfiguration
+    {
+        let json: JSONValue
+        do {
+            json = try JSONValue.parse(data)
+        } catch {
+            throw ConfigurationError(source: source, errors: [JSONIssue(path: "", message: error.message)], warnings: [])
+        }
+        let context = JSONReadContext(baseDirectory: baseDirectory, unknownKeys: .warn)
+        let substituted = EnvironmentSubstitution.apply(to: json, environment: environment, context: context)
+        let root = JSONNode(root: substituted, context: context)
+        guard case .object = substituted else {
+            throw ConfigurationError(source: source, errors: [JSONIssue(path: "", message: "expected a JSON object at the top level, found \(json.typeDescription)")], warnings: [])
+        }
+
+        let storage = StorageConfiguration(node: root.child("storage"), root: root)
+        let transports = readTransports(root.child("transports", required: true), registry: registry)
+        let apps = readApps(root.child("apps", required: true), transports: transports)
+        let api = APIConfiguration(node: root.child("api"))
+        let log = LogConfiguration(node: root.child("log"))
+        let delivery = DeliveryConfiguration(node: root.child("delivery"))
+        context.reportUnknownKeys()
+
+        guard context.errors.isEmpty else {
+            throw ConfigurationError(source: source, errors: context.errors, warnings: context.warnings)
+        }
+        return HeraldConfiguration(sourcePath: nil, storage: storage, apps: apps, transports: transports, api: api,
+                                   log: log, delivery: delivery, warnings: context.warnings)
+    }
+
+    private static func readTransports(_ node: JSONNode?, registry: TransportRegistry) -> [String: TransportSpec] {
+        guard let node else { return [:] }
+        var result: [String: TransportSpec] = [:]
+        let members = node.members()
+        if members.isEmpty, case .object = node.value { node.error("must define at least one transport") }
+        for (name, section) in members {
+            guard case .object = section.value else {
+                section.error("expected an object with a \"type\", found \(section.value.typeDescription)")
+                continue
+            }
+            guard let kind = section.string("type", required: true) else { continue }
+            guard registry.isRegistered(kind) else {
+                section.error(at: "type", "unknown transport type \"\(kind)\"; known: \(registry.kinds.joined(separator: ", "))")
+                continue
+            }
+            if let configuration = registry.parseConfiguration(kind: kind, node: section) {
+                result[name] = TransportSpec(name: name, kind: kind, configuration: configuration)
+            } else if section.context.errors.allSatisfy({ !$0.path.hasPrefix(section.path) }) {
+                section.error("invalid \(kind) configuration")
+            }
+        }
+        return result
+    }
+
+    private static func readApps(_ node: JSONNode?, transports: [String: TransportSpec]) -> [String: AppConfiguration] {
+        guard let node else { return [:] }
+        var result: [String: AppConfiguration] = [:]
+        let members = node.members()
+        if members.isEmpty, case .object = node.value { node.error("must define at least one app") }
+        for (id, section) in members {
+            if let app = AppConfiguration(id: id, node: section, transports: transports) {
+                result[id] = app
+            }
+        }
+        return result
+    }
+
+    /// The app with this id.
+    public func app(_ id: String) -> AppConfiguration? { apps[id] }
+
+    /// The transport a new device of `app` uses by default: the first of the app's routes that
+    /// can carry a device of `environment`.
+    public func defaultTransport(app: AppConfiguration, environment: APNsEnvironment) -> String? {
+        app.routes.first { transports[$0]?.canCarry(environment) ?? false }
+    }
+
+    /// The environment assumed for a device whose environment nobody stated: that of the app's
+    /// first route that names one, else production.
+    public func defaultEnvironment(_ app: AppConfiguration) -> APNsEnvironment {
+        for name in app.routes {
+            if let environment = transports[name]?.configuration.environment { return environment }
+        }
+        return .production
+    }
+}
+
+/// A configuration that cannot be used; lists every problem.
+public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+    /// The file (or a label) the problems are in.
+    public var source: String
+    public var errors: [JSONIssue]
+    public var warnings: [JSONIssue]
+
+    public init(source: String, errors: [JSONIssue], warnings: [JSONIssue]) {
+        self.source = source
+        self.errors = errors
+        self.warnings = warnings
+    }
+
+    /// One line per error: `config.json: transports.apns.type: unknown transport type …`.
+    public var description: String {
+        errors.map { "\(source): \($0)" }.joined(separator: "\n")
+    }
+}
+
+// MARK: - Sections
+
+/// `storage`: where devices and the queue live.
+public struct StorageConfiguration: Sendable, Equatable {
+    public enum Driver: String, CaseIterable, Sendable { case sqlite }
+    /// How hard SQLite works to survive power loss; `full` (default) fsyncs every commit.
+    public enum Synchronous: String, CaseIterable, Sendable { case full, normal }
+
+    public var driver: Driver = .sqlite
+    /// Database file, resolved against the config's folder. Default `var/herald.db`.
+    public var path: String
+    public var synchronous: Synchronous = .full
+    /// How long a writer waits for a lock before failing. Default 5 s.
+    public var busyTimeout: TimeInterval = 5
+
+    public init(path: String, driver: Driver = .sqlite, synchronous: Synchronous = .full, busyTimeout: TimeInterval = 5) {
+        self.path = path
+        self.driver = driver
+        self.synchronous = synchronous
+        self.busyTimeout = busyTimeout
+    }
+
+    init(node: JSONNode?, root: JSONNode) {
+        path = root.resolve("var/herald.db")
+        guard let node else { return }
+        if let d = node.oneOf("driver", Driver.self) { driver = d }
+        if let p = node.filePath("path", mustExist: false) { path = p }
+        if let s = node.oneOf("synchronous", Synchronous.self) { synchronous = s }
+        if let t = node.duration("busyTimeout") { busyTimeout = t }
+    }
+}
+
+/// What happens to a notification for a device whose app is open (foreground delivery).
+public enum ForegroundPolicy: String, CaseIterable, Sendable {
+    /// Only the live stream; no push (devices not in the foreground get nothing until they return).
+    case localOnly = "local-only"
+    /// Both: the live stream when connected, and the push.
+    case localAndPush = "local-and-push"
+    /// Push only (the default).
+    case pushOnly = "push-only"
+}
+
+/// `apps.<id>`: one app and how its notifications travel.
+public struct AppConfiguration: Sendable, Equatable {
+    public var id: String
+    /// The APNs topic (bundle id). Default: the app id.
+    public var topic: String
+    /// Transport names in order of preference; a device uses the first that can carry it.
+    public var routes: [String]
+    public var foreground: ForegroundPolicy = .pushOnly
+    /// Most devices one user receives a notification on (most recently registered first).
+    public var maxDevicesPerUser: Int = 100
+
+    public init(id: String, topic: String? = nil, routes: [String], foreground: ForegroundPolicy = .pushOnly,
+                maxDevicesPerUser: Int = 100) {
+        self.id = id
+        self.topic = topic ?? id
+        self.routes = routes
+        self.foreground = foreground
+        self.maxDevicesPerUser = maxDevicesPerUser
+    }
+
+    init?(id: String, node: JSONNode, transports: [String: TransportSpec]) {
+        guard case .object = node.value else {
+            node.error("expected an object with \"routes\", found \(node.value.typeDescription)")
+            return nil
+        }
+        self.id = id
+        topic = node.string("topic") ?? id
+        let routes = node.stringArray("routes", required: true, nonEmpty: true) ?? []
+        self.routes = routes
+        if let routesNode = node.child("routes"), case .array = routesNode.value {
+            var seen = Set<String>()
+            for (i, route) in routes.enumerated() {
+                if transports[route] == nil {
+                    let known = transports.keys.sorted().joined(separator: ", ")
+                    node.context.error("\(routesNode.path)[\(i)]", "unknown transport \"\(route)\"; defined: \(known.isEmpty ? "none" : known)")
+                }
+                if !seen.insert(route).inserted {
+                    node.context.error("\(routesNode.path)[\(i)]", "transport \"\(route)\" is listed twice")
+                }
+            }
+        }
+        if let f = node.oneOf("foreground", ForegroundPolicy.self) { foreground = f }
+        if let m = node.int("maxDevicesPerUser", in: 1...10_000) { maxDevicesPerUser = m }
+        if routes.isEmpty { return nil }
+    }
+}
+
+/// `api`: the daemon's HTTP API.
+public struct APIConfiguration: Sendable, Equatable {
+    /// Permission an API key grants.
+    public enum Scope: String, CaseIterable, Sendable {
+        /// `POST /v1/notifications`, `GET /v1/notifications/{id}`.
+        case send
+        /// Register, list and remove devices.
+        case devices
+        /// Everything, including metrics and administration.
+        case admin
+    }
+
+    /// One API key.
+    public struct Key: Sendable, Equatable {
+        public var id: String
+        public var secret: Secret
+        public var scopes: Set<Scope>
+        public init(id: String, secret: Secret, scopes: Set<Scope>) {
+            self.id = id
+            self.secret = secret
+            self.scopes = scopes
+        }
+    }
+
+    /// Listen address. Default `127.0.0.1:8080`.
+    public var listen: ListenAddress = ListenAddress(host: "127.0.0.1", port: 8080)
+    public var keys: [Key] = []
+    /// Largest request body accepted, in bytes. Default 1 MiB.
+    public var maxBodyBytes: Int = 1 << 20
+
+    public init(listen: ListenAddress = ListenAddress(host: "127.0.0.1", port: 8080), keys: [Key] = [], maxBodyBytes: Int = 1 << 20) {
+        self.listen = listen
+        self.keys = keys
+        self.maxBodyBytes = maxBodyBytes
+    }
+
+    init(node: JSONNode?) {
+        guard let node else { return }
+        if let listenNode = node.child("listen"), let text = listenNode.asString {
+            if let address = ListenAddress(text) { listen = address } else {
+                listenNode.error("expected host:port such as \"127.0.0.1:8080\" or \"[::1]:8080\", found \"\(text)\"")
+            }
+        }
+        if let keysNode = node.child("keys") {
+            var ids = Set<String>()
+            for element in keysNode.elements() {
+                guard case .object = element.value else { element.error("expected an object with id, secret and scopes"); continue }
+                let id = element.string("id", required: true)
+                let secret = element.secret("secret", required: true)
+                var scopes = Set<Scope>()
+                if let scopesNode = element.child("scopes", required: true) {
+                    for s in scopesNode.elements() {
+                        guard let name = s.asString else { continue }
+                        if let scope = Scope(rawValue: name) { scopes.insert(scope) } else {
+                            s.error("unknown scope \"\(name)\"; expected one of: \(Scope.allCases.map(\.rawValue).joined(separator: ", "))")
+                        }
+                    }
+                    if scopes.isEmpty && scopesNode.value.arrayValue?.isEmpty == true { scopesNode.error("must grant at least one scope") }
+                }
+                if let id, !ids.insert(id).inserted { element.error(at: "id", "duplicate key id \"\(id)\"") }
+                if let secret, secret.value.count < 16 {
+                    element.error(at: "secret", "is too short (\(secret.value.count) characters); use at least 16")
+                }
+                if let id, let secret { keys.append(Key(id: id, secret: secret, scopes: scopes)) }
+            }
+        }
+        if let m = node.int("maxBodyBytes", in: 1024...(64 << 20)) { maxBodyBytes = m }
+        if keys.isEmpty && !listen.isLoopback && !node.has("keys") {
+            node.error(at: "keys", "required when api.listen (\(listen)) is not a loopback address: Herald will not serve an unauthenticated API to the network")
+        }
+    }
+}
+
+/// A `host:port` to listen on.
+public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
+    public var host: String
+    /// Port; 0 picks a free one.
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    /// Parses `127.0.0.1:8080`, `[::1]:8080`, `localhost:8080` or `0.0.0.0:8080`.
+    public init?(_ text: String) {
+        let hostPart: Substring, portPart: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else { return nil }
+            hostPart = text[text.index(after: text.startIndex)..<close]
+            portPart = text[text.index(close, offsetBy: 2)...]
+        } else {
+            guard let colon = text.lastIndex(of: ":") else { return nil }
+            hostPart = text[..<colon]
+            portPart = text[text.index(after: colon)...]
+        }
+        guard !hostPart.isEmpty, let port = Int(portPart), (0...65535).contains(port) else { return nil }
+        self.host = String(hostPart)
+        self.port = port
+    }
+
+    /// Whether only this machine can connect.
+    public var isLoopback: Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// `log`: level and line format.
+public struct LogConfiguration: Sendable, Equatable {
+    public var level: Logger.Level = .info
+    public var format: LogFormat = .logfmt
+
+    public init(level: Logger.Level = .info, format: LogFormat = .logfmt) {
+        self.level = level
+        self.format = format
+    }
+
+    init(node: JSONNode?) {
+        guard let node else { return }
+        if let l = node.oneOf("level", Logger.Level.self) { level = l }
+        if let f = node.oneOf("format", LogFormat.self) { format = f }
+    }
+}
+
+/// `delivery`: retries, batching and bookkeeping.
+public struct DeliveryConfiguration: Sendable, Equatable {
+    public var retry: RetryPolicy = RetryPolicy()
+    /// Most deliveries handed to a transport in one call (also bounded by the transport).
+    public var batchSize: Int = 500
+
+    public init(retry: RetryPolicy = RetryPolicy(), batchSize: Int = 500) {
+        self.retry = retry
+        self.batchSize = batchSize
+    }
+
+    init(node: JSONNode?) {
+        guard let node else { return }
+        if let n = node.int("maxAttempts", in: 1...100) { retry.maxAttempts = n }
+        if let d = node.duration("initialBackoff", minimum: 0.001) { retry.initialDelay = d }
+        if let d = node.duration("maxBackoff", minimum: 0.001) { retry.maxDelay = d }
+        if let m = node.double("backoffMultiplier", in: 1...10) { retry.multiplier = m }
+        if let j = node.double("jitter", in: 0...1) { retry.jitter = j }
+        if let b = node.int("batchSize", in: 1...10_000) { batchSize = b }
+        if retry.maxDelay < retry.initialDelay {
+            node.error(at: "maxBackoff", "must not be less than initialBackoff")
+        }
+    }
+}

@@ -1,0 +1,159 @@
+import Foundation
+
+/// A notification turned into deliveries: one per device, routed, de-duplicated and limited.
+public struct DispatchPlan: Sendable {
+    public var notificationID: String
+    public var app: AppConfiguration
+    /// Deliveries to send, numbered from 1 in this plan.
+    public var deliveries: [Delivery]
+    /// Devices that are already final without sending (a malformed token, no route).
+    public var reports: [DeliveryReport]
+    /// Devices left out because a user had more than `maxDevicesPerUser`.
+    public var skippedOverLimit: Int
+    /// Targets that appeared more than once (same token via two users or a user and a raw token).
+    public var duplicates: Int
+}
+
+/// A request the dispatcher cannot act on; says which field and why.
+public enum DispatchError: Error, CustomStringConvertible, Sendable, Equatable {
+    case unknownApp(String, known: [String])
+    case invalidRequest(field: String, message: String)
+    case store(String)
+
+    public var description: String {
+        switch self {
+        case .unknownApp(let app, let known):
+            return "app: unknown app \"\(app)\"; configured: \(known.joined(separator: ", "))"
+        case .invalidRequest(let field, let message):
+            return "\(field): \(message)"
+        case .store(let message):
+            return "store: \(message)"
+        }
+    }
+}
+
+/// Resolves a request's users and tokens to routed deliveries.
+public struct FanOut: Sendable {
+    public let configuration: HeraldConfiguration
+    public let store: any TokenStore
+
+    public init(configuration: HeraldConfiguration, store: any TokenStore) {
+        self.configuration = configuration
+        self.store = store
+    }
+
+    /// Plans the deliveries of `request`.
+    /// - Throws: ``DispatchError`` for an unknown app, a request with no target, or a store failure.
+    public func plan(_ request: NotificationRequest, notificationID: String = UUID().uuidString.lowercased())
+        async throws(DispatchError) -> DispatchPlan
+    {
+        guard let app = configuration.app(request.app) else {
+            throw .unknownApp(request.app, known: configuration.apps.keys.sorted())
+        }
+        if request.users.isEmpty && request.tokens.isEmpty {
+            throw .invalidRequest(field: "users", message: "give at least one user or token")
+        }
+        try Self.validate(request.content)
+
+        let payload = APNsPayload.encode(request.content)
+        var deliveries: [Delivery] = []
+        var reports: [DeliveryReport] = []
+        var seen = Set<String>()
+        var skipped = 0
+        var duplicates = 0
+
+        func add(token: String, user: String?, transport: String?, environment: APNsEnvironment) {
+            guard seen.insert(token).inserted else { duplicates += 1; return }
+            guard let route = route(app: app, preferred: transport, environment: environment) else {
+                reports.append(DeliveryReport(token: token, user: user, transport: nil, outcome: .failed,
+                                              reason: "no route: app \(app.id) has no transport for \(environment.rawValue) devices",
+                                              attempts: 0, apnsID: nil))
+                return
+            }
+            deliveries.append(Delivery(id: Int64(deliveries.count + 1), notificationID: notificationID, app: app.id,
+                                       topic: app.topic, token: token, user: user, environment: environment,
+                                       transport: route, apnsID: UUID(), content: request.content, payload: payload))
+        }
+
+        if !request.users.isEmpty {
+            let users = Array(Set(request.users)).sorted()
+            let devices: [Device]
+            do {
+                devices = try await store.devices(app: app.id, users: users, includeInvalidated: false)
+            } catch {
+                throw .store("cannot read devices: \(error)")
+            }
+            var perUser: [String: Int] = [:]
+            for device in devices {
+                let count = perUser[device.user, default: 0]
+                if count >= app.maxDevicesPerUser { skipped += 1; continue }
+                perUser[device.user] = count + 1
+                add(token: device.token, user: device.user, transport: device.transport, environment: device.environment)
+            }
+        }
+
+        for (index, raw) in request.tokens.enumerated() {
+            let token: String
+            do {
+                token = try DeviceToken.normalize(raw)
+            } catch {
+                reports.append(DeliveryReport(token: raw, user: nil, transport: nil, outcome: .rejected,
+                                              reason: "tokens[\(index)]: \(error)", attempts: 0, apnsID: nil))
+                continue
+            }
+            let known: Device?
+            do {
+                known = try await store.device(app: app.id, token: token)
+            } catch {
+                throw .store("cannot read device: \(error)")
+            }
+            if let known {
+                add(token: token, user: known.user, transport: known.transport, environment: known.environment)
+            } else {
+                let environment = request.environment ?? configuration.defaultEnvironment(app)
+                add(token: token, user: nil, transport: nil, environment: environment)
+            }
+        }
+        return DispatchPlan(notificationID: notificationID, app: app, deliveries: deliveries, reports: reports,
+                            skippedOverLimit: skipped, duplicates: duplicates)
+    }
+
+    /// The transport for a device: its own when the app still routes through it and it can
+    /// carry the device, else the first of the app's routes that can.
+    public func route(app: AppConfiguration, preferred: String?, environment: APNsEnvironment) -> String? {
+        if let preferred, app.routes.contains(preferred),
+           configuration.transports[preferred]?.canCarry(environment) == true {
+            return preferred
+        }
+        return configuration.defaultTransport(app: app, environment: environment)
+    }
+
+    /// Checks the request's content against Apple's rules before anything is queued.
+    public static func validate(_ content: NotificationContent) throws(DispatchError) {
+        let o = content.apns
+        if let p = o.priority, !content.pushType.allows(priority: p) {
+            if content.pushType == .background && p == 10 {
+                throw .invalidRequest(field: "apns.priority", message: "background notifications must use priority 5 (or 1), not 10")
+            }
+            throw .invalidRequest(field: "apns.priority", message: "must be 10, 5 or 1, found \(p)")
+        }
+        if let c = o.collapseID, c.utf8.count > 64 {
+            throw .invalidRequest(field: "apns.collapse_id", message: "must be at most 64 bytes, found \(c.utf8.count)")
+        }
+        if let r = o.relevanceScore, !(0...1).contains(r) {
+            throw .invalidRequest(field: "apns.relevance_score", message: "must be between 0 and 1")
+        }
+        if let e = o.expiration, e < 0 {
+            throw .invalidRequest(field: "apns.expiration", message: "must be a UNIX time in seconds, or 0 for now-or-never")
+        }
+        if content.data["aps"] != nil {
+            throw .invalidRequest(field: "data.aps", message: "\"aps\" is reserved for Apple's keys; use the top-level fields")
+        }
+        if let badge = content.badge, badge < 0 {
+            throw .invalidRequest(field: "badge", message: "must be 0 or more")
+        }
+        if case .critical(_, let volume?)? = content.sound, !(0...1).contains(volume) {
+            throw .invalidRequest(field: "sound.volume", message: "must be between 0 and 1")
+        }
+    }
+}

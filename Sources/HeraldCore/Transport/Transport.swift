@@ -1,0 +1,170 @@
+import Foundation
+
+/// A transport adapter: takes deliveries and reports what happened to each.
+///
+/// Transports live in `Plugins/`, one module each, and know nothing of the store, the queue or
+/// each other. The dispatcher decides what an outcome means (retry, invalidate, give up).
+///
+/// - Important: `deliver` must return exactly one outcome per delivery, in the same order, and
+///   must return within a bounded time (every request has a deadline), so a stuck peer can never
+///   wedge the queue.
+public protocol Transport: AnyObject, Sendable {
+    /// The transport's name (its key under `transports` in the config).
+    var name: String { get }
+
+    /// The most deliveries the dispatcher should hand over in one call.
+    var preferredBatchSize: Int { get }
+
+    /// Opens connections, loads credentials. Called once before the first `deliver`.
+    /// - Throws: ``TransportError`` when the transport cannot work at all.
+    func start() async throws
+
+    /// Sends a batch; returns one outcome per delivery, in order.
+    func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome]
+
+    /// Closes connections after in-flight requests finish (or their deadlines pass).
+    func shutdown() async
+
+    /// Facts for `herald check`: credentials loaded, certificate subject and expiry, warnings.
+    func checkReport() async -> [CheckFinding]
+}
+
+extension Transport {
+    public var preferredBatchSize: Int { 500 }
+    public func start() async throws {}
+    public func shutdown() async {}
+    public func checkReport() async -> [CheckFinding] { [] }
+}
+
+/// A transport type that can be registered under a config `type` and built from its own
+/// configuration section.
+public protocol TransportPlugin: Transport {
+    associatedtype Configuration: TransportConfiguration
+
+    /// The config `type` that selects this plugin (`"apns-http2"`, `"log"`).
+    static var kind: String { get }
+
+    /// Reads and validates this plugin's keys from its `transports.<name>` section.
+    ///
+    /// Report every problem on `node` (`node.error(at: "keyFile", "…")`) and return `nil` when
+    /// the section is unusable. The `type` key is already read. Keys the reader does not ask
+    /// for are reported to the user as unknown.
+    static func configuration(from node: ConfigNode) -> Configuration?
+
+    init(name: String, configuration: Configuration, context: TransportContext) throws
+}
+
+/// What the core may know about any plugin's configuration.
+public protocol TransportConfiguration: Sendable {
+    /// The APNs environment this transport serves, or `nil` when it carries devices of any
+    /// environment. Routing uses it to pick "the first route that can carry" a device.
+    var environment: APNsEnvironment? { get }
+    /// A one-line description for `herald check`; must not contain secrets.
+    var summary: String { get }
+}
+
+/// What the host gives a transport: its logger, clock and metrics.
+public struct TransportContext: Sendable {
+    public var logger: Logger
+    public var clock: any WallClock
+    public var metrics: MetricsRegistry
+
+    public init(logger: Logger, clock: any WallClock = SystemClock(), metrics: MetricsRegistry = MetricsRegistry()) {
+        self.logger = logger
+        self.clock = clock
+        self.metrics = metrics
+    }
+}
+
+/// One line of `herald check` output about a transport.
+public struct CheckFinding: Sendable, Equatable, CustomStringConvertible {
+    public enum Severity: String, Sendable { case ok, info, warning, error }
+    public var severity: Severity
+    public var message: String
+
+    public init(_ severity: Severity, _ message: String) {
+        self.severity = severity
+        self.message = message
+    }
+
+    public var description: String { "\(severity.rawValue): \(message)" }
+}
+
+/// A transport that cannot work; the message says what to fix and contains no secret.
+public struct TransportError: Error, CustomStringConvertible, Sendable {
+    public var transport: String
+    public var message: String
+
+    public init(transport: String, message: String) {
+        self.transport = transport
+        self.message = message
+    }
+
+    public var description: String { "transport \(transport): \(message)" }
+}
+
+/// A configured transport: its name, plugin kind and the plugin's parsed configuration.
+public struct TransportSpec: Sendable {
+    public var name: String
+    public var kind: String
+    public var configuration: any TransportConfiguration
+
+    public init(name: String, kind: String, configuration: any TransportConfiguration) {
+        self.name = name
+        self.kind = kind
+        self.configuration = configuration
+    }
+
+    /// Whether this transport can carry a device of `environment`.
+    public func canCarry(_ environment: APNsEnvironment) -> Bool {
+        configuration.environment.map { $0 == environment } ?? true
+    }
+}
+
+/// The transport plugins an executable knows, keyed by config `type`.
+///
+/// Registration is explicit, once, in `main`:
+/// ```swift
+/// var registry = TransportRegistry()
+/// registry.register(LogTransport.self)
+/// ```
+public struct TransportRegistry: Sendable {
+    private struct Entry: Sendable {
+        var parse: @Sendable (ConfigNode) -> (any TransportConfiguration)?
+        var make: @Sendable (String, any TransportConfiguration, TransportContext) throws -> any Transport
+    }
+
+    private var entries: [String: Entry] = [:]
+
+    public init() {}
+
+    /// Registers a plugin under its ``TransportPlugin/kind``.
+    public mutating func register<P: TransportPlugin>(_ plugin: P.Type) {
+        entries[P.kind] = Entry(
+            parse: { node in P.configuration(from: node) },
+            make: { name, configuration, context in
+                guard let configuration = configuration as? P.Configuration else {
+                    throw TransportError(transport: name, message: "configuration is not for type \(P.kind)")
+                }
+                return try P(name: name, configuration: configuration, context: context)
+            })
+    }
+
+    /// The registered types, sorted.
+    public var kinds: [String] { entries.keys.sorted() }
+
+    /// Parses a plugin's configuration section (`nil` when `kind` is unknown or invalid).
+    public func parseConfiguration(kind: String, node: ConfigNode) -> (any TransportConfiguration)? {
+        entries[kind]?.parse(node)
+    }
+
+    public func isRegistered(_ kind: String) -> Bool { entries[kind] != nil }
+
+    /// Builds the transport for a configured spec.
+    public func makeTransport(_ spec: TransportSpec, context: TransportContext) throws -> any Transport {
+        guard let entry = entries[spec.kind] else {
+            throw TransportError(transport: spec.name, message: "unknown transport type \"\(spec.kind)\"; known: \(kinds.joined(separator: ", "))")
+        }
+        return try entry.make(spec.name, spec.configuration, context)
+    }
+}

@@ -1,0 +1,1 @@
+// The daemon (HTTP API, durable queue, workers) lives here.

@@ -1,0 +1,1 @@
+// The APNs simulators (HTTP/2, binary, feedback) live here.

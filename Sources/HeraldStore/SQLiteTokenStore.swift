@@ -1,0 +1,154 @@
+import Foundation
+import HeraldCore
+
+/// The token store in a SQLite file (WAL mode, migrated on open, prepared statements).
+///
+/// One connection serialised by a lock: each operation is a few prepared statements and takes
+/// microseconds. Several processes (the daemon and the CLI) may share the file; SQLite's busy
+/// timeout makes a writer wait for another.
+public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
+    private let lock = NSLock()
+    private let db: SQLiteDatabase
+
+    /// Opens (creating and migrating) the store at `path` (`":memory:"` for a private in-memory one).
+    public init(path: String, synchronous: StorageConfiguration.Synchronous = .full, busyTimeout: TimeInterval = 5) throws {
+        db = try SQLiteDatabase(path: path, synchronous: synchronous.rawValue.uppercased(), busyTimeout: busyTimeout)
+        try HeraldSchema.migrations.apply(to: db)
+    }
+
+    /// Opens the store a configuration names.
+    public convenience init(configuration: StorageConfiguration) throws {
+        try self.init(path: configuration.path, synchronous: configuration.synchronous, busyTimeout: configuration.busyTimeout)
+    }
+
+    /// The schema version of the open database.
+    public func schemaVersion() throws -> Int {
+        try locked { try db.userVersion() }
+    }
+
+    private func locked<T>(_ body: () throws -> T) throws -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
+
+    private static let columns = "app, token, user, transport, environment, created_at, updated_at, invalidated_at, invalidation_reason"
+
+    private static func device(from s: SQLiteStatement) -> Device {
+        Device(app: s.string(0), token: s.string(1), user: s.string(2), transport: s.string(3),
+               environment: APNsEnvironment(rawValue: s.string(4)) ?? .production,
+               createdAt: Date(millisecondsSince1970: s.int64(5)), updatedAt: Date(millisecondsSince1970: s.int64(6)),
+               invalidatedAt: s.optionalInt64(7).map { Date(millisecondsSince1970: $0) },
+               invalidationReason: s.optionalString(8))
+    }
+
+    private func fetchDevice(app: String, token: String) throws -> Device? {
+        let s = try db.statement("SELECT \(Self.columns) FROM devices WHERE app = ? AND token = ?")
+        s.bind(1, app).bind(2, token)
+        return try s.step() ? Self.device(from: s) : nil
+    }
+
+    public func register(_ r: DeviceRegistration, at now: Date) async throws -> RegistrationResult {
+        try locked {
+            try db.transaction {
+                let previous = try fetchDevice(app: r.app, token: r.token)
+                let nowMs = now.millisecondsSince1970
+                let s = try db.statement("""
+                    INSERT INTO devices (app, token, user, transport, environment, created_at, updated_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (app, token) DO UPDATE SET
+                        user = excluded.user, transport = excluded.transport, environment = excluded.environment,
+                        updated_at = excluded.updated_at, invalidated_at = NULL, invalidation_reason = NULL
+                    """)
+                s.bind(1, r.app).bind(2, r.token).bind(3, r.user).bind(4, r.transport).bind(5, r.environment.rawValue)
+                    .bind(6, nowMs).bind(7, nowMs)
+                try s.run()
+                guard let device = try fetchDevice(app: r.app, token: r.token) else {
+                    throw StoreError("register device: the row vanished after writing it")
+                }
+                switch previous {
+                case nil: return RegistrationResult(change: .created, device: device)
+                case let p? where p.user != r.user: return RegistrationResult(change: .moved, device: device, previousUser: p.user)
+                default: return RegistrationResult(change: .updated, device: device)
+                }
+            }
+        }
+    }
+
+    public func unregister(app: String, token: String) async throws -> Bool {
+        try locked {
+            let s = try db.statement("DELETE FROM devices WHERE app = ? AND token = ?")
+            s.bind(1, app).bind(2, token)
+            try s.run()
+            return db.changes > 0
+        }
+    }
+
+    public func device(app: String, token: String) async throws -> Device? {
+        try locked { try fetchDevice(app: app, token: token) }
+    }
+
+    public func devices(app: String, users: [String], includeInvalidated: Bool) async throws -> [Device] {
+        guard !users.isEmpty else { return [] }
+        // One statement for any number of users: the list travels as a JSON array.
+        var list = JSONWriter(capacity: users.count * 16)
+        list.raw(UInt8(ascii: "["))
+        for (i, u) in users.enumerated() {
+            if i > 0 { list.raw(UInt8(ascii: ",")) }
+            list.string(u)
+        }
+        list.raw(UInt8(ascii: "]"))
+        let filter = includeInvalidated ? "" : "AND invalidated_at IS NULL"
+        return try locked {
+            let s = try db.statement("""
+                SELECT \(Self.columns) FROM devices
+                WHERE app = ? AND user IN (SELECT value FROM json_each(?)) \(filter)
+                ORDER BY user, updated_at DESC, token
+                """)
+            s.bind(1, app).bind(2, list.string)
+            var result: [Device] = []
+            while try s.step() { result.append(Self.device(from: s)) }
+            return result
+        }
+    }
+
+    public func listDevices(app: String?, user: String?, limit: Int?) async throws -> [Device] {
+        try locked {
+            let s = try db.statement("""
+                SELECT \(Self.columns) FROM devices
+                WHERE (?1 IS NULL OR app = ?1) AND (?2 IS NULL OR user = ?2)
+                ORDER BY app, user, updated_at DESC, token LIMIT ?3
+                """)
+            s.bind(1, app).bind(2, user).bind(3, Int64(limit ?? -1))
+            var result: [Device] = []
+            while try s.step() { result.append(Self.device(from: s)) }
+            return result
+        }
+    }
+
+    public func invalidate(app: String, token: String, at time: Date, reason: String) async throws -> InvalidationResult {
+        try locked {
+            try db.transaction {
+                let ms = time.millisecondsSince1970
+                let s = try db.statement("""
+                    UPDATE devices SET invalidated_at = ?, invalidation_reason = ?
+                    WHERE app = ? AND token = ? AND invalidated_at IS NULL AND updated_at <= ?
+                    """)
+                s.bind(1, ms).bind(2, reason).bind(3, app).bind(4, token).bind(5, ms)
+                try s.run()
+                if db.changes > 0 { return .invalidated }
+                guard let device = try fetchDevice(app: app, token: token) else { return .unknown }
+                return device.invalidatedAt != nil ? .alreadyInvalid : .keptReRegistered
+            }
+        }
+    }
+
+    public func prune(invalidatedBefore cutoff: Date) async throws -> Int {
+        try locked {
+            let s = try db.statement("DELETE FROM devices WHERE invalidated_at IS NOT NULL AND invalidated_at < ?")
+            s.bind(1, cutoff.millisecondsSince1970)
+            try s.run()
+            return db.changes
+        }
+    }
+}

@@ -1,0 +1,11 @@
+import Foundation
+import HeraldCLI
+import HeraldCore
+import HeraldLogTransport
+
+// Transport plugins are registered here, explicitly, once.
+var registry = TransportRegistry()
+registry.register(LogTransport.self)
+
+let code = await HeraldCLI.run(Array(CommandLine.arguments.dropFirst()), registry: registry)
+exit(code)

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs what Herald needs to build, test and run on Debian/Ubuntu. Idempotent; silent when
+# everything is already there. Called by `make run`, `make test` and `make bench`.
+set -euo pipefail
+
+packages=(
+  pkg-config ca-certificates openssl curl
+  libcurl4-openssl-dev libssl-dev libsqlite3-dev   # transports, crypto, store
+  libmicrohttpd-dev libnghttp2-dev                 # daemon HTTP API, HTTP/2 simulator
+  nghttp2-client nghttp2-server                    # h2load and nghttpd: reference tools for tests and benchmarks
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ! command -v swift >/dev/null 2>&1; then
+  echo "bootstrap: the Swift toolchain (6.0 or later) is not on PATH; install it from https://www.swift.org/install/linux/" >&2
+  exit 1
+fi
+
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "bootstrap: missing packages (${missing[*]}) and no apt-get to install them; install them by hand" >&2
+  exit 1
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+    echo "bootstrap: need root (or sudo) to install: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+echo "bootstrap: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq >/dev/null
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "bootstrap: done" >&2
