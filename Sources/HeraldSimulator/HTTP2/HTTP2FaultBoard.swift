@@ -1,0 +1,111 @@
+import Foundation
+import HeraldCore
+import Synchronization
+
+/// The faults in force, shared by every connection; connections keep a snapshot and refresh it
+/// when ``version`` changes, so the hot path reads no lock when no fault is set.
+final class HTTP2FaultBoard: Sendable {
+    private struct State {
+        var faults: HTTP2Faults
+        var perDevice: [String: Int] = [:]
+    }
+
+    private let state: Locked<State>
+    private let versionCounter = Atomic<Int>(0)
+
+    init(_ faults: HTTP2Faults) {
+        state = Locked(State(faults: faults.normalized))
+    }
+
+    /// Changes whenever the faults change.
+    var version: Int { versionCounter.load(ordering: .acquiring) }
+
+    var faults: HTTP2Faults { state.withLock { $0.faults } }
+
+    /// The faults and the version they belong to.
+    func snapshot() -> (faults: HTTP2Faults, version: Int) {
+        state.withLock { s in (s.faults, versionCounter.load(ordering: .acquiring)) }
+    }
+
+    /// Replaces the faults (and restarts the 500/503 and per-device counts).
+    func set(_ faults: HTTP2Faults) {
+        state.withLock { s in
+            s.faults = faults.normalized
+            s.perDevice = [:]
+            versionCounter.add(1, ordering: .releasing)
+        }
+    }
+
+    /// The fault for an otherwise accepted notification to `token` (lower case), if any;
+    /// consumes one of the 500/503 answers.
+    func decide(token: String) -> (reason: APNsHTTP2Reason, timestamp: Int64?)? {
+        state.withLock { s in
+            let f = s.faults
+            if let time = f.unregistered[token] { return (.unregistered, time.millisecondsSince1970) }
+            if f.badDeviceTokens.contains(token) { return (.badDeviceToken, nil) }
+            if f.tokensNotForTopic.contains(token) { return (.deviceTokenNotForTopic, nil) }
+            if f.tooManyRequests.contains(token) { return (.tooManyRequests, nil) }
+            if let limit = f.requestsPerDeviceLimit {
+                let n = s.perDevice[token, default: 0]
+                if n >= limit { return (.tooManyRequests, nil) }
+                s.perDevice[token] = n + 1
+            }
+            if f.internalServerErrors > 0 {
+                s.faults.internalServerErrors -= 1
+                if s.faults.internalServerErrors == 0 { versionCounter.add(1, ordering: .releasing) }
+                return (.internalServerError, nil)
+            }
+            if f.serviceUnavailable > 0 {
+                s.faults.serviceUnavailable -= 1
+                if s.faults.serviceUnavailable == 0 { versionCounter.add(1, ordering: .releasing) }
+                return (.serviceUnavailable, nil)
+            }
+            return nil
+        }
+    }
+}
+
+/// Random lower-case v4 UUIDs, fast (a per-connection xoshiro-style generator seeded from the system).
+struct HTTP2UUIDGenerator {
+    private var state: (UInt64, UInt64)
+
+    init() {
+        var g = SystemRandomNumberGenerator()
+        state = (g.next() | 1, g.next())
+    }
+
+    private mutating func next() -> UInt64 {
+        // xorshift128+
+        var s1 = state.0
+        let s0 = state.1
+        state.0 = s0
+        s1 ^= s1 << 23
+        state.1 = s1 ^ s0 ^ (s1 >> 17) ^ (s0 >> 26)
+        return state.1 &+ s0
+    }
+
+    /// Writes 36 characters (`xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx`) at `out`.
+    mutating func write(to out: UnsafeMutablePointer<UInt8>) {
+        var hi = next(), lo = next()
+        hi = (hi & ~0xF000) | 0x4000                      // version 4
+        lo = (lo & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000  // variant 10
+        let digits: StaticString = "0123456789abcdef"
+        let d = digits.utf8Start
+        var o = 0
+        for i in 0..<32 {
+            if i == 8 || i == 12 || i == 16 || i == 20 { out[o] = UInt8(ascii: "-"); o += 1 }
+            let word = i < 16 ? hi : lo
+            let shift = UInt64(60 - 4 * (i % 16))
+            out[o] = d[Int((word >> shift) & 0xF)]
+            o += 1
+        }
+    }
+
+    /// A new UUID as a string.
+    mutating func string() -> String {
+        String(unsafeUninitializedCapacity: 36) { buffer in
+            write(to: buffer.baseAddress!)
+            return 36
+        }
+    }
+}
