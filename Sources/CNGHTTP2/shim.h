@@ -28,7 +28,8 @@ static inline int herald_h2_submit_max_streams(nghttp2_session *s, uint32_t max_
 
 /* An APNs response: ":status" (3 digits), "apns-id", optional "apns-unique-id", and, when
    body_cb is set, "content-type: application/json" with the body from body_cb.
-   nghttp2 copies the values; the names are static. */
+   nghttp2 copies the values; the names are static. The ids change on every response, so they
+   are sent as literals without indexing (no churn in the HPACK dynamic table). */
 static inline int herald_h2_submit_apns_response(nghttp2_session *s, int32_t stream_id, const uint8_t *status3,
                                                  const uint8_t *apns_id, size_t apns_id_len,
                                                  const uint8_t *unique_id, size_t unique_id_len,
@@ -39,10 +40,12 @@ static inline int herald_h2_submit_apns_response(nghttp2_session *s, int32_t str
     nva[n].name = (uint8_t *)":status"; nva[n].namelen = 7;
     nva[n].value = (uint8_t *)status3; nva[n].valuelen = 3; nva[n].flags = NGHTTP2_NV_FLAG_NO_COPY_NAME; n++;
     nva[n].name = (uint8_t *)"apns-id"; nva[n].namelen = 7;
-    nva[n].value = (uint8_t *)apns_id; nva[n].valuelen = apns_id_len; nva[n].flags = NGHTTP2_NV_FLAG_NO_COPY_NAME; n++;
+    nva[n].value = (uint8_t *)apns_id; nva[n].valuelen = apns_id_len;
+    nva[n].flags = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_INDEX; n++;
     if (unique_id) {
         nva[n].name = (uint8_t *)"apns-unique-id"; nva[n].namelen = 14;
-        nva[n].value = (uint8_t *)unique_id; nva[n].valuelen = unique_id_len; nva[n].flags = NGHTTP2_NV_FLAG_NO_COPY_NAME; n++;
+        nva[n].value = (uint8_t *)unique_id; nva[n].valuelen = unique_id_len;
+        nva[n].flags = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_INDEX; n++;
     }
     if (body_cb) {
         nva[n].name = (uint8_t *)"content-type"; nva[n].namelen = 12;

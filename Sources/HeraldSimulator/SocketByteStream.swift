@@ -29,15 +29,20 @@ protocol SocketByteStream: AnyObject {
     /// The client certificate's APNs topics (Apple's topics extension, else its subject UID);
     /// empty without a client certificate.
     var peerTopics: [String] { get }
-    /// Sends TLS close_notify when there is TLS (best effort).
-    func shutdown()
+    /// Ends the connection and closes the socket. `graceful`: TLS close_notify first (when there
+    /// is TLS); otherwise the socket is shut down at once (FIN, no close_notify). Call once.
+    func close(graceful: Bool)
 }
 
 /// Plaintext TCP on a non-blocking socket (h2c with prior knowledge, for debugging).
+/// Owns and closes the socket.
 final class PlainSocketStream: SocketByteStream {
     let fd: Int32
+    private var isClosed = false
 
     init(fd: Int32) { self.fd = fd }
+
+    deinit { close(graceful: false) }
 
     func handshake() -> SocketIOResult { .bytes(0) }
 
@@ -71,5 +76,10 @@ final class PlainSocketStream: SocketByteStream {
     var negotiatedALPN: String? { nil }
     var peerTopics: [String] { [] }
 
-    func shutdown() {}
+    func close(graceful: Bool) {
+        guard !isClosed else { return }
+        isClosed = true
+        if !graceful { Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+        Glibc.close(fd)
+    }
 }

@@ -11,6 +11,7 @@ import Glibc
 /// Everything here runs on the connection's own thread; only ``HTTP2ServerCore`` is shared.
 final class HTTP2Connection: @unchecked Sendable {
     let id: Int
+    /// The socket (owned and closed by ``stream``; used here only to poll).
     private let fd: Int32
     private let core: HTTP2ServerCore
     private let stream: any SocketByteStream
@@ -63,10 +64,11 @@ final class HTTP2Connection: @unchecked Sendable {
     /// Serves the connection until it closes or the simulator stops.
     /// - Important: the caller counts the connection with `core.connectionStarted()` first.
     func run() {
+        var graceful = false
         defer {
+            stream.close(graceful: graceful)
             if let session { nghttp2_session_del(session) }
             session = nil
-            close(fd)
             core.recorder.flush()
             core.connectionEnded()
         }
@@ -74,13 +76,12 @@ final class HTTP2Connection: @unchecked Sendable {
         if core.usesTLS, stream.negotiatedALPN != "h2" {
             core.logger.info("closing a TLS connection that did not negotiate h2 with ALPN",
                              ["connection": String(id), "alpn": stream.negotiatedALPN ?? "none"])
-            stream.shutdown()
+            graceful = true
             return
         }
         topics = makeTopicPolicy()
         guard startSession() else { return }
-        let graceful = serve()
-        if graceful { stream.shutdown() }
+        graceful = serve()
     }
 
     private func makeTopicPolicy() -> HTTP2TopicPolicy {
@@ -282,6 +283,7 @@ final class HTTP2Connection: @unchecked Sendable {
             context = reused
         } else {
             context = HTTP2StreamContext()
+            context.request.keepsAllHeaders = core.recorder.wantsNotifications
             pool.append(context)
         }
         context.reset(streamID: streamID)
@@ -322,7 +324,7 @@ final class HTTP2Connection: @unchecked Sendable {
             verdict = core.validator.validate(request, topics: topics) { _ in nil }
         }
         if verdict.reason == nil, faultsNeedBoard, let range = verdict.token {
-            let token = String(decoding: request.storage[range], as: UTF8.self).lowercased()
+            let token = request.string(range).lowercased()
             if let fault = core.faults.decide(token: token) {
                 verdict.reason = fault.reason
                 verdict.timestamp = fault.timestamp
@@ -332,10 +334,8 @@ final class HTTP2Connection: @unchecked Sendable {
         // The response.
         context.status = HTTP2StreamContext.statusText(verdict.status)
         if verdict.echoesAPNsID, let range = request.valueRange(.apnsID) {
-            context.apnsID.withUnsafeMutableBufferPointer { out in
-                request.storage.withUnsafeBufferPointer { src in
-                    out.baseAddress!.update(from: src.baseAddress! + range.lowerBound, count: 36)
-                }
+            context.apnsID.withUnsafeMutableBytes { out in
+                out.copyMemory(from: request.bytes(range))
             }
         } else {
             context.apnsID.withUnsafeMutableBufferPointer { uuid.write(to: $0.baseAddress!) }
@@ -366,12 +366,12 @@ final class HTTP2Connection: @unchecked Sendable {
         }
         return ReceivedNotification(
             time: core.clock.now, connectionID: id, streamID: Int(context.streamID),
-            deviceToken: verdict.token.map { String(decoding: request.storage[$0], as: UTF8.self) } ?? "",
+            deviceToken: verdict.token.map { request.string($0) } ?? "",
             topic: request.string(.apnsTopic).flatMap { $0.isEmpty ? nil : $0 } ?? verdict.defaultTopic ?? "",
             pushType: verdict.pushType,
             apnsID: String(decoding: context.apnsID, as: UTF8.self),
             uniqueID: context.hasUniqueID ? String(decoding: context.uniqueID, as: UTF8.self) : nil,
-            headers: headers, payload: request.body,
+            headers: headers, payload: Array(request.body),
             keyID: auth.claims?.keyID, teamID: auth.claims?.teamID)
     }
 

@@ -3,7 +3,7 @@
 /// Built by the nghttp2 glue without a `String` per header: every name and value is appended to
 /// one reusable byte buffer, and the headers APNs defines are remembered as ranges into it.
 /// Tests build one from strings with ``init(method:path:headers:body:)``.
-struct HTTP2RequestHead: Sendable {
+final class HTTP2RequestHead {
     /// A header field: ranges into ``storage``.
     struct Field: Sendable {
         var nameStart: Int32
@@ -66,74 +66,113 @@ struct HTTP2RequestHead: Sendable {
         }
     }
 
-    /// Every header name and value, back to back.
-    private(set) var storage: [UInt8] = []
-    /// Every header in arrival order (pseudo-headers included).
-    private(set) var fields: [Field] = []
-    /// Index into ``fields`` of each known header (`-1` when absent).
+    /// Every stored header name and value, back to back.
+    private(set) var storage: UnsafeMutableRawBufferPointer
+    private var storageCount = 0
+    /// The stored headers in arrival order (pseudo-headers included).
+    private var fieldBuffer: UnsafeMutableBufferPointer<Field>
+    private(set) var fieldCount = 0
+    /// Index into the fields of each known header (`-1` when absent).
     private var known: (Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16) = (-1, -1, -1, -1, -1, -1, -1, -1, -1)
     /// A known header arrived twice.
     private(set) var duplicate: Known? = nil
-    /// The first bytes of the body (up to ``bodyLimit``).
-    private(set) var body: [UInt8] = []
+    /// Whether headers the validator does not read are kept too (for recording).
+    var keepsAllHeaders = true
+    private let bodyBuffer: UnsafeMutableRawBufferPointer
+    private var bodyCount = 0
     /// The body's full length, even past ``bodyLimit``.
     private(set) var bodyLength = 0
     /// How much of the body is kept (more than the largest payload APNs accepts).
     static let bodyLimit = 5121
 
     init() {
-        storage.reserveCapacity(1024)
-        fields.reserveCapacity(16)
-        body.reserveCapacity(1024)
+        storage = .allocate(byteCount: 1024, alignment: 8)
+        fieldBuffer = .allocate(capacity: 16)
+        bodyBuffer = .allocate(byteCount: Self.bodyLimit, alignment: 8)
+    }
+
+    deinit {
+        storage.deallocate()
+        fieldBuffer.deallocate()
+        bodyBuffer.deallocate()
     }
 
     /// A request from strings (for tests and tools).
-    init(method: String = "POST", path: String, headers: [(String, String)] = [], body: String = "") {
+    convenience init(method: String = "POST", path: String, headers: [(String, String)] = [], body: String = "") {
         self.init()
         append(name: ":method", value: method)
         append(name: ":path", value: path)
         for (n, v) in headers { append(name: n, value: v) }
-        var b = Array(body.utf8)
-        b.withUnsafeMutableBytes { appendBody(UnsafeRawBufferPointer($0)) }
+        var b = body
+        b.withUTF8 { appendBody(UnsafeRawBufferPointer($0)) }
     }
 
-    /// Empties the request for reuse, keeping its buffers' capacity.
-    mutating func reset() {
-        storage.removeAll(keepingCapacity: true)
-        fields.removeAll(keepingCapacity: true)
+    /// Empties the request for reuse, keeping its buffers.
+    func reset() {
+        storageCount = 0
+        fieldCount = 0
         known = (-1, -1, -1, -1, -1, -1, -1, -1, -1)
         duplicate = nil
-        body.removeAll(keepingCapacity: true)
+        bodyCount = 0
         bodyLength = 0
     }
 
     /// Adds one header.
-    mutating func append(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
-        let field = Field(nameStart: Int32(storage.count), nameLength: Int32(name.count),
-                          valueStart: Int32(storage.count + name.count), valueLength: Int32(value.count))
-        storage.append(contentsOf: name)
-        storage.append(contentsOf: value)
-        if let k = Known.match(name) {
+    func append(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        let k = Known.match(name)
+        if k == nil && !keepsAllHeaders { return }
+        let needed = storageCount + name.count + value.count
+        if needed > storage.count {
+            let bigger = UnsafeMutableRawBufferPointer.allocate(byteCount: max(needed, storage.count * 2), alignment: 8)
+            bigger.baseAddress!.copyMemory(from: storage.baseAddress!, byteCount: storageCount)
+            storage.deallocate()
+            storage = bigger
+        }
+        if fieldCount == fieldBuffer.count {
+            let bigger = UnsafeMutableBufferPointer<Field>.allocate(capacity: fieldBuffer.count * 2)
+            _ = bigger.initialize(fromContentsOf: fieldBuffer)
+            fieldBuffer.deallocate()
+            fieldBuffer = bigger
+        }
+        let base = storage.baseAddress!
+        if name.count > 0 { (base + storageCount).copyMemory(from: name.baseAddress!, byteCount: name.count) }
+        if value.count > 0 { (base + storageCount + name.count).copyMemory(from: value.baseAddress!, byteCount: value.count) }
+        fieldBuffer[fieldCount] = Field(nameStart: Int32(storageCount), nameLength: Int32(name.count),
+                                        valueStart: Int32(storageCount + name.count), valueLength: Int32(value.count))
+        storageCount = needed
+        if let k {
             if index(k) >= 0 {
                 if duplicate == nil { duplicate = k }
             } else {
-                setIndex(k, Int16(truncatingIfNeeded: fields.count))
+                setIndex(k, Int16(truncatingIfNeeded: fieldCount))
             }
         }
-        fields.append(field)
+        fieldCount += 1
     }
 
-    mutating func append(name: String, value: String) {
+    func append(name: String, value: String) {
         var n = name, v = value
         n.withUTF8 { nb in v.withUTF8 { vb in append(name: UnsafeRawBufferPointer(nb), value: UnsafeRawBufferPointer(vb)) } }
     }
 
     /// Adds body bytes (keeps at most ``bodyLimit``).
-    mutating func appendBody(_ chunk: UnsafeRawBufferPointer) {
+    func appendBody(_ chunk: UnsafeRawBufferPointer) {
         bodyLength += chunk.count
-        let room = Self.bodyLimit - body.count
-        if room > 0 { body.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk.prefix(room))) }
+        let n = min(Self.bodyLimit - bodyCount, chunk.count)
+        if n > 0 {
+            (bodyBuffer.baseAddress! + bodyCount).copyMemory(from: chunk.baseAddress!, byteCount: n)
+            bodyCount += n
+        }
     }
+
+    /// The kept body bytes.
+    var body: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: bodyBuffer[0..<bodyCount]) }
+
+    /// Bytes of the header storage.
+    func bytes(_ range: Range<Int>) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: storage[range]) }
+
+    /// Bytes of the header storage as a string.
+    func string(_ range: Range<Int>) -> String { String(decoding: bytes(range), as: UTF8.self) }
 
     private func index(_ k: Known) -> Int {
         switch k {
@@ -149,7 +188,7 @@ struct HTTP2RequestHead: Sendable {
         }
     }
 
-    private mutating func setIndex(_ k: Known, _ i: Int16) {
+    private func setIndex(_ k: Known, _ i: Int16) {
         switch k {
         case .method: known.0 = i
         case .path: known.1 = i
@@ -170,27 +209,26 @@ struct HTTP2RequestHead: Sendable {
     func valueRange(_ k: Known) -> Range<Int>? {
         let i = index(k)
         guard i >= 0 else { return nil }
-        let f = fields[i]
+        let f = fieldBuffer[i]
         return Int(f.valueStart)..<Int(f.valueStart + f.valueLength)
     }
 
-    /// Runs `body` with the bytes of a known header's value (`nil` when absent).
-    func withValue<R>(_ k: Known, _ body: (UnsafeRawBufferPointer?) -> R) -> R {
-        guard let r = valueRange(k) else { return body(nil) }
-        return storage.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[r])) }
+    /// The bytes of a known header's value (`nil` when absent); valid until the next change.
+    func value(_ k: Known) -> UnsafeRawBufferPointer? {
+        valueRange(k).map { bytes($0) }
     }
 
     /// A known header's value as a string (allocates; not for the hot path).
     func string(_ k: Known) -> String? {
-        guard let r = valueRange(k) else { return nil }
-        return String(decoding: storage[r], as: UTF8.self)
+        valueRange(k).map { string($0) }
     }
 
-    /// Every header as strings, in arrival order (allocates; for recording).
+    /// Every stored header as strings, in arrival order (allocates; for recording).
     var headerPairs: [(name: String, value: String)] {
-        fields.map { f in
-            (String(decoding: storage[Int(f.nameStart)..<Int(f.nameStart + f.nameLength)], as: UTF8.self),
-             String(decoding: storage[Int(f.valueStart)..<Int(f.valueStart + f.valueLength)], as: UTF8.self))
+        (0..<fieldCount).map { i in
+            let f = fieldBuffer[i]
+            return (string(Int(f.nameStart)..<Int(f.nameStart + f.nameLength)),
+                    string(Int(f.valueStart)..<Int(f.valueStart + f.valueLength)))
         }
     }
 }

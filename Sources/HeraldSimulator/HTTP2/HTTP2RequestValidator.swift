@@ -37,7 +37,7 @@ struct HTTP2Verdict: Sendable {
     var pushType: PushType = .alert
     /// The topic, when `apns-topic` was absent and the certificate's single topic was used.
     var defaultTopic: String? = nil
-    /// Whether the request's `apns-id` is valid and is echoed.
+    /// Whether the request's `apns-id` is a valid UUID and is echoed (on every answer).
     var echoesAPNsID = false
 
     var status: Int { reason?.status ?? 200 }
@@ -72,16 +72,16 @@ struct HTTP2RequestValidator: Sendable {
 
     func validate(_ request: HTTP2RequestHead, topics: HTTP2TopicPolicy,
                   authenticate: (UnsafeRawBufferPointer?) -> APNsHTTP2Reason?) -> HTTP2Verdict {
-        request.storage.withUnsafeBytes { storage in
-            validate(request, storage: storage, topics: topics, authenticate: authenticate)
-        }
+        var verdict = check(request, topics: topics, authenticate: authenticate)
+        // Apple answers with the request's apns-id whenever it is one, whatever the outcome.
+        if let id = request.value(.apnsID), Self.isUUID(id) { verdict.echoesAPNsID = true }
+        return verdict
     }
 
-    private func validate(_ request: HTTP2RequestHead, storage: UnsafeRawBufferPointer, topics: HTTP2TopicPolicy,
-                          authenticate: (UnsafeRawBufferPointer?) -> APNsHTTP2Reason?) -> HTTP2Verdict {
-        func value(_ k: HTTP2RequestHead.Known) -> UnsafeRawBufferPointer? {
-            request.valueRange(k).map { UnsafeRawBufferPointer(rebasing: storage[$0]) }
-        }
+    private func check(_ request: HTTP2RequestHead, topics: HTTP2TopicPolicy,
+                       authenticate: (UnsafeRawBufferPointer?) -> APNsHTTP2Reason?) -> HTTP2Verdict {
+        let storage = UnsafeRawBufferPointer(request.storage)
+        func value(_ k: HTTP2RequestHead.Known) -> UnsafeRawBufferPointer? { request.value(k) }
         // 1. Method.
         guard let method = value(.method), Self.equals(method, "POST") else { return .reject(.methodNotAllowed) }
         // 2. Path.
@@ -99,10 +99,7 @@ struct HTTP2RequestValidator: Sendable {
         if let reason = authenticate(value(.authorization)) { return .reject(reason) }
         var verdict = HTTP2Verdict(reason: nil, token: tokenRange)
         // 5. apns-id.
-        if let id = value(.apnsID) {
-            guard Self.isUUID(id) else { return .reject(.badMessageId) }
-            verdict.echoesAPNsID = true
-        }
+        if let id = value(.apnsID), !Self.isUUID(id) { return .reject(.badMessageId) }
         // 6. Push type.
         var explicitType: PushType? = nil
         if let type = value(.apnsPushType) {

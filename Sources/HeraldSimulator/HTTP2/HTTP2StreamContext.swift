@@ -4,7 +4,7 @@
 /// it alive). ``generation`` changes on every reuse, so a delayed response can tell its stream
 /// was closed meanwhile.
 final class HTTP2StreamContext {
-    var request = HTTP2RequestHead()
+    let request = HTTP2RequestHead()
     var streamID: Int32 = 0
     var generation: UInt32 = 0
     var inUse = false
