@@ -86,20 +86,20 @@ final class HTTP2Connection: @unchecked Sendable {
 
     private func makeTopicPolicy() -> HTTP2TopicPolicy {
         if core.authenticator != nil { return HTTP2TopicPolicy(required: true, allowed: core.topics) }
-        var bundles = core.topics
-        if bundles.isEmpty {
-            // Apple's topics extension lists the bundle and its `.voip`/`.complication` topics.
-            for topic in stream.peerTopics {
-                var bundle = topic
-                for type in PushType.allCases where !type.topicSuffix.isEmpty && topic.hasSuffix(type.topicSuffix) {
-                    bundle = String(topic.dropLast(type.topicSuffix.count))
-                    break
-                }
-                if !bundles.contains(bundle) { bundles.append(bundle) }
+        let topics = core.topics.isEmpty ? stream.peerTopics : core.topics
+        // Apple's topics extension lists the bundle and its `.voip`/`.complication` topics;
+        // `apns-topic` is required when there is more than one.
+        var bundles: [String] = []
+        for topic in topics {
+            var bundle = topic
+            for type in PushType.allCases where !type.topicSuffix.isEmpty && topic.hasSuffix(type.topicSuffix) {
+                bundle = String(topic.dropLast(type.topicSuffix.count))
+                break
             }
+            if !bundles.contains(bundle) { bundles.append(bundle) }
         }
-        return HTTP2TopicPolicy(required: bundles.count != 1, allowed: bundles,
-                                defaultBundle: bundles.count == 1 ? bundles[0] : nil)
+        return HTTP2TopicPolicy(required: topics.count != 1, allowed: bundles,
+                                defaultBundle: topics.count == 1 ? bundles[0] : nil)
     }
 
     private func handshake() -> Bool {
@@ -376,6 +376,15 @@ final class HTTP2Connection: @unchecked Sendable {
     }
 
     private func submit(_ context: HTTP2StreamContext) {
+        answered += 1
+        if let n = faults.goAwayAfterStreams, answered == n {
+            // GOAWAY goes out before this last answer, so the client sends nothing more here.
+            let debug: StaticString = "{\"reason\":\"Shutdown\"}"
+            nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), context.streamID,
+                                  NGHTTP2_NO_ERROR.rawValue, debug.utf8Start, debug.utf8CodeUnitCount)
+            goAwayLastStream = context.streamID
+            core.recorder.goAwaySent()
+        }
         let rc = context.apnsID.withUnsafeBufferPointer { id in
             context.uniqueID.withUnsafeBufferPointer { unique in
                 herald_h2_submit_apns_response(session, context.streamID, context.status.utf8Start,
@@ -386,14 +395,6 @@ final class HTTP2Connection: @unchecked Sendable {
         if rc != 0 {
             core.logger.debug("cannot submit a response", ["connection": String(id), "stream": String(context.streamID),
                                                            "error": String(cString: nghttp2_strerror(rc))])
-        }
-        answered += 1
-        if let n = faults.goAwayAfterStreams, answered == n {
-            let debug: StaticString = "{\"reason\":\"Shutdown\"}"
-            nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), context.streamID,
-                                  NGHTTP2_NO_ERROR.rawValue, debug.utf8Start, debug.utf8CodeUnitCount)
-            goAwayLastStream = context.streamID
-            core.recorder.goAwaySent()
         }
         if let n = faults.closeAfterStreams, answered == n {
             closeAfterFlush = true

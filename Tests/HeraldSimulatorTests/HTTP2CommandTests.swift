@@ -1,0 +1,74 @@
+import Foundation
+import HeraldCore
+import HeraldTestKit
+import Testing
+
+/// `herald simulate apns-http2` as a process, driven by curl.
+@Suite("herald simulate apns-http2")
+struct HTTP2CommandTests {
+    func requireBinary() throws {
+        guard FileManager.default.isExecutableFile(atPath: PackagePaths.heraldBinary) else {
+            throw TestSetupError("build the herald binary first (swift build): \(PackagePaths.heraldBinary) is missing")
+        }
+    }
+
+    @Test func servesTokenAuthRecordsAndSummarises() async throws {
+        try requireBinary()
+        let certs = try TestCertificates.shared()
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let record = dir.file("out.jsonl")
+        let dead = String(repeating: "cd", count: 32)
+        let unregistered = try dir.write("unregistered.txt", "\(dead) 1767225600000\n")
+        let sim = try ChildProcess.herald([
+            "simulate", "apns-http2", "--port", "0", "--tls-cert", certs.serverCertificate, "--tls-key", certs.serverKey,
+            "--auth-key-pub", "\(certs.authKeyID)=\(certs.authKeyPublic)", "--team", certs.teamID,
+            "--unregistered", unregistered, "--record", record, "--topic", certs.topic,
+        ])
+        defer { sim.terminate() }
+        let port = try #require(await sim.listeningPort(), "stderr: \(sim.stderr)")
+        #expect(sim.stdout.hasPrefix("listening on 127.0.0.1:\(port)\n"))
+
+        let jwt = try TestJWT.make(keyFile: certs.authKey, keyID: certs.authKeyID, teamID: certs.teamID, issuedAt: Date())
+        let base = "https://127.0.0.1:\(port)/3/device/"
+        let args = ["-H", "authorization: bearer \(jwt)", "-H", "apns-topic: \(certs.topic)", "--data-binary", samplePayload]
+        let r = try Curl.run([.init(base + sampleToken, args), .init(base + dead, args)], caFile: certs.caFile).responses
+        #expect(r.map(\.status) == [200, 410])
+        #expect(r[1].body == #"{"reason":"Unregistered","timestamp":1767225600000}"#)
+
+        sim.signal(SIGTERM)
+        #expect(await sim.waitForExit() == 0)
+        #expect(sim.stdout.contains("apns-http2 simulator: connections 1, requests 2, accepted 1, rejected 1 (Unregistered 1)"), "\(sim.stdout)")
+        let lines = try String(contentsOfFile: record, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 1)
+        #expect(lines.first?.contains(#""token":"\#(sampleToken)""#) == true)
+    }
+
+    @Test func helpDocumentsEveryFault() throws {
+        try requireBinary()
+        let help = try Run.herald(["simulate", "apns-http2", "--help"])
+        #expect(help.status == 0)
+        for option in ["--unregistered", "--bad-device-token", "--not-for-topic", "--too-many-requests", "--device-limit",
+                       "--internal-server-errors", "--service-unavailable", "--goaway-after", "--close-after", "--latency-ms",
+                       "--max-concurrent-streams", "--record", "--auth-key-pub", "--client-ca", "--token-update-interval"] {
+            #expect(help.stdout.contains(option), "\(option)")
+        }
+    }
+
+    @Test func usageErrorsNameTheOption() throws {
+        try requireBinary()
+        let certs = try TestCertificates.shared()
+        let none = try Run.herald(["simulate", "apns-http2", "--tls-cert", certs.serverCertificate, "--tls-key", certs.serverKey])
+        #expect(none.status == 2)
+        #expect(none.stderr.contains("--auth-key-pub") && none.stderr.contains("--client-ca"))
+        let noTeam = try Run.herald(["simulate", "apns-http2", "--h2c", "--auth-key-pub", "K=/x.pem"])
+        #expect(noTeam.status == 2)
+        #expect(noTeam.stderr.contains("--team"))
+        let noTLS = try Run.herald(["simulate", "apns-http2", "--client-ca", "/x.pem"])
+        #expect(noTLS.status == 2)
+        #expect(noTLS.stderr.contains("--tls-cert"))
+        let badKey = try Run.herald(["simulate", "apns-http2", "--h2c", "--auth-key-pub", "K=/nonexistent.pem", "--team", "T"])
+        #expect(badKey.status == 1)
+        #expect(badKey.stderr.contains("/nonexistent.pem"))
+    }
+}
