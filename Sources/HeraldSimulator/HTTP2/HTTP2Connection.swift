@@ -290,13 +290,8 @@ final class HTTP2Connection: @unchecked Sendable {
         nghttp2_session_set_stream_user_data(session, streamID, Unmanaged.passUnretained(context).toOpaque())
     }
 
-    func context(_ streamID: Int32) -> HTTP2StreamContext? {
-        guard let raw = nghttp2_session_get_stream_user_data(session, streamID) else { return nil }
-        return Unmanaged<HTTP2StreamContext>.fromOpaque(raw).takeUnretainedValue()
-    }
-
-    func streamClosed(_ streamID: Int32) {
-        guard let context = context(streamID), context.inUse else { return }
+    func streamClosed(_ context: HTTP2StreamContext) {
+        guard context.inUse else { return }
         context.inUse = false
         context.generation &+= 1
         free.append(context)
@@ -334,11 +329,9 @@ final class HTTP2Connection: @unchecked Sendable {
         // The response.
         context.status = HTTP2StreamContext.statusText(verdict.status)
         if verdict.echoesAPNsID, let range = request.valueRange(.apnsID) {
-            context.apnsID.withUnsafeMutableBytes { out in
-                out.copyMemory(from: request.bytes(range))
-            }
+            UnsafeMutableRawPointer(context.apnsID).copyMemory(from: request.bytes(range).baseAddress!, byteCount: 36)
         } else {
-            context.apnsID.withUnsafeMutableBufferPointer { uuid.write(to: $0.baseAddress!) }
+            uuid.write(to: context.apnsID)
         }
         if let reason = verdict.reason {
             context.setErrorBody(reason, timestamp: verdict.timestamp)
@@ -346,7 +339,7 @@ final class HTTP2Connection: @unchecked Sendable {
         } else {
             if core.sandbox {
                 context.hasUniqueID = true
-                context.uniqueID.withUnsafeMutableBufferPointer { uuid.write(to: $0.baseAddress!) }
+                uuid.write(to: context.uniqueID)
             }
             core.recorder.answered(nil, notification: core.recorder.wantsNotifications ? notification(context, verdict) : nil)
         }
@@ -369,8 +362,8 @@ final class HTTP2Connection: @unchecked Sendable {
             deviceToken: verdict.token.map { request.string($0) } ?? "",
             topic: request.string(.apnsTopic).flatMap { $0.isEmpty ? nil : $0 } ?? verdict.defaultTopic ?? "",
             pushType: verdict.pushType,
-            apnsID: String(decoding: context.apnsID, as: UTF8.self),
-            uniqueID: context.hasUniqueID ? String(decoding: context.uniqueID, as: UTF8.self) : nil,
+            apnsID: HTTP2StreamContext.string(context.apnsID),
+            uniqueID: context.hasUniqueID ? HTTP2StreamContext.string(context.uniqueID) : nil,
             headers: headers, payload: Array(request.body),
             keyID: auth.claims?.keyID, teamID: auth.claims?.teamID)
     }
@@ -385,13 +378,9 @@ final class HTTP2Connection: @unchecked Sendable {
             goAwayLastStream = context.streamID
             core.recorder.goAwaySent()
         }
-        let rc = context.apnsID.withUnsafeBufferPointer { id in
-            context.uniqueID.withUnsafeBufferPointer { unique in
-                herald_h2_submit_apns_response(session, context.streamID, context.status.utf8Start,
-                                               id.baseAddress, 36, context.hasUniqueID ? unique.baseAddress : nil, 36,
-                                               context.body.isEmpty ? nil : HTTP2Callbacks.readBody)
-            }
-        }
+        let rc = herald_h2_submit_apns_response(session, context.streamID, context.status.utf8Start,
+                                                context.apnsID, 36, context.hasUniqueID ? context.uniqueID : nil, 36,
+                                                context.hasBody ? HTTP2Callbacks.readBody : nil)
         if rc != 0 {
             core.logger.debug("cannot submit a response", ["connection": String(id), "stream": String(context.streamID),
                                                            "error": String(cString: nghttp2_strerror(rc))])
@@ -437,54 +426,63 @@ final class HTTP2Connection: @unchecked Sendable {
     }
 }
 
-/// The nghttp2 callbacks: capture nothing; the connection comes through `user_data`.
+/// The nghttp2 callbacks: capture nothing; the connection comes through `user_data` and each
+/// stream's context through its stream user data, both borrowed (no retain/release per header).
 enum HTTP2Callbacks {
-    static func connection(_ userData: UnsafeMutableRawPointer?) -> HTTP2Connection {
-        Unmanaged<HTTP2Connection>.fromOpaque(userData!).takeUnretainedValue()
+    @inline(__always)
+    static func withConnection<R>(_ userData: UnsafeMutableRawPointer?, _ body: (HTTP2Connection) -> R) -> R {
+        Unmanaged<HTTP2Connection>.fromOpaque(userData!)._withUnsafeGuaranteedRef(body)
+    }
+
+    @inline(__always)
+    static func withContext<R>(_ session: OpaquePointer?, _ streamID: Int32, _ body: (HTTP2StreamContext) -> R) -> R? {
+        guard let raw = nghttp2_session_get_stream_user_data(session, streamID) else { return nil }
+        return Unmanaged<HTTP2StreamContext>.fromOpaque(raw)._withUnsafeGuaranteedRef(body)
     }
 
     static let onBeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, userData in
         guard let frame, herald_h2_is_request_headers(frame) != 0 else { return 0 }
-        connection(userData).beginStream(herald_h2_frame_stream_id(frame))
+        withConnection(userData) { $0.beginStream(herald_h2_frame_stream_id(frame)) }
         return 0
     }
 
-    static let onHeader: nghttp2_on_header_callback = { _, frame, name, nameLength, value, valueLength, _, userData in
-        guard let frame, let context = connection(userData).context(herald_h2_frame_stream_id(frame)) else { return 0 }
-        context.request.append(name: UnsafeRawBufferPointer(start: name, count: nameLength),
-                               value: UnsafeRawBufferPointer(start: value, count: valueLength))
+    static let onHeader: nghttp2_on_header_callback = { session, frame, name, nameLength, value, valueLength, _, _ in
+        guard let frame else { return 0 }
+        _ = withContext(session, herald_h2_frame_stream_id(frame)) { context in
+            context.request.append(name: UnsafeRawBufferPointer(start: name, count: nameLength),
+                                   value: UnsafeRawBufferPointer(start: value, count: valueLength))
+        }
         return 0
     }
 
-    static let onDataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, streamID, data, length, userData in
-        guard let context = connection(userData).context(streamID) else { return 0 }
-        context.request.appendBody(UnsafeRawBufferPointer(start: data, count: length))
+    static let onDataChunk: nghttp2_on_data_chunk_recv_callback = { session, _, streamID, data, length, _ in
+        _ = withContext(session, streamID) { context in
+            context.request.appendBody(UnsafeRawBufferPointer(start: data, count: length))
+        }
         return 0
     }
 
-    static let onFrameRecv: nghttp2_on_frame_recv_callback = { _, frame, userData in
+    static let onFrameRecv: nghttp2_on_frame_recv_callback = { session, frame, userData in
         guard let frame, herald_h2_ends_stream(frame) != 0 else { return 0 }
-        let conn = connection(userData)
-        guard let context = conn.context(herald_h2_frame_stream_id(frame)), context.inUse else { return 0 }
-        conn.requestComplete(context)
+        _ = withContext(session, herald_h2_frame_stream_id(frame)) { context in
+            guard context.inUse else { return }
+            withConnection(userData) { $0.requestComplete(context) }
+        }
         return 0
     }
 
-    static let onStreamClose: nghttp2_on_stream_close_callback = { _, streamID, _, userData in
-        connection(userData).streamClosed(streamID)
+    static let onStreamClose: nghttp2_on_stream_close_callback = { session, streamID, _, userData in
+        _ = withContext(session, streamID) { context in
+            withConnection(userData) { $0.streamClosed(context) }
+        }
         return 0
     }
 
-    static let readBody: nghttp2_data_source_read_callback = { _, streamID, buffer, length, flags, _, userData in
-        guard let context = connection(userData).context(streamID) else {
-            return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
-        }
-        let n = min(length, context.body.count - context.bodyOffset)
-        context.body.withUnsafeBufferPointer { src in
-            buffer!.update(from: src.baseAddress! + context.bodyOffset, count: n)
-        }
-        context.bodyOffset += n
-        if context.bodyOffset == context.body.count { flags!.pointee |= herald_h2_data_flag_eof() }
-        return n
+    static let readBody: nghttp2_data_source_read_callback = { session, streamID, buffer, length, flags, _, _ in
+        withContext(session, streamID) { context in
+            let (n, done) = context.readBody(into: buffer!, length: length)
+            if done { flags!.pointee |= herald_h2_data_flag_eof() }
+            return n
+        } ?? Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
     }
 }

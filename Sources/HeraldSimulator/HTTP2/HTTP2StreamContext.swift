@@ -2,7 +2,7 @@
 ///
 /// Attached to its nghttp2 stream as stream user data (unretained; the connection's pool keeps
 /// it alive). ``generation`` changes on every reuse, so a delayed response can tell its stream
-/// was closed meanwhile.
+/// was closed meanwhile. The response lives in fixed buffers, so answering allocates nothing.
 final class HTTP2StreamContext {
     let request = HTTP2RequestHead()
     var streamID: Int32 = 0
@@ -11,14 +11,27 @@ final class HTTP2StreamContext {
 
     // The response, prepared when the request is decided.
     var status: StaticString = "200"
-    var apnsID = [UInt8](repeating: 0, count: 36)
-    var uniqueID = [UInt8](repeating: 0, count: 36)
+    /// 36 bytes: the `apns-id` answered.
+    let apnsID: UnsafeMutablePointer<UInt8>
+    /// 36 bytes: the `apns-unique-id` answered (when ``hasUniqueID``).
+    let uniqueID: UnsafeMutablePointer<UInt8>
     var hasUniqueID = false
-    var body: [UInt8] = []
+    /// The error body (`{"reason":…}`), ``bodyCount`` bytes.
+    private let bodyBuffer: UnsafeMutablePointer<UInt8>
+    private(set) var bodyCount = 0
     var bodyOffset = 0
+    private static let bodyCapacity = 128
 
     init() {
-        body.reserveCapacity(96)
+        apnsID = .allocate(capacity: 36)
+        uniqueID = .allocate(capacity: 36)
+        bodyBuffer = .allocate(capacity: Self.bodyCapacity)
+    }
+
+    deinit {
+        apnsID.deallocate()
+        uniqueID.deallocate()
+        bodyBuffer.deallocate()
     }
 
     /// Ready for a new stream.
@@ -28,19 +41,29 @@ final class HTTP2StreamContext {
         request.reset()
         status = "200"
         hasUniqueID = false
-        body.removeAll(keepingCapacity: true)
+        bodyCount = 0
         bodyOffset = 0
+    }
+
+    var hasBody: Bool { bodyCount > 0 }
+
+    /// Copies up to `length` more body bytes to `out`; returns how many, and whether the body is done.
+    func readBody(into out: UnsafeMutablePointer<UInt8>, length: Int) -> (count: Int, done: Bool) {
+        let n = min(length, bodyCount - bodyOffset)
+        out.update(from: bodyBuffer + bodyOffset, count: n)
+        bodyOffset += n
+        return (n, bodyOffset == bodyCount)
     }
 
     /// Writes the error body `{"reason":"…"}` (with `"timestamp"` for 410).
     func setErrorBody(_ reason: APNsHTTP2Reason, timestamp: Int64?) {
-        body.removeAll(keepingCapacity: true)
+        bodyCount = 0
         bodyOffset = 0
         append("{\"reason\":\"")
-        body.append(contentsOf: reason.rawValue.utf8)
+        append(reason.rawValue)
         if let timestamp {
             append("\",\"timestamp\":")
-            body.append(contentsOf: String(timestamp).utf8)
+            append(String(timestamp))
             append("}")
         } else {
             append("\"}")
@@ -48,7 +71,21 @@ final class HTTP2StreamContext {
     }
 
     private func append(_ s: StaticString) {
-        body.append(contentsOf: UnsafeBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
+        let n = min(s.utf8CodeUnitCount, Self.bodyCapacity - bodyCount)
+        (bodyBuffer + bodyCount).update(from: s.utf8Start, count: n)
+        bodyCount += n
+    }
+
+    private func append(_ s: String) {
+        for byte in s.utf8 where bodyCount < Self.bodyCapacity {
+            bodyBuffer[bodyCount] = byte
+            bodyCount += 1
+        }
+    }
+
+    /// A copy of 36 bytes as a string.
+    static func string(_ p: UnsafeMutablePointer<UInt8>) -> String {
+        String(decoding: UnsafeBufferPointer(start: p, count: 36), as: UTF8.self)
     }
 
     static func statusText(_ status: Int) -> StaticString {
