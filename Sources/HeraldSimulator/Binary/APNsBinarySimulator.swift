@@ -105,7 +105,7 @@ public final class APNsBinarySimulator: Sendable {
         let server = BinaryThreadedServer(
             listener: listener, opener: opener, handshakeTimeout: configuration.handshakeTimeout,
             refusal: { [self] connection, reason in refused(connection, reason) },
-            handler: { [self] stream, fd, connection in serve(stream, fd: fd, connection: connection) })
+            handler: { [self] stream, connection in serve(stream, connection: connection) })
         state.withLock { $0.server = server }
         server.start()
         configuration.logger.info("binary gateway listening", ["address": "\(configuration.host):\(listener.port)",
@@ -204,7 +204,7 @@ public final class APNsBinarySimulator: Sendable {
         }
     }
 
-    private func serve(_ stream: any BinaryByteStream, fd: Int32, connection: Int) {
+    private func serve(_ stream: any BinaryByteStream, connection: Int) -> BinaryConnectionEnd {
         let logger = configuration.logger.with(["connection": "\(connection)"])
         let client = stream.client
         state.withLock { $0.connections += 1 }
@@ -229,16 +229,14 @@ public final class APNsBinarySimulator: Sendable {
                 events = []
             case .closed:
                 logger.info("client closed the connection", ["accepted": "\(session.acceptedCount)"])
-                return
+                return .close
             case .failed(let reason):
                 logger.info("connection failed", ["reason": reason])
-                return
+                return .close
             }
         }
-        // An error response was written: end our side, then read and discard until the client
-        // closes, so the close does not reset the connection before the client reads the error.
-        stream.finishWriting()
-        BinarySocket.drain(fd, seconds: 2)
+        // An error response was written; whatever the client sends after it is discarded.
+        return .lingeringClose
     }
 
     private func handle(_ event: BinaryGatewayEvent, connection: Int, client: APNsBinaryClientIdentity?,

@@ -6,7 +6,7 @@ import Glibc
 /// What a blocking read returned.
 enum BinaryReadResult: Equatable {
     case bytes(Int)
-    /// The peer closed (EOF or TLS close_notify).
+    /// The peer closed (EOF, with or without TLS close_notify).
     case closed
     /// The receive timeout passed with nothing read.
     case timedOut
@@ -15,29 +15,37 @@ enum BinaryReadResult: Equatable {
 
 /// The seam between the protocol and the transport: plaintext TCP or TLS over an accepted socket.
 ///
-/// Used from the one thread that owns the connection; blocking calls.
+/// The stream owns its socket from creation: ``close()`` releases it. Used from the one thread
+/// that owns the connection; all calls block.
 protocol BinaryByteStream: AnyObject {
+    /// The socket.
+    var fd: Int32 { get }
+    /// Runs the handshake (TLS); `nil` on success, else why the client was refused.
+    func handshake() -> String?
     /// The client's certificate identity (TLS with a client certificate), else `nil`.
     var client: APNsBinaryClientIdentity? { get }
     func read(into buffer: UnsafeMutableRawBufferPointer) -> BinaryReadResult
     /// Writes all of `bytes`; returns a reason on failure.
     func write(_ bytes: [UInt8]) -> String?
-    /// Ends the sending side cleanly (TLS close_notify, then TCP FIN); reading may continue.
-    func finishWriting()
+    /// Ends the connection (TLS: sends close_notify) and closes the socket.
+    func close()
 }
 
-/// Opens a stream over an accepted socket: runs the TLS handshake when configured.
-/// Returns the stream, or why the client was refused.
+/// Makes a stream over an accepted socket. Fails only if no stream could be made, in which
+/// case the socket is still the caller's.
 typealias BinaryStreamOpener = @Sendable (Int32) -> Result<any BinaryByteStream, BinarySimulatorError>
 
 /// Plaintext TCP (for protocol tests and debugging with `nc`).
 final class BinaryPlainStream: BinaryByteStream {
     let fd: Int32
+    private var closed = false
     var client: APNsBinaryClientIdentity? { nil }
 
     init(fd: Int32) { self.fd = fd }
 
     static let opener: BinaryStreamOpener = { fd in .success(BinaryPlainStream(fd: fd)) }
+
+    func handshake() -> String? { nil }
 
     func read(into buffer: UnsafeMutableRawBufferPointer) -> BinaryReadResult {
         while true {
@@ -62,5 +70,11 @@ final class BinaryPlainStream: BinaryByteStream {
         return nil
     }
 
-    func finishWriting() { BinarySocket.shutdownWrite(fd) }
+    func close() {
+        guard !closed else { return }
+        closed = true
+        BinarySocket.close(fd)
+    }
+
+    deinit { close() }
 }

@@ -91,7 +91,7 @@ public final class FeedbackSimulator: Sendable {
         let server = BinaryThreadedServer(
             listener: listener, opener: opener, handshakeTimeout: configuration.handshakeTimeout,
             refusal: { [self] connection, reason in refused(connection, reason) },
-            handler: { [self] stream, fd, connection in serve(stream, fd: fd, connection: connection) })
+            handler: { [self] stream, connection in serve(stream, connection: connection) })
         state.withLock { $0.server = server }
         server.start()
         configuration.logger.info("feedback service listening", ["address": "\(configuration.host):\(listener.port)",
@@ -158,7 +158,7 @@ public final class FeedbackSimulator: Sendable {
         }
     }
 
-    private func serve(_ stream: any BinaryByteStream, fd: Int32, connection: Int) {
+    private func serve(_ stream: any BinaryByteStream, connection: Int) -> BinaryConnectionEnd {
         let entries = state.withLock { s in
             let taken = s.pending
             s.pending = []
@@ -170,7 +170,7 @@ public final class FeedbackSimulator: Sendable {
             // Not delivered: keep them, ahead of any added since.
             state.withLock { $0.pending.insert(contentsOf: entries, at: 0) }
             configuration.logger.info("feedback write failed; entries kept", ["connection": "\(connection)", "reason": failure])
-            return
+            return .close
         }
         let now = Date()
         state.withLock { $0.deliveries.append(Delivery(connection: connection, client: stream.client, entries: entries, time: now)) }
@@ -190,7 +190,6 @@ public final class FeedbackSimulator: Sendable {
             }
             o.client(stream.client)
         }
-        stream.finishWriting()
-        BinarySocket.drain(fd, seconds: 2)
+        return .lingeringClose
     }
 }
