@@ -1,0 +1,170 @@
+import Foundation
+import HeraldCrypto
+import HeraldTestKit
+
+/// Runs the `openssl` command-line tool.
+func openssl(_ arguments: [String], stdin: String? = nil) throws -> ProcessResult {
+    try Run.program("/usr/bin/env", ["openssl"] + arguments, stdin: stdin)
+}
+
+/// ECDSA signature conversion written independently of HeraldCrypto's, for cross-checks
+/// against the `openssl` tool (which speaks DER).
+enum TestDER {
+    /// DER SEQUENCE{INTEGER r, INTEGER s} → raw r||s, 32 bytes each.
+    static func raw(fromDER der: [UInt8]) -> [UInt8]? {
+        guard der.count >= 8, der[0] == 0x30, Int(der[1]) == der.count - 2 else { return nil }
+        var index = 2
+        var out: [UInt8] = []
+        for _ in 0..<2 {
+            guard der[index] == 0x02 else { return nil }
+            let length = Int(der[index + 1])
+            var value = Array(der[(index + 2)..<(index + 2 + length)])
+            while value.count > 32, value.first == 0 { value.removeFirst() }
+            guard value.count <= 32 else { return nil }
+            out += [UInt8](repeating: 0, count: 32 - value.count) + value
+            index += 2 + length
+        }
+        return index == der.count ? out : nil
+    }
+
+    /// raw r||s → DER.
+    static func der(fromRaw raw: [UInt8]) -> [UInt8] {
+        func integer(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+            var value = Array(bytes.drop { $0 == 0 })
+            if value.isEmpty { value = [0] }
+            if value[0] >= 0x80 { value.insert(0, at: 0) }
+            return [0x02, UInt8(value.count)] + value
+        }
+        let body = integer(raw[0..<32]) + integer(raw[32..<64])
+        return [0x30, UInt8(body.count)] + body
+    }
+}
+
+/// A hand-written TCP listener on 127.0.0.1, port 0.
+final class TestListener: @unchecked Sendable {
+    let fd: Int32
+    let port: Int
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestSetupError("socket: \(String(cString: strerror(errno)))") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, length) }
+        }
+        guard bound == 0, listen(fd, 16) == 0 else {
+            close(fd)
+            throw TestSetupError("bind/listen: \(String(cString: strerror(errno)))")
+        }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        self.fd = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close(fd) }
+
+    /// Accepts one connection (waiting up to 10 s); the socket gets 10 s read/write timeouts.
+    func accept() -> Int32? {
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&poller, 1, 10_000) == 1 else { return nil }
+        let client = Glibc.accept(fd, nil, nil)
+        guard client >= 0 else { return nil }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        return client
+    }
+}
+
+/// What the test server saw on one connection.
+struct ServerOutcome: Sendable {
+    var handshake: TLSConnection.IOResult
+    var alpn: String?
+    var peer: CertificateInfo?
+    var received: [UInt8] = []
+}
+
+/// Accepts one connection on a background thread, handshakes, then echoes every byte back
+/// until the client closes (or, with `reply`, answers the first `reply.request` bytes once
+/// and closes).
+func serveOnce(_ listener: TestListener, context: TLSServerContext,
+               reply: (request: Int, response: [UInt8])? = nil) async -> ServerOutcome {
+    await withCheckedContinuation { continuation in
+        Thread.detachNewThread {
+            guard let fd = listener.accept() else {
+                continuation.resume(returning: ServerOutcome(handshake: .failed("no connection")))
+                return
+            }
+            guard let connection = try? TLSConnection.server(fd: fd, context: context) else {
+                close(fd)
+                continuation.resume(returning: ServerOutcome(handshake: .failed("TLSConnection.server threw")))
+                return
+            }
+            defer { connection.shutdown() }
+            var outcome = ServerOutcome(handshake: connection.handshake())
+            guard outcome.handshake == .bytes(0) else { continuation.resume(returning: outcome); return }
+            outcome.alpn = connection.negotiatedALPN
+            outcome.peer = connection.peerCertificate
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            loop: while true {
+                let result = buffer.withUnsafeMutableBytes { connection.read(into: $0) }
+                guard case .bytes(let n) = result else { break }
+                outcome.received += buffer[0..<n]
+                if let reply {
+                    if outcome.received.count >= reply.request {
+                        _ = writeAll(connection, reply.response)
+                        break loop
+                    }
+                } else if !writeAll(connection, Array(buffer[0..<n])) {
+                    break
+                }
+            }
+            continuation.resume(returning: outcome)
+        }
+    }
+}
+
+/// Writes all of `bytes` on a blocking connection.
+@discardableResult
+func writeAll(_ connection: TLSConnection, _ bytes: [UInt8]) -> Bool {
+    var offset = 0
+    while offset < bytes.count {
+        let result = bytes[offset...].withUnsafeBytes { connection.write($0) }
+        guard case .bytes(let n) = result else { return false }
+        offset += n
+    }
+    return true
+}
+
+/// Reads exactly `count` bytes on a blocking connection (fewer when it closes or fails).
+func readExactly(_ connection: TLSConnection, _ count: Int) -> (bytes: [UInt8], last: TLSConnection.IOResult) {
+    var out: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    var last = TLSConnection.IOResult.bytes(0)
+    while out.count < count {
+        last = buffer.withUnsafeMutableBytes { connection.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<min($0.count, count - out.count)])) }
+        guard case .bytes(let n) = last else { break }
+        out += buffer[0..<n]
+    }
+    return (out, last)
+}
+
+/// A plain blocking TCP connection to 127.0.0.1:port.
+func tcpConnect(port: Int) throws -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = UInt16(port).bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let r = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard r == 0 else { close(fd); throw TestSetupError("connect: \(String(cString: strerror(errno)))") }
+    return fd
+}
