@@ -96,6 +96,19 @@ struct BinarySimulatorPlaintextTests {
         #expect(sim.received.map(\.connection) == [1, 1, 1, 2, 2, 2])
     }
 
+    @Test func errorSurvivesAClientThatKeepsSending() async throws {
+        // The gateway stops reading at the error; closing with unread input would reset the
+        // connection and could destroy the error response. It must linger and drain instead.
+        let sim = try started()
+        defer { sim.stop() }
+        let socket = try TestSocket(port: sim.port)
+        var flood: [UInt8] = []
+        for i in 0..<20_000 { flood += BinaryWire.frame(token: good, identifier: UInt32(i + 2)) }
+        socket.send(BinaryWire.frame(token: nil, identifier: 1) + flood)
+        #expect(BinaryWire.decodeError(socket.readToEnd()) == .init(command: 8, status: 2, identifier: 1))
+        #expect(sim.received.isEmpty)
+    }
+
     @Test func unknownCommandClosesWithProtocolError() async throws {
         let sim = try started()
         defer { sim.stop() }

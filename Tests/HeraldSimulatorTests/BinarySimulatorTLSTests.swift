@@ -104,6 +104,16 @@ struct BinarySimulatorTLSTests {
         #expect(rejection.response.reason == c.reason)
     }
 
+    @Test func opensslClientThatKeepsSendingStillReadsTheError() async throws {
+        let sim = try BinarySimulatorHarness.gateway()
+        defer { sim.stop() }
+        var flood: [UInt8] = []
+        for i in 0..<20_000 { flood += BinaryWire.frame(token: good, identifier: UInt32(i + 2)) }
+        let result = try await OpenSSLClient.run(port: sim.port, input: BinaryWire.frame(token: nil, identifier: 1) + flood)
+        #expect(BinaryWire.decodeError(result.stdout) == .init(command: 8, status: 2, identifier: 1), "stderr: \(result.stderr)")
+        #expect(sim.received.isEmpty)
+    }
+
     @Test func opensslClientDeliversAndIsRecorded() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }

@@ -80,8 +80,17 @@ struct OpenSSLClient {
             collected.finish(out: [UInt8](out), err: String(decoding: err, as: UTF8.self))
         }
         reader.start()
-        try stdin.fileHandleForWriting.write(contentsOf: Data(input))
+        // On a thread of its own: a large input blocks until s_client reads it, and fails
+        // (EPIPE, ignored) if s_client exits first, e.g. once the server closed.
+        let writer = stdin.fileHandleForWriting
+        let data = Data(input)
+        let written = Collected()
+        Thread {
+            try? writer.write(contentsOf: data)
+            written.finish(out: [], err: "")
+        }.start()
         if let closeInputAfter {
+            while !written.isDone { try await Task.sleep(nanoseconds: 5_000_000) }
             await closeInputAfter()
             try? stdin.fileHandleForWriting.close()
         }
