@@ -147,6 +147,19 @@ struct BinarySimulatorPlaintextTests {
         #expect(objects[3]["reason"]?.stringValue == "the frame has no item 1 (device token)")
     }
 
+    @Test func retainLimitKeepsTheLatest() async throws {
+        var configuration = APNsBinarySimulator.Configuration()
+        configuration.retainLimit = 5
+        let sim = APNsBinarySimulator(configuration: configuration)
+        try sim.start()
+        defer { sim.stop() }
+        let socket = try TestSocket(port: sim.port)
+        socket.send((1...20).flatMap { BinaryWire.frame(token: good, identifier: UInt32($0)) })
+        #expect(await sim.waitForNotifications(count: 20))
+        #expect(sim.acceptedCount == 20)
+        #expect(sim.received.map(\.notification.identifier) == [16, 17, 18, 19, 20])
+    }
+
     @Test func stopClosesIdleConnections() async throws {
         let sim = try started()
         let socket = try TestSocket(port: sim.port)

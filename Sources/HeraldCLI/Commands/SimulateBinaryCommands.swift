@@ -104,6 +104,7 @@ enum SimulateBinaryCommands {
         var configuration = APNsBinarySimulator.Configuration(
             host: host, port: try arguments.int("port", command: path, in: 0...65535) ?? 2195, tls: tls, rules: rules)
         configuration.logger = logger.labeled("simulate.apns-binary")
+        configuration.retainLimit = 1000  // the process only logs and records; keep memory flat
         let record = try openRecord(arguments, command: path)
         configuration.record = record
 

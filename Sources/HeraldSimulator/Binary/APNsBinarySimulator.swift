@@ -37,6 +37,9 @@ public final class APNsBinarySimulator: Sendable {
         public var record: BinaryRecordSink?
         /// Seconds a client may take to finish the TLS handshake.
         public var handshakeTimeout: Double = 10
+        /// Most accepted notifications kept in ``APNsBinarySimulator/received`` (the oldest are
+        /// dropped first); `nil` keeps all. Long-running processes should set a limit.
+        public var retainLimit: Int? = nil
         /// Logs connections and rejections (info), each notification (debug).
         public var logger: Logger = .disabled
 
@@ -76,6 +79,7 @@ public final class APNsBinarySimulator: Sendable {
 
     private struct State {
         var received: [Received] = []
+        var acceptedTotal = 0
         var rejections: [Rejection] = []
         var refused: [String] = []
         var connections = 0
@@ -123,8 +127,10 @@ public final class APNsBinarySimulator: Sendable {
 
     // MARK: What arrived
 
-    /// Accepted notifications, in order of arrival.
+    /// Accepted notifications, in order of arrival (the latest ``Configuration/retainLimit``).
     public var received: [Received] { state.withLock { $0.received } }
+    /// Notifications accepted since start (or ``clearRecords()``), including any no longer retained.
+    public var acceptedCount: Int { state.withLock { $0.acceptedTotal } }
     /// Error responses sent, in order.
     public var rejections: [Rejection] { state.withLock { $0.rejections } }
     /// Clients refused at the TLS handshake, with the reason.
@@ -136,6 +142,7 @@ public final class APNsBinarySimulator: Sendable {
     public func clearRecords() {
         state.withLock { s in
             s.received = []
+            s.acceptedTotal = 0
             s.rejections = []
             s.refused = []
         }
@@ -143,7 +150,7 @@ public final class APNsBinarySimulator: Sendable {
 
     /// Waits until at least `count` notifications were accepted; `false` on timeout.
     public func waitForNotifications(count: Int, timeout: Double = 10) async -> Bool {
-        await poll(timeout: timeout) { $0.received.count >= count }
+        await poll(timeout: timeout) { $0.acceptedTotal >= count }
     }
 
     /// Waits until at least `count` error responses were sent; `false` on timeout.
@@ -251,7 +258,12 @@ public final class APNsBinarySimulator: Sendable {
             if uninstalled.withLock({ $0.contains(hex) }), let feedback = configuration.feedback {
                 feedback.addDeadToken(notification.token, time: UInt32(clamping: Int(now.timeIntervalSince1970)))
             }
-            state.withLock { $0.received.append(item) }
+            let limit = configuration.retainLimit
+            state.withLock { s in
+                s.acceptedTotal += 1
+                s.received.append(item)
+                if let limit, s.received.count > max(limit, 0) { s.received.removeFirst(s.received.count - max(limit, 0)) }
+            }
             logger.debug("notification accepted", ["command": "\(notification.command)", "token": Redact.token(hex),
                                                    "identifier": notification.identifier.map { "\($0)" } ?? "-"])
             configuration.record?.write { o in
