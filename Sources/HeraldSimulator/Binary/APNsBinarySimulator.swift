@@ -60,9 +60,10 @@ public final class APNsBinarySimulator: Sendable {
         /// The client certificate's identity; `nil` on plaintext.
         public var client: APNsBinaryClientIdentity?
         public var time: Date
-        /// Whether the payload parsed as a JSON object. The gateway does not reject other
-        /// payloads (Apple's binary API had no status for it); they are recorded with `false`.
-        public var payloadIsJSON: Bool
+        /// Whether the payload parses as a JSON object (checked when asked). The gateway does
+        /// not reject other payloads (Apple's binary API had no status for it); the record file
+        /// marks them `"json": false`.
+        public var payloadIsJSON: Bool { (try? JSONValue.parse(Data(notification.payload)))?.objectValue != nil }
     }
 
     /// An error response the gateway sent before closing a connection.
@@ -251,9 +252,7 @@ public final class APNsBinarySimulator: Sendable {
         let now = Date()
         switch event {
         case .accepted(let notification):
-            let parsed = try? JSONValue.parse(Data(notification.payload))
-            let isJSON = parsed?.objectValue != nil
-            let item = Received(notification: notification, connection: connection, client: client, time: now, payloadIsJSON: isJSON)
+            let item = Received(notification: notification, connection: connection, client: client, time: now)
             let hex = notification.tokenHex
             if uninstalled.withLock({ $0.contains(hex) }), let feedback = configuration.feedback {
                 feedback.addDeadToken(notification.token, time: UInt32(clamping: Int(now.timeIntervalSince1970)))
@@ -266,7 +265,10 @@ public final class APNsBinarySimulator: Sendable {
             }
             logger.debug("notification accepted", ["command": "\(notification.command)", "token": Redact.token(hex),
                                                    "identifier": notification.identifier.map { "\($0)" } ?? "-"])
-            configuration.record?.write { o in
+            guard let record = configuration.record else { return }
+            let parsed = try? JSONValue.parse(Data(notification.payload))
+            let isJSON = parsed?.objectValue != nil
+            record.write { o in
                 o.string("event", "notification")
                 o.string("time", now.iso8601)
                 o.int("connection", connection)
