@@ -164,6 +164,29 @@ struct BinarySimulatorTLSTests {
         #expect(sim.received.isEmpty)
     }
 
+    @Test func silentClientIsRefusedAfterTheHandshakeTimeout() async throws {
+        var configuration = APNsBinarySimulator.Configuration(tls: BinarySimulatorHarness.tlsFiles(try TestCertificates.shared()))
+        configuration.handshakeTimeout = 0.3
+        let sim = APNsBinarySimulator(configuration: configuration)
+        try sim.start()
+        defer { sim.stop() }
+        let socket = try TestSocket(port: sim.port)  // TCP only: never says hello
+        #expect(socket.readToEnd().isEmpty)
+        #expect(await sim.waitForRefusals(count: 1))
+        #expect(sim.refusedHandshakes == ["the TLS handshake timed out"])
+    }
+
+    @Test func stopClosesOpenTLSConnections() async throws {
+        let sim = try BinarySimulatorHarness.gateway()
+        let client = try TLSTestClient(port: sim.port)
+        client.send(BinaryWire.simple(token: good))
+        #expect(await sim.waitForNotifications(count: 1))
+        sim.stop()
+        let (bytes, end) = client.readToEnd()
+        #expect(bytes.isEmpty)
+        #expect(end == .closed)
+    }
+
     @Test func certificateWithoutTopicGetsStatus3() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
