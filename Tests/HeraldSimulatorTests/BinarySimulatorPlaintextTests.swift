@@ -115,6 +115,10 @@ struct BinarySimulatorPlaintextTests {
         let socket = try TestSocket(port: sim.port)
         socket.send([0x42, 0, 0, 0, 0, 0, 0])
         #expect(BinaryWire.decodeError(socket.readToEnd()) == .init(command: 8, status: 128, identifier: 0))
+        sim.updateRules { $0.protocolErrorStatus = .unknown }
+        let again = try TestSocket(port: sim.port)
+        again.send([0x42])
+        #expect(BinaryWire.decodeError(again.readToEnd()) == .init(command: 8, status: 255, identifier: 0))
     }
 
     @Test func recordsJSONLines() async throws {

@@ -181,9 +181,7 @@ public final class APNsBinarySimulator: Sendable {
     public func setRules(_ rules: APNsBinaryRules) { rulesBox.withLock { $0 = rules } }
     /// Changes some rules.
     public func updateRules(_ change: (inout APNsBinaryRules) -> Void) {
-        var copy = rulesBox.value
-        change(&copy)
-        rulesBox.withLock { $0 = copy }
+        rulesBox.withLock { change(&$0) }
     }
     /// Tokens (hex) rejected with status 8 from now on; replaces the previous set.
     public func setInvalidTokens(_ tokens: some Sequence<String>) {
