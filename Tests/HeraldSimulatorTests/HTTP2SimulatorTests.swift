@@ -135,6 +135,16 @@ struct HTTP2SimulatorTests {
         #expect(r.headers["apns-unique-id"] == nil)
     }
 
+    @Test func headGetsA405WithoutBody() throws {
+        let apns = try HTTP2SimulatorHarness.tokenAuth()
+        defer { apns.stop() }
+        let result = try Run.program(Curl.path, ["-s", "-S", "-I", "--http2", "--cacert", apns.certificates.caFile,
+                                                 "-H", "authorization: bearer \(try apns.jwt())", apns.url(token: sampleToken)])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.hasPrefix("HTTP/2 405"))
+        #expect(apns.simulator.counters.rejected == ["MethodNotAllowed": 1])
+    }
+
     @Test func productionSendsNoUniqueID() throws {
         let apns = try HTTP2SimulatorHarness.tokenAuth { $0.environment = .production }
         defer { apns.stop() }

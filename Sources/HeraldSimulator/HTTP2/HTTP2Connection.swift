@@ -334,7 +334,12 @@ final class HTTP2Connection: @unchecked Sendable {
             uuid.write(to: context.apnsID)
         }
         if let reason = verdict.reason {
-            context.setErrorBody(reason, timestamp: verdict.timestamp)
+            // A response to HEAD must not carry a body (RFC 9110); everything else gets the JSON.
+            if let method = request.value(.method), HTTP2RequestValidator.equals(method, "HEAD") {
+                context.setNoBody()
+            } else {
+                context.setErrorBody(reason, timestamp: verdict.timestamp)
+            }
             core.recorder.answered(reason, notification: nil)
         } else {
             if core.sandbox {

@@ -55,6 +55,12 @@ final class HTTP2StreamContext {
         return (n, bodyOffset == bodyCount)
     }
 
+    /// No body (an answer to HEAD).
+    func setNoBody() {
+        bodyCount = 0
+        bodyOffset = 0
+    }
+
     /// Writes the error body `{"reason":"…"}` (with `"timestamp"` for 410).
     func setErrorBody(_ reason: APNsHTTP2Reason, timestamp: Int64?) {
         bodyCount = 0
