@@ -18,9 +18,17 @@ for tool in h2load nghttpd openssl "$herald"; do
   command -v "$tool" >/dev/null || { echo "bench-apns-http2: $tool not found (make build; apt-get install nghttp2-client nghttp2-server)" >&2; exit 2; }
 done
 
+# With taskset and 2+ cores: servers on CPU 0, h2load on CPU 1, so each has one core.
+server_cpu=""; client_cpu=""
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then server_cpu="taskset -c 0"; client_cpu="taskset -c 1"; fi
+
 work="$(mktemp -d)"
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
 trap cleanup EXIT
 "$root/scripts/make-test-certs.sh" "$work/certs" >/dev/null
 certs="$work/certs"
@@ -40,14 +48,14 @@ signature="$(printf '%s' "$rs" | xxd -r -p | b64url)"
 jwt="$header.$claims.$signature"
 
 # The simulator (token auth; all streams allowed at once, as h2load opens 100 before reading SETTINGS).
-"$herald" simulate apns-http2 --port 0 --tls-cert "$certs/server.pem" --tls-key "$certs/server.key" \
+$server_cpu "$herald" simulate apns-http2 --port 0 --tls-cert "$certs/server.pem" --tls-key "$certs/server.key" \
   --auth-key-pub "ABC123DEFG=$certs/AuthKey_ABC123DEFG.pub.pem" --team DEF123GHIJ --allow-streams-before-auth \
   > "$work/sim.out" 2>"$work/sim.err" &
 pids+=($!); sim_pid=$!
 # nghttpd answers POST 200 only when the file exists.
 mkdir -p "$work/htdocs/3/device" && touch "$work/htdocs/3/device/$token"
 nghttpd_port=$(( 20000 + RANDOM % 20000 ))
-nghttpd --address=127.0.0.1 -d "$work/htdocs" "$nghttpd_port" "$certs/server.key" "$certs/server.pem" >/dev/null 2>&1 &
+$server_cpu nghttpd --address=127.0.0.1 -d "$work/htdocs" "$nghttpd_port" "$certs/server.key" "$certs/server.pem" >/dev/null 2>&1 &
 pids+=($!); nghttpd_pid=$!
 for _ in $(seq 50); do grep -q "listening on" "$work/sim.out" 2>/dev/null && break; sleep 0.1; done
 sim_port="$(head -1 "$work/sim.out" | sed 's/.*://')"
@@ -58,7 +66,7 @@ hz="$(getconf CLK_TCK)"
 run() { # name pid port
   local before after out rate
   before="$(cpu "$2")"
-  out="$(h2load -n "$requests" -c 1 -m 100 "https://127.0.0.1:$3/3/device/$token" -d "$work/payload.json" \
+  out="$($client_cpu h2load -n "$requests" -c 1 -m 100 "https://127.0.0.1:$3/3/device/$token" -d "$work/payload.json" \
          -H 'apns-topic: com.example.app' -H "authorization: bearer $jwt" 2>&1)"
   after="$(cpu "$2")"
   grep -q "$requests succeeded" <<<"$out" || { echo "$1: not every request succeeded:" >&2; grep -E "requests:|status codes" <<<"$out" >&2; }
@@ -67,7 +75,7 @@ run() { # name pid port
 }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-echo "h2load -n $requests -c 1 -m 100, TLS, token auth; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "h2load -n $requests -c 1 -m 100, TLS, token auth; $(nproc) cores${server_cpu:+, servers pinned to CPU 0 and h2load to CPU 1}; load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-10s %12s %16s\n' server "req/s" "server µs CPU/req"
 results=()
 for _ in $(seq "$rounds"); do

@@ -12,7 +12,9 @@ import HeraldSimulator
 /// let arrived = await apns.simulator.waitForNotifications(count: 1)
 /// ```
 public final class HTTP2SimulatorHarness: Sendable {
+    /// The running simulator (read `received`, `counters`; call `setFaults`).
     public let simulator: APNsHTTP2Simulator
+    /// The shared test certificates: trust `caFile`; `authKey` signs tokens; `clientCertificate` for mTLS.
     public let certificates: TestCertificates
 
     private init(simulator: APNsHTTP2Simulator, certificates: TestCertificates) {
@@ -52,6 +54,7 @@ public final class HTTP2SimulatorHarness: Sendable {
         return HTTP2SimulatorHarness(simulator: simulator, certificates: certs)
     }
 
+    /// The listening port on 127.0.0.1.
     public var port: Int { simulator.port }
     /// `https://127.0.0.1:PORT` (`http://` for an h2c simulator).
     public var baseURL: String { "\(simulator.configuration.tls == nil ? "http" : "https")://127.0.0.1:\(port)" }
@@ -64,6 +67,7 @@ public final class HTTP2SimulatorHarness: Sendable {
                          teamID: teamID ?? certificates.teamID, issuedAt: issuedAt)
     }
 
+    /// Stops the simulator (closes its connections and port).
     public func stop() { simulator.stop() }
 }
 

@@ -34,6 +34,7 @@ public struct HTTP2Faults: Sendable, Equatable {
     /// Time added before each response (the connection keeps serving other streams meanwhile).
     public var latency: TimeInterval = 0
 
+    /// No faults.
     public init() {}
 
     /// Whether any per-token fault is set (the simulator skips token lookups otherwise).
@@ -82,6 +83,8 @@ public struct HTTP2Faults: Sendable, Equatable {
 
 /// A simulator could not be set up or started; the message names the cause and the fix.
 public struct HTTP2SimulatorError: Error, CustomStringConvertible, Sendable {
+    /// What went wrong and what to do about it.
     public var description: String
+    /// An error with that message.
     public init(_ description: String) { self.description = description }
 }

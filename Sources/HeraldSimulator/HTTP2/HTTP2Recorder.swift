@@ -8,7 +8,9 @@ import Glibc
 public struct ReceivedNotification: Sendable {
     /// One request header as received.
     public struct Header: Sendable, Equatable {
+        /// Lower case, as HTTP/2 sends it.
         public var name: String
+        /// The value as sent.
         public var value: String
     }
 
@@ -33,8 +35,9 @@ public struct ReceivedNotification: Sendable {
     public var headers: [Header]
     /// The body.
     public var payload: [UInt8]
-    /// The token's key id and team (token auth).
+    /// The provider token's key id (token auth).
     public var keyID: String?
+    /// The provider token's team (token auth).
     public var teamID: String?
 
     /// The first value of header `name` (lower case).
@@ -85,7 +88,7 @@ public struct ReceivedNotification: Sendable {
 public struct HTTP2SimulatorCounters: Sendable, Equatable {
     /// Connections accepted (TCP).
     public var connections = 0
-    /// Complete requests received.
+    /// Requests answered (requests a GOAWAY or close fault leaves unanswered are not counted).
     public var requests = 0
     /// Requests answered 200.
     public var accepted = 0

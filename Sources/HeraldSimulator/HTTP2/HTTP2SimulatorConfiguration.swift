@@ -19,6 +19,7 @@ extension APNsHTTP2Simulator {
         /// The public key as PEM (`-----BEGIN PUBLIC KEY-----`), a file path.
         public var publicKeyFile: String
 
+        /// A key: its id, its team, and its public key file.
         public init(keyID: String, teamID: String, publicKeyFile: String) {
             self.keyID = keyID
             self.teamID = teamID
@@ -35,6 +36,7 @@ extension APNsHTTP2Simulator {
         /// CA (PEM) that client certificates must chain to; required for ``Authentication/certificate``.
         public var clientCAFile: String?
 
+        /// Server identity, and the client CA for certificate authentication.
         public init(certificateFile: String, keyFile: String, clientCAFile: String? = nil) {
             self.certificateFile = certificateFile
             self.keyFile = keyFile
@@ -86,6 +88,7 @@ extension APNsHTTP2Simulator {
         /// Where connection-level events go (TLS failures, protocol errors).
         public var logger: Logger = .disabled
 
+        /// Apple's defaults for everything else.
         public init(tls: TLS?, authentication: Authentication) {
             self.tls = tls
             self.authentication = authentication

@@ -10,6 +10,7 @@ public struct ProviderTokenClaims: Sendable, Equatable {
     /// The `iat` claim.
     public var issuedAt: Date
 
+    /// Claims as a verified token carries them.
     public init(keyID: String, teamID: String, issuedAt: Date) {
         self.keyID = keyID
         self.teamID = teamID
