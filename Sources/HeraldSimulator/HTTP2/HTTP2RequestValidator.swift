@@ -206,26 +206,47 @@ struct HTTP2RequestValidator: Sendable {
         return true
     }
 
-    private static let typesBySuffix: [(suffix: [UInt8], type: PushType)] =
-        PushType.allCases.filter { !$0.topicSuffix.isEmpty }.map { (Array($0.topicSuffix.utf8), $0) }
-
-    /// The push type whose suffix ends `topic`, if any.
+    /// The push type whose suffix ends `topic`, if any (dispatching on the last byte).
     static func suffixType(_ topic: UnsafeRawBufferPointer) -> PushType? {
-        for (suffix, type) in typesBySuffix where topic.count > suffix.count {
-            let tail = UnsafeRawBufferPointer(rebasing: topic[(topic.count - suffix.count)...])
-            if suffix.withUnsafeBytes({ memcmp($0.baseAddress!, tail.baseAddress!, suffix.count) == 0 }) { return type }
+        guard let last = topic.last else { return nil }
+        func ends(_ suffix: StaticString) -> Bool {
+            let n = suffix.utf8CodeUnitCount
+            return topic.count > n && memcmp(topic.baseAddress! + (topic.count - n), suffix.utf8Start, n) == 0
         }
-        return nil
+        switch last {
+        case UInt8(ascii: "p"): return ends(".voip") ? .voip : nil
+        case UInt8(ascii: "n"): return ends(".complication") ? .complication : nil
+        case UInt8(ascii: "r"): return ends(".pushkit.fileprovider") ? .fileprovider : nil
+        case UInt8(ascii: "y"):
+            if ends(".location-query") { return .location }
+            return ends(".push-type.liveactivity") ? .liveactivity : nil
+        case UInt8(ascii: "t"): return ends(".voip-ptt") ? .pushtotalk : nil
+        case UInt8(ascii: "s"):
+            if ends(".push-type.widgets") { return .widgets }
+            return ends(".push-type.controls") ? .controls : nil
+        default: return nil
+        }
     }
-
-    private static let pushTypeNames: [(name: [UInt8], type: PushType)] = PushType.allCases.map { (Array($0.rawValue.utf8), $0) }
 
     /// The push type named exactly (lower case) by `bytes`.
     static func pushType(_ bytes: UnsafeRawBufferPointer) -> PushType? {
-        for (name, type) in pushTypeNames where name.count == bytes.count {
-            if name.withUnsafeBytes({ memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }) { return type }
+        switch bytes.count {
+        case 3: return equals(bytes, "mdm") ? .mdm : nil
+        case 4: return equals(bytes, "voip") ? .voip : nil
+        case 5: return equals(bytes, "alert") ? .alert : nil
+        case 7: return equals(bytes, "widgets") ? .widgets : nil
+        case 8:
+            if equals(bytes, "location") { return .location }
+            return equals(bytes, "controls") ? .controls : nil
+        case 10:
+            if equals(bytes, "background") { return .background }
+            return equals(bytes, "pushtotalk") ? .pushtotalk : nil
+        case 12:
+            if equals(bytes, "complication") { return .complication }
+            if equals(bytes, "fileprovider") { return .fileprovider }
+            return equals(bytes, "liveactivity") ? .liveactivity : nil
+        default: return nil
         }
-        return nil
     }
 }
 
