@@ -14,6 +14,11 @@ final class HTTP2Connection: @unchecked Sendable {
     /// The socket (owned and closed by ``stream``; used here only to poll).
     private let fd: Int32
     private let core: HTTP2ServerCore
+    /// The core's token rules (`nil` with certificates), kept here so requests borrow them.
+    private let authenticator: HTTP2TokenAuthenticator?
+    private let validator = HTTP2RequestValidator()
+    private let sandbox: Bool
+    private let wantsNotifications: Bool
     private let stream: any SocketByteStream
     private var session: OpaquePointer?
 
@@ -50,6 +55,9 @@ final class HTTP2Connection: @unchecked Sendable {
         self.fd = fd
         self.stream = stream
         self.core = core
+        authenticator = core.authenticator
+        sandbox = core.sandbox
+        wantsNotifications = core.recorder.wantsNotifications
         inBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
         outBuffer = .allocate(byteCount: 256 * 1024, alignment: 16)
     }
@@ -85,7 +93,7 @@ final class HTTP2Connection: @unchecked Sendable {
     }
 
     private func makeTopicPolicy() -> HTTP2TopicPolicy {
-        if core.authenticator != nil { return HTTP2TopicPolicy(required: true, allowed: core.topics) }
+        if authenticator != nil { return HTTP2TopicPolicy(required: true, allowed: core.topics) }
         let topics = core.topics.isEmpty ? stream.peerTopics : core.topics
         // Apple's topics extension lists the bundle and its `.voip`/`.complication` topics;
         // `apns-topic` is required when there is more than one.
@@ -150,7 +158,7 @@ final class HTTP2Connection: @unchecked Sendable {
         let me = Unmanaged.passUnretained(self).toOpaque()
         guard nghttp2_session_server_new2(&s, callbacks, me, option) == 0, let s else { return false }
         session = s
-        let initial = core.authenticator != nil && core.singleStreamUntilAuthenticated ? 1 : core.maxConcurrentStreams
+        let initial = authenticator != nil && core.singleStreamUntilAuthenticated ? 1 : core.maxConcurrentStreams
         raisedStreamLimit = initial == core.maxConcurrentStreams
         return herald_h2_submit_max_streams(s, initial) == 0
     }
@@ -283,7 +291,7 @@ final class HTTP2Connection: @unchecked Sendable {
             context = reused
         } else {
             context = HTTP2StreamContext()
-            context.request.keepsAllHeaders = core.recorder.wantsNotifications
+            context.request.keepsAllHeaders = wantsNotifications
             pool.append(context)
         }
         context.reset(streamID: streamID)
@@ -307,16 +315,16 @@ final class HTTP2Connection: @unchecked Sendable {
 
         let request = context.request
         var verdict: HTTP2Verdict
-        if let authenticator = core.authenticator {
-            verdict = core.validator.validate(request, topics: topics) { header in
-                authenticator.authenticate(header, state: &auth)
+        if authenticator != nil {
+            verdict = validator.validate(request, topics: topics) { header in
+                authenticator!.authenticate(header, state: &auth)
             }
             if !raisedStreamLimit && auth.isAuthenticated {
                 raisedStreamLimit = true
                 _ = herald_h2_submit_max_streams(session, core.maxConcurrentStreams)
             }
         } else {
-            verdict = core.validator.validate(request, topics: topics) { _ in nil }
+            verdict = validator.validate(request, topics: topics) { _ in nil }
         }
         if verdict.reason == nil, faultsNeedBoard, let range = verdict.token {
             let token = request.string(range).lowercased()
@@ -342,11 +350,11 @@ final class HTTP2Connection: @unchecked Sendable {
             }
             core.recorder.answered(reason, notification: nil)
         } else {
-            if core.sandbox {
+            if sandbox {
                 context.hasUniqueID = true
                 uuid.write(to: context.uniqueID)
             }
-            core.recorder.answered(nil, notification: core.recorder.wantsNotifications ? notification(context, verdict) : nil)
+            core.recorder.answered(nil, notification: wantsNotifications ? notification(context, verdict) : nil)
         }
 
         if faults.latency > 0 {

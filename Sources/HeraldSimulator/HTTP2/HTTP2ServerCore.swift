@@ -7,7 +7,6 @@ import Glibc
 
 /// What every connection of one HTTP/2 simulator shares: rules, faults, recorder, stop signal.
 final class HTTP2ServerCore: Sendable {
-    let validator = HTTP2RequestValidator()
     /// `nil` with certificate authentication.
     let authenticator: HTTP2TokenAuthenticator?
     let topics: [String]
