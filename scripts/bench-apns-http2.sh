@@ -5,6 +5,7 @@
 #
 #   scripts/bench-apns-http2.sh [REQUESTS] [ROUNDS]      (defaults: 200000 requests, 3 rounds)
 #
+# SIM_ARGS adds simulator options (e.g. SIM_ARGS=--production: no apns-unique-id).
 # Needs: .build/release/herald (make build), h2load and nghttpd (Debian nghttp2-client,
 # nghttp2-server), openssl. Prints, per round and server: requests/s (wall clock, h2load) and the
 # server's CPU time per request (utime+stime from /proc), then the medians. On a 2-core machine
@@ -49,7 +50,7 @@ jwt="$header.$claims.$signature"
 
 # The simulator (token auth; all streams allowed at once, as h2load opens 100 before reading SETTINGS).
 $server_cpu "$herald" simulate apns-http2 --port 0 --tls-cert "$certs/server.pem" --tls-key "$certs/server.key" \
-  --auth-key-pub "ABC123DEFG=$certs/AuthKey_ABC123DEFG.pub.pem" --team DEF123GHIJ --allow-streams-before-auth \
+  --auth-key-pub "ABC123DEFG=$certs/AuthKey_ABC123DEFG.pub.pem" --team DEF123GHIJ --allow-streams-before-auth ${SIM_ARGS:-} \
   > "$work/sim.out" 2>"$work/sim.err" &
 pids+=($!); sim_pid=$!
 # nghttpd answers POST 200 only when the file exists.
