@@ -153,6 +153,9 @@ final class HTTP2Connection: @unchecked Sendable {
         // Clients such as curl 7.88 reset every finished stream; nghttp2's rapid-reset defence
         // would answer them with GOAWAY after ~1000 resets.
         nghttp2_option_set_stream_reset_rate_limit(option, 1 << 40, 1 << 40)
+        // APNs ignores PRIORITY frames: keep no closed streams for the priority tree (it costs
+        // CPU per stream with many streams in flight).
+        nghttp2_option_set_no_closed_streams(option, 1)
 
         var s: OpaquePointer?
         let me = Unmanaged.passUnretained(self).toOpaque()
