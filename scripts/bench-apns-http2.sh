@@ -5,6 +5,7 @@
 #
 #   scripts/bench-apns-http2.sh [REQUESTS] [ROUNDS]      (defaults: 200000 requests, 3 rounds)
 #
+# PIN=0 leaves CPU placement to the scheduler.
 # SIM_ARGS adds simulator options (e.g. SIM_ARGS=--production: no apns-unique-id).
 # Needs: .build/release/herald (make build), h2load and nghttpd (Debian nghttp2-client,
 # nghttp2-server), openssl. Prints, per round and server: requests/s (wall clock, h2load) and the
@@ -21,7 +22,7 @@ done
 
 # With taskset and 2+ cores: servers on CPU 0, h2load on CPU 1, so each has one core.
 server_cpu=""; client_cpu=""
-if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then server_cpu="taskset -c 0"; client_cpu="taskset -c 1"; fi
+if [ "${PIN:-1}" = 1 ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then server_cpu="taskset -c 0"; client_cpu="taskset -c 1"; fi
 
 work="$(mktemp -d)"
 pids=()
