@@ -75,9 +75,7 @@ final class TestListener: @unchecked Sendable {
         guard poll(&poller, 1, 10_000) == 1 else { return nil }
         let client = Glibc.accept(fd, nil, nil)
         guard client >= 0 else { return nil }
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setTimeouts(client)
         return client
     }
 }
@@ -90,44 +88,61 @@ struct ServerOutcome: Sendable {
     var received: [UInt8] = []
 }
 
-/// Accepts one connection on a background thread, handshakes, then echoes every byte back
-/// until the client closes (or, with `reply`, answers the first `reply.request` bytes once
-/// and closes).
-func serveOnce(_ listener: TestListener, context: TLSServerContext,
-               reply: (request: Int, response: [UInt8])? = nil) async -> ServerOutcome {
-    await withCheckedContinuation { continuation in
-        Thread.detachNewThread {
-            guard let fd = listener.accept() else {
-                continuation.resume(returning: ServerOutcome(handshake: .failed("no connection")))
-                return
-            }
-            guard let connection = try? TLSConnection.server(fd: fd, context: context) else {
-                close(fd)
-                continuation.resume(returning: ServerOutcome(handshake: .failed("TLSConnection.server threw")))
-                return
-            }
-            defer { connection.shutdown() }
-            var outcome = ServerOutcome(handshake: connection.handshake())
-            guard outcome.handshake == .bytes(0) else { continuation.resume(returning: outcome); return }
-            outcome.alpn = connection.negotiatedALPN
-            outcome.peer = connection.peerCertificate
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            loop: while true {
-                let result = buffer.withUnsafeMutableBytes { connection.read(into: $0) }
-                guard case .bytes(let n) = result else { break }
-                outcome.received += buffer[0..<n]
-                if let reply {
-                    if outcome.received.count >= reply.request {
-                        _ = writeAll(connection, reply.response)
-                        break loop
-                    }
-                } else if !writeAll(connection, Array(buffer[0..<n])) {
-                    break
-                }
-            }
-            continuation.resume(returning: outcome)
+/// A one-connection TLS server on its own thread (started at once, so it never depends on the
+/// test's executor): handshakes, then echoes every byte back until the client closes (or, with
+/// `reply`, answers once the first `reply.request` bytes arrived, and closes).
+final class TestServer: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private var result = ServerOutcome(handshake: .failed("not finished"))
+
+    init(_ listener: TestListener, context: TLSServerContext, reply: (request: Int, response: [UInt8])? = nil) {
+        Thread.detachNewThread { [self] in
+            result = TestServer.serve(listener, context: context, reply: reply)
+            done.signal()
         }
     }
+
+    /// Waits (up to 20 s) for the connection to end and returns what the server saw.
+    func outcome() -> ServerOutcome {
+        guard done.wait(timeout: .now() + 20) == .success else { return ServerOutcome(handshake: .failed("server timed out")) }
+        return result
+    }
+
+    private static func serve(_ listener: TestListener, context: TLSServerContext,
+                              reply: (request: Int, response: [UInt8])?) -> ServerOutcome {
+        guard let fd = listener.accept() else { return ServerOutcome(handshake: .failed("no connection")) }
+        guard let connection = try? TLSConnection.server(fd: fd, context: context) else {
+            close(fd)
+            return ServerOutcome(handshake: .failed("TLSConnection.server threw"))
+        }
+        defer { connection.shutdown() }
+        var outcome = ServerOutcome(handshake: connection.handshake())
+        guard outcome.handshake == .bytes(0) else { return outcome }
+        outcome.alpn = connection.negotiatedALPN
+        outcome.peer = connection.peerCertificate
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let result = buffer.withUnsafeMutableBytes { connection.read(into: $0) }
+            guard case .bytes(let n) = result else { break }
+            outcome.received += buffer[0..<n]
+            if let reply {
+                if outcome.received.count >= reply.request {
+                    _ = writeAll(connection, reply.response)
+                    break
+                }
+            } else if !writeAll(connection, Array(buffer[0..<n])) {
+                break
+            }
+        }
+        return outcome
+    }
+}
+
+/// Gives a blocking socket 10 s read and write timeouts, so a broken test fails instead of hanging.
+func setTimeouts(_ fd: Int32) {
+    var timeout = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
 }
 
 /// Writes all of `bytes` on a blocking connection.
@@ -166,5 +181,6 @@ func tcpConnect(port: Int) throws -> Int32 {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
     guard r == 0 else { close(fd); throw TestSetupError("connect: \(String(cString: strerror(errno)))") }
+    setTimeouts(fd)
     return fd
 }
