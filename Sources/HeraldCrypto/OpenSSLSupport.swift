@@ -20,6 +20,19 @@ let legacyProviderLoaded: Bool = {
     return OSSL_PROVIDER_load(nil, "legacy") != nil
 }()
 
+/// SHA-256 fetched once from the default provider (saves an implicit fetch on every digest).
+private final class FetchedDigest: @unchecked Sendable {
+    let raw: OpaquePointer?
+    init() {
+        ensureOpenSSL()
+        raw = EVP_MD_fetch(nil, "SHA256", nil)
+    }
+}
+private let fetchedSHA256 = FetchedDigest()
+
+/// The SHA-256 `EVP_MD` to pass to digest and signature calls.
+var sha256Digest: OpaquePointer? { fetchedSHA256.raw ?? EVP_sha256() }
+
 /// Drains this thread's OpenSSL error queue into one line ("" when empty).
 func openSSLErrors() -> String {
     var reasons: [String] = []
