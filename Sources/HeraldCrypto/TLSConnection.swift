@@ -10,8 +10,13 @@ import Darwin
 /// Works with blocking sockets (calls block) and non-blocking ones (calls return
 /// ``IOResult/wantRead`` / ``IOResult/wantWrite``: wait for that readiness, then repeat the same
 /// call; a `write` must be repeated with the same bytes). Writes may be partial.
-/// `read` and `write` do not allocate.
+/// `read` and `write` do not allocate in Swift (OpenSSL 3.0 itself makes a few short-lived
+/// allocations per TLS record). A blocking socket with `SO_RCVTIMEO`/`SO_SNDTIMEO` reports a
+/// timeout as `.wantRead`/`.wantWrite`.
 /// - Important: not thread-safe: one owner thread at a time.
+/// - Note: the first use of HeraldCrypto sets SIGPIPE to be ignored when the program has not
+///   installed a handler, so a write to a closed peer fails with `.failed`/`.closed` instead of
+///   killing the process.
 public final class TLSConnection: @unchecked Sendable {
     /// The outcome of a handshake, read or write.
     public enum IOResult: Equatable, Sendable {

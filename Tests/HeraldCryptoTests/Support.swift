@@ -40,31 +40,43 @@ enum TestDER {
     }
 }
 
-/// A hand-written TCP listener on 127.0.0.1, port 0.
+/// A hand-written TCP listener on loopback, port 0.
 final class TestListener: @unchecked Sendable {
     let fd: Int32
     let port: Int
 
-    init() throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    /// Listens on 127.0.0.1 (or ::1 with `ipv6`), port 0.
+    init(ipv6: Bool = false) throws {
+        let fd = socket(ipv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestSetupError("socket: \(String(cString: strerror(errno)))") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &address) {
+        var storage = sockaddr_storage()
+        var length = socklen_t(ipv6 ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size)
+        withUnsafeMutableBytes(of: &storage) { raw in
+            if ipv6 {
+                let address = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self)
+                address.pointee.sin6_family = sa_family_t(AF_INET6)
+                address.pointee.sin6_addr = in6addr_loopback
+            } else {
+                let address = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self)
+                address.pointee.sin_family = sa_family_t(AF_INET)
+                address.pointee.sin_addr.s_addr = inet_addr("127.0.0.1")
+            }
+        }
+        let bound = withUnsafePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, length) }
         }
         guard bound == 0, listen(fd, 16) == 0 else {
             close(fd)
             throw TestSetupError("bind/listen: \(String(cString: strerror(errno)))")
         }
-        _ = withUnsafeMutablePointer(to: &address) {
+        _ = withUnsafeMutablePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
         }
         self.fd = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        port = withUnsafeBytes(of: &storage) { raw in
+            ipv6 ? Int(UInt16(bigEndian: raw.load(as: sockaddr_in6.self).sin6_port))
+                 : Int(UInt16(bigEndian: raw.load(as: sockaddr_in.self).sin_port))
+        }
     }
 
     deinit { close(fd) }
@@ -183,4 +195,22 @@ func tcpConnect(port: Int) throws -> Int32 {
     guard r == 0 else { close(fd); throw TestSetupError("connect: \(String(cString: strerror(errno)))") }
     setTimeouts(fd)
     return fd
+}
+
+/// Runs `body` on its own thread; ``wait()`` returns its result.
+final class TestServerThread<T: Sendable>: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private var result: T?
+
+    init(_ body: @escaping @Sendable () -> T) {
+        Thread.detachNewThread { [self] in
+            result = body()
+            done.signal()
+        }
+    }
+
+    func wait() -> T? {
+        guard done.wait(timeout: .now() + 20) == .success else { return nil }
+        return result
+    }
 }

@@ -44,6 +44,18 @@ import Testing
         #expect(outcome.received == sent)
     }
 
+    @Test func connectsOverIPv6LoopbackCheckingTheIPAddress() throws {
+        let certs = try TestCertificates.shared()
+        let listener = try TestListener(ipv6: true)
+        let served = TestServer(listener, context: try mutualServer(certs))
+        let client = try TLSClient.connect(host: "::1", port: listener.port, context: try appleClient(certs), timeout: 10)
+        setTimeouts(client.fd)
+        #expect(writeAll(client, Array("over v6".utf8)))
+        #expect(readExactly(client, 7).bytes == Array("over v6".utf8))
+        client.shutdown()
+        #expect(served.outcome().received == Array("over v6".utf8))
+    }
+
     @Test func clientWithCertificateFromAnotherCAIsRefused() throws {
         let certs = try TestCertificates.shared()
         let listener = try TestListener()
@@ -210,6 +222,27 @@ import Testing
         var end = TLSConnection.IOResult.wantRead
         for _ in 0..<100 where end == .wantRead { end = buffer.withUnsafeMutableBytes { server.read(into: $0) } }
         #expect(end == .closed)
+    }
+
+    @Test func writingToAClosedPeerFailsInsteadOfRaisingSIGPIPE() throws {
+        let certs = try TestCertificates.shared()
+        var fds: [Int32] = [0, 0]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
+        let server = try TLSConnection.server(fd: fds[0], context: try mutualServer(certs, requireALPN: false))
+        let client = try TLSConnection.client(fd: fds[1], context: try appleClient(certs), serverName: "localhost")
+        let handshake = TestServerThread { server.handshake() }
+        #expect(client.handshake() == .bytes(0))
+        #expect(handshake.wait() == .bytes(0))
+        server.shutdown()
+        var result = TLSConnection.IOResult.bytes(0)
+        let chunk = [UInt8](repeating: 7, count: 1000)
+        for _ in 0..<50 {
+            result = chunk.withUnsafeBytes { client.write($0) }
+            if case .bytes = result { continue }
+            break
+        }
+        #expect(result == .closed || { if case .failed = result { true } else { false } }(), "\(result)")
+        client.shutdown()
     }
 
     @Test func opensslSClientAsIndependentPeer() throws {
