@@ -174,10 +174,11 @@ public final class TLSConnection: @unchecked Sendable {
         close(fd)
     }
 
-    /// SSL_get_error needs an empty error queue before each call; peeking is cheaper than clearing.
+    /// SSL_get_error needs an empty error queue before each call (peeking is cheaper than clearing).
     @inline(__always)
     private func clearStaleErrors() {
         if ERR_peek_error() != 0 { ERR_clear_error() }
+        errno = 0  // so a failure's errno is this call's, not a leftover
     }
 
     /// Maps a failed call to an ``IOResult``; `.bytes(0)` means "interrupted by a signal, retry".
