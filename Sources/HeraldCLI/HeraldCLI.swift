@@ -17,6 +17,8 @@ public enum HeraldCLI {
         DevicesCommands.add, DevicesCommands.list, DevicesCommands.remove,
         SendCommand.command,
         PruneCommand.command,
+        SimulateBinaryCommands.gateway, SimulateBinaryCommands.feedback,
+        BenchCommand.command,
     ]
 
     static var overview: String {
