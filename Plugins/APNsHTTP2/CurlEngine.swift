@@ -190,6 +190,11 @@ final class CurlEngine: @unchecked Sendable {
         while true {
             let now = Self.monotonic()
             let n = epoll_wait(epfd, &events, Int32(events.count), timeoutMilliseconds(now: now))
+            // Cork the connection while libcurl writes its many small frames (HEADERS, DATA,
+            // RST_STREAM per request, each its own TLS record and send()), so the kernel sends
+            // full segments once per loop turn instead of one packet per frame.
+            setCork(true)
+            defer { setCork(false) }
             if n > 0 {
                 for i in 0..<Int(n) {
                     let fd = events[i].data.fd
@@ -225,6 +230,13 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     private var waitingCount: Int { waiting.count - waitingHead }
+
+    private func setCork(_ on: Bool) {
+        var value: Int32 = on ? 1 : 0
+        for fd in watched {
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_CORK, &value, socklen_t(MemoryLayout<Int32>.size))
+        }
+    }
 
     private func timeoutMilliseconds(now: UInt64) -> Int32 {
         var until: UInt64 = now + 1_000_000_000

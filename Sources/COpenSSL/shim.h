@@ -37,6 +37,8 @@ static inline int herald_ssl_mode_partial_write_moving(void) {
     return (int)(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 }
 static inline long herald_ssl_mode_release_buffers(void) { return (long)SSL_MODE_RELEASE_BUFFERS; }
+/* Read whole socket buffers at once instead of a record header and then its body (fewer syscalls). */
+static inline void herald_ssl_ctx_set_read_ahead(SSL_CTX *ctx) { SSL_CTX_set_read_ahead(ctx, 1); }
 
 static inline int herald_ssl_ctx_add1_chain_cert(SSL_CTX *ctx, X509 *x) { return (int)SSL_CTX_add1_chain_cert(ctx, x); }
 

@@ -35,5 +35,6 @@ public struct CryptoError: Error, CustomStringConvertible, Sendable {
         self.message = message
     }
 
+    /// The ``message``.
     public var description: String { message }
 }

@@ -62,7 +62,7 @@ public final class ES256SigningKey: Sendable {
         let result: [UInt8]? = withBytes(message) { input -> [UInt8]? in
             guard let context = EVP_MD_CTX_new() else { return nil }
             defer { EVP_MD_CTX_free(context) }
-            guard EVP_DigestSignInit(context, nil, EVP_sha256(), nil, key.raw) == 1 else { return nil }
+            guard EVP_DigestSignInit(context, nil, sha256Digest, nil, key.raw) == 1 else { return nil }
             var der = [UInt8](repeating: 0, count: 80)
             var length = der.count
             let data = input.baseAddress?.assumingMemoryBound(to: UInt8.self)
@@ -112,7 +112,7 @@ public final class ES256VerifyingKey: Sendable {
         return withBytes(message) { input -> Bool in
             guard let context = EVP_MD_CTX_new() else { return false }
             defer { EVP_MD_CTX_free(context) }
-            guard EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, key.raw) == 1 else { return false }
+            guard EVP_DigestVerifyInit(context, nil, sha256Digest, nil, key.raw) == 1 else { return false }
             let data = input.baseAddress?.assumingMemoryBound(to: UInt8.self)
             return der.withUnsafeBufferPointer { sig in
                 EVP_DigestVerify(context, sig.baseAddress, sig.count, data, input.count) == 1

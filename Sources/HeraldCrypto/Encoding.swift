@@ -75,7 +75,7 @@ public enum SHA256 {
             [UInt8](unsafeUninitializedCapacity: 32) { output, count in
                 var length: UInt32 = 0
                 let ok = EVP_Digest(input.baseAddress ?? UnsafeRawPointer(output.baseAddress!), input.count,
-                                    output.baseAddress, &length, EVP_sha256(), nil)
+                                    output.baseAddress, &length, sha256Digest, nil)
                 precondition(ok == 1 && length == 32, "SHA-256 is unavailable in this OpenSSL")
                 count = 32
             }

@@ -20,6 +20,19 @@ let legacyProviderLoaded: Bool = {
     return OSSL_PROVIDER_load(nil, "legacy") != nil
 }()
 
+/// SHA-256 fetched once from the default provider (saves an implicit fetch on every digest).
+private final class FetchedDigest: @unchecked Sendable {
+    let raw: OpaquePointer?
+    init() {
+        ensureOpenSSL()
+        raw = EVP_MD_fetch(nil, "SHA256", nil)
+    }
+}
+private let fetchedSHA256 = FetchedDigest()
+
+/// The SHA-256 `EVP_MD` to pass to digest and signature calls.
+var sha256Digest: OpaquePointer? { fetchedSHA256.raw ?? EVP_sha256() }
+
 /// Drains this thread's OpenSSL error queue into one line ("" when empty).
 func openSSLErrors() -> String {
     var reasons: [String] = []
@@ -84,14 +97,22 @@ func readFile(_ path: String, what: String) throws(CryptoError) -> [UInt8] {
     return bytes
 }
 
-/// Runs `body` with a read-only memory BIO over `bytes`.
+/// Runs `body` with a read-only memory BIO over `bytes` (which it does not copy).
 func withMemoryBIO<R>(_ bytes: [UInt8], _ body: (OpaquePointer) throws(CryptoError) -> R) throws(CryptoError) -> R {
     ensureOpenSSL()
-    // BIO_new_mem_buf does not copy: `bytes` must outlive the BIO, which the closure ensures.
-    let bio: OpaquePointer? = bytes.withUnsafeBytes { BIO_new_mem_buf($0.baseAddress, Int32($0.count)) }
-    guard let bio else { throw CryptoError(.other("BIO_new_mem_buf"), "out of memory reading PEM data") }
-    defer { BIO_free(bio) }
-    return try withExtendedLifetime(bytes) { () throws(CryptoError) -> R in try body(bio) }
+    let input = bytes.isEmpty ? [0] : bytes  // BIO_new_mem_buf refuses a NULL buffer
+    let result: Result<R, CryptoError> = input.withUnsafeBytes { raw in
+        guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(bytes.count)) else {
+            return .failure(CryptoError(.other("BIO_new_mem_buf"), "out of memory reading PEM data"))
+        }
+        defer { BIO_free(bio) }
+        do throws(CryptoError) {
+            return .success(try body(bio))
+        } catch {
+            return .failure(error)
+        }
+    }
+    return try result.get()
 }
 
 /// Collects what `write` puts into a fresh memory BIO.

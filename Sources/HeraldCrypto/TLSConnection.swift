@@ -10,8 +10,13 @@ import Darwin
 /// Works with blocking sockets (calls block) and non-blocking ones (calls return
 /// ``IOResult/wantRead`` / ``IOResult/wantWrite``: wait for that readiness, then repeat the same
 /// call; a `write` must be repeated with the same bytes). Writes may be partial.
-/// `read` and `write` do not allocate.
+/// `read` and `write` do not allocate in Swift (OpenSSL 3.0 itself makes a few short-lived
+/// allocations per TLS record). A blocking socket with `SO_RCVTIMEO`/`SO_SNDTIMEO` reports a
+/// timeout as `.wantRead`/`.wantWrite`.
 /// - Important: not thread-safe: one owner thread at a time.
+/// - Note: the first use of HeraldCrypto sets SIGPIPE to be ignored when the program has not
+///   installed a handler, so a write to a closed peer fails with `.failed`/`.closed` instead of
+///   killing the process.
 public final class TLSConnection: @unchecked Sendable {
     /// The outcome of a handshake, read or write.
     public enum IOResult: Equatable, Sendable {
@@ -87,10 +92,17 @@ public final class TLSConnection: @unchecked Sendable {
 
     /// Runs (or continues) the handshake. `.bytes(0)` when it has finished.
     public func handshake() -> IOResult {
-        ERR_clear_error()
+        clearStaleErrors()
         while true {
             let r = SSL_do_handshake(ssl)
-            if r == 1 { return .bytes(0) }
+            if r == 1 {
+                // Belt and braces: verification is always on, so this cannot fail unless misconfigured.
+                if SSL_get_verify_result(ssl) != Int(X509_V_OK) {
+                    hadFatalError = true
+                    return .failed("peer verification failed" + verifyHint())
+                }
+                return .bytes(0)
+            }
             let result = failure(r, duringHandshake: true)
             if result != .bytes(0) { return result }  // .bytes(0) here means "interrupted, retry"
         }
@@ -101,11 +113,11 @@ public final class TLSConnection: @unchecked Sendable {
     ///   end of stream, `.wantRead`/`.wantWrite` on a non-blocking socket.
     /// - Important: decrypted bytes can stay buffered inside TLS after a read: with a
     ///   non-blocking socket keep reading until `.wantRead` before waiting for readiness again
-    ///   (or check ``pendingBytes``).
+    ///   (or check ``hasBufferedData``).
     public func read(into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return .bytes(0) }
         while true {
-            ERR_clear_error()
+            clearStaleErrors()
             var count = 0
             if SSL_read_ex(ssl, base, buffer.count, &count) == 1 { return .bytes(count) }
             let result = failure(0, duringHandshake: false)
@@ -118,7 +130,7 @@ public final class TLSConnection: @unchecked Sendable {
     public func write(_ bytes: UnsafeRawBufferPointer) -> IOResult {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return .bytes(0) }
         while true {
-            ERR_clear_error()
+            clearStaleErrors()
             var count = 0
             if SSL_write_ex(ssl, base, bytes.count, &count) == 1 { return .bytes(count) }
             let result = failure(0, duringHandshake: false)
@@ -126,8 +138,9 @@ public final class TLSConnection: @unchecked Sendable {
         }
     }
 
-    /// Decrypted bytes buffered inside TLS, readable without touching the socket.
-    public var pendingBytes: Int { Int(SSL_pending(ssl)) }
+    /// Whether TLS holds received data not yet returned by ``read(into:)`` (so the socket may
+    /// not become readable again before it is read).
+    public var hasBufferedData: Bool { SSL_has_pending(ssl) == 1 }
 
     /// The protocol chosen by ALPN (e.g. "h2"), or nil.
     public var negotiatedALPN: String? {
@@ -159,6 +172,13 @@ public final class TLSConnection: @unchecked Sendable {
             ERR_clear_error()
         }
         close(fd)
+    }
+
+    /// SSL_get_error needs an empty error queue before each call (peeking is cheaper than clearing).
+    @inline(__always)
+    private func clearStaleErrors() {
+        if ERR_peek_error() != 0 { ERR_clear_error() }
+        errno = 0  // so a failure's errno is this call's, not a leftover
     }
 
     /// Maps a failed call to an ``IOResult``; `.bytes(0)` means "interrupted by a signal, retry".

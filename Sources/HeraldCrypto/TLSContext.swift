@@ -16,6 +16,7 @@ final class SSLContext: @unchecked Sendable {
         _ = herald_ssl_ctx_set_min_tls12(ctx)
         _ = herald_ssl_ctx_set_mode(ctx, Int(herald_ssl_mode_partial_write_moving()))
         _ = herald_ssl_ctx_clear_mode(ctx, herald_ssl_mode_release_buffers())
+        herald_ssl_ctx_set_read_ahead(ctx)
     }
 
     deinit {
@@ -115,7 +116,10 @@ public final class TLSServerContext: Sendable {
             ERR_clear_error()
             herald_ssl_ctx_require_client_cert(context.raw)
         }
-        if !alpn.isEmpty || requireALPN {
+        if requireALPN, alpn.isEmpty {
+            throw CryptoError(.tls("ALPN"), "requireALPN needs at least one ALPN protocol, such as \"h2\"")
+        }
+        if !alpn.isEmpty {
             try context.setServerALPN(alpn, require: requireALPN)
         }
     }

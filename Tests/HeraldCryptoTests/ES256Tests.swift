@@ -104,5 +104,7 @@ import Testing
         #expect(missing?.message.contains("No such file") == true)
         let garbage = #expect(throws: CryptoError.self) { try ES256SigningKey(pem: "not a key") }
         #expect(garbage?.kind == .invalidFormat("no PEM private key"))
+        let empty = #expect(throws: CryptoError.self) { try ES256SigningKey(pem: "") }
+        #expect(empty?.kind == .invalidFormat("no PEM private key"))
     }
 }

@@ -40,31 +40,43 @@ enum TestDER {
     }
 }
 
-/// A hand-written TCP listener on 127.0.0.1, port 0.
+/// A hand-written TCP listener on loopback, port 0.
 final class TestListener: @unchecked Sendable {
     let fd: Int32
     let port: Int
 
-    init() throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    /// Listens on 127.0.0.1 (or ::1 with `ipv6`), port 0.
+    init(ipv6: Bool = false) throws {
+        let fd = socket(ipv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestSetupError("socket: \(String(cString: strerror(errno)))") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &address) {
+        var storage = sockaddr_storage()
+        var length = socklen_t(ipv6 ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size)
+        withUnsafeMutableBytes(of: &storage) { raw in
+            if ipv6 {
+                let address = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self)
+                address.pointee.sin6_family = sa_family_t(AF_INET6)
+                address.pointee.sin6_addr = in6addr_loopback
+            } else {
+                let address = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self)
+                address.pointee.sin_family = sa_family_t(AF_INET)
+                address.pointee.sin_addr.s_addr = inet_addr("127.0.0.1")
+            }
+        }
+        let bound = withUnsafePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, length) }
         }
         guard bound == 0, listen(fd, 16) == 0 else {
             close(fd)
             throw TestSetupError("bind/listen: \(String(cString: strerror(errno)))")
         }
-        _ = withUnsafeMutablePointer(to: &address) {
+        _ = withUnsafeMutablePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
         }
         self.fd = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        port = withUnsafeBytes(of: &storage) { raw in
+            ipv6 ? Int(UInt16(bigEndian: raw.load(as: sockaddr_in6.self).sin6_port))
+                 : Int(UInt16(bigEndian: raw.load(as: sockaddr_in.self).sin_port))
+        }
     }
 
     deinit { close(fd) }
@@ -75,9 +87,7 @@ final class TestListener: @unchecked Sendable {
         guard poll(&poller, 1, 10_000) == 1 else { return nil }
         let client = Glibc.accept(fd, nil, nil)
         guard client >= 0 else { return nil }
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setTimeouts(client)
         return client
     }
 }
@@ -90,44 +100,61 @@ struct ServerOutcome: Sendable {
     var received: [UInt8] = []
 }
 
-/// Accepts one connection on a background thread, handshakes, then echoes every byte back
-/// until the client closes (or, with `reply`, answers the first `reply.request` bytes once
-/// and closes).
-func serveOnce(_ listener: TestListener, context: TLSServerContext,
-               reply: (request: Int, response: [UInt8])? = nil) async -> ServerOutcome {
-    await withCheckedContinuation { continuation in
-        Thread.detachNewThread {
-            guard let fd = listener.accept() else {
-                continuation.resume(returning: ServerOutcome(handshake: .failed("no connection")))
-                return
-            }
-            guard let connection = try? TLSConnection.server(fd: fd, context: context) else {
-                close(fd)
-                continuation.resume(returning: ServerOutcome(handshake: .failed("TLSConnection.server threw")))
-                return
-            }
-            defer { connection.shutdown() }
-            var outcome = ServerOutcome(handshake: connection.handshake())
-            guard outcome.handshake == .bytes(0) else { continuation.resume(returning: outcome); return }
-            outcome.alpn = connection.negotiatedALPN
-            outcome.peer = connection.peerCertificate
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            loop: while true {
-                let result = buffer.withUnsafeMutableBytes { connection.read(into: $0) }
-                guard case .bytes(let n) = result else { break }
-                outcome.received += buffer[0..<n]
-                if let reply {
-                    if outcome.received.count >= reply.request {
-                        _ = writeAll(connection, reply.response)
-                        break loop
-                    }
-                } else if !writeAll(connection, Array(buffer[0..<n])) {
-                    break
-                }
-            }
-            continuation.resume(returning: outcome)
+/// A one-connection TLS server on its own thread (started at once, so it never depends on the
+/// test's executor): handshakes, then echoes every byte back until the client closes (or, with
+/// `reply`, answers once the first `reply.request` bytes arrived, and closes).
+final class TestServer: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private var result = ServerOutcome(handshake: .failed("not finished"))
+
+    init(_ listener: TestListener, context: TLSServerContext, reply: (request: Int, response: [UInt8])? = nil) {
+        Thread.detachNewThread { [self] in
+            result = TestServer.serve(listener, context: context, reply: reply)
+            done.signal()
         }
     }
+
+    /// Waits (up to 20 s) for the connection to end and returns what the server saw.
+    func outcome() -> ServerOutcome {
+        guard done.wait(timeout: .now() + 20) == .success else { return ServerOutcome(handshake: .failed("server timed out")) }
+        return result
+    }
+
+    private static func serve(_ listener: TestListener, context: TLSServerContext,
+                              reply: (request: Int, response: [UInt8])?) -> ServerOutcome {
+        guard let fd = listener.accept() else { return ServerOutcome(handshake: .failed("no connection")) }
+        guard let connection = try? TLSConnection.server(fd: fd, context: context) else {
+            close(fd)
+            return ServerOutcome(handshake: .failed("TLSConnection.server threw"))
+        }
+        defer { connection.shutdown() }
+        var outcome = ServerOutcome(handshake: connection.handshake())
+        guard outcome.handshake == .bytes(0) else { return outcome }
+        outcome.alpn = connection.negotiatedALPN
+        outcome.peer = connection.peerCertificate
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let result = buffer.withUnsafeMutableBytes { connection.read(into: $0) }
+            guard case .bytes(let n) = result else { break }
+            outcome.received += buffer[0..<n]
+            if let reply {
+                if outcome.received.count >= reply.request {
+                    _ = writeAll(connection, reply.response)
+                    break
+                }
+            } else if !writeAll(connection, Array(buffer[0..<n])) {
+                break
+            }
+        }
+        return outcome
+    }
+}
+
+/// Gives a blocking socket 10 s read and write timeouts, so a broken test fails instead of hanging.
+func setTimeouts(_ fd: Int32) {
+    var timeout = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
 }
 
 /// Writes all of `bytes` on a blocking connection.
@@ -166,5 +193,24 @@ func tcpConnect(port: Int) throws -> Int32 {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
     guard r == 0 else { close(fd); throw TestSetupError("connect: \(String(cString: strerror(errno)))") }
+    setTimeouts(fd)
     return fd
+}
+
+/// Runs `body` on its own thread; ``wait()`` returns its result.
+final class TestServerThread<T: Sendable>: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private var result: T?
+
+    init(_ body: @escaping @Sendable () -> T) {
+        Thread.detachNewThread { [self] in
+            result = body()
+            done.signal()
+        }
+    }
+
+    func wait() -> T? {
+        guard done.wait(timeout: .now() + 20) == .success else { return nil }
+        return result
+    }
 }
