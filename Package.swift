@@ -70,7 +70,8 @@ let package = Package(
                     path: "Tests/HeraldSimulatorTests"),
         .testTarget(name: "HeraldServerTests", dependencies: ["HeraldServer", "HeraldStore", "HeraldCore", "HeraldTestKit"],
                     path: "Tests/HeraldServerTests"),
-        .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldCore", "HeraldCrypto", "HeraldTestKit"],
+        .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldCore", "HeraldCrypto", "HeraldStore",
+                                                        "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/APNsHTTP2Tests"),
     ]
 )

@@ -109,6 +109,13 @@ final class CurlEngine: @unchecked Sendable {
     private var lastIncident: UInt64 = 0
     private var lastError = ""
     private var stopping = false
+    /// Whether the current connection has answered a request. Until it has, only one request is
+    /// in flight: APNs allows a single stream on a new token-auth connection until a request with
+    /// a valid token succeeds, and libcurl 7.88 closes the whole connection when a stream is
+    /// refused, so sending more first would only churn connections.
+    private var warm = false
+    /// libcurl stopped watching a socket (its connection closed) during this loop turn.
+    private var socketRemoved = false
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
@@ -217,6 +224,23 @@ final class CurlEngine: @unchecked Sendable {
                 curl_multi_socket_action(multi, curl_socket_t(CURL_SOCKET_TIMEOUT), 0, &running)
             }
             drainCompleted()
+            if socketRemoved || pendingAbort {
+                // Let libcurl finish streams whose answers it already read (it completes other
+                // streams of a connection on its next timer run), then take back the rest.
+                for _ in 0..<4 {
+                    let before = inFlight
+                    curl_multi_socket_action(multi, curl_socket_t(CURL_SOCKET_TIMEOUT), 0, &running)
+                    drainCompleted()
+                    if inFlight == before || inFlight == 0 { break }
+                }
+                socketRemoved = false
+                pendingAbort = false
+                if inFlight > 0 {
+                    connectionLost(message: lastError.isEmpty ? "the connection closed" : lastError)
+                } else {
+                    warm = false
+                }
+            }
             startWaiting()
             if stopping {
                 if stopDeadline == .max {
@@ -264,7 +288,7 @@ final class CurlEngine: @unchecked Sendable {
 
     private func startWaiting() {
         let now = Self.monotonic()
-        let limit = settings.configuration.maxConcurrentStreams
+        let limit = warm ? settings.configuration.maxConcurrentStreams : 1
         // Give up on requests that waited too long (paused connection, starved streams).
         while waitingHead < waiting.count, waiting[waitingHead].waitDeadline < now, inFlight >= limit || now < pausedUntil {
             let r = waiting[waitingHead]
@@ -361,6 +385,7 @@ final class CurlEngine: @unchecked Sendable {
             }
             backoff = 0
             lastError = ""
+            if status != 403 { warm = true }
             responseCounter(status).increment()
             switch ResponseMapping.outcome(status: status, body: easy.body, apnsID: easy.responseAPNsID, retryAfter: easy.retryAfter) {
             case .outcome(let outcome):
@@ -387,6 +412,7 @@ final class CurlEngine: @unchecked Sendable {
         let message = easy.errorMessage(code)
         noteConnectionFailure(now: now, message: message)
         settings.metrics.noAnswer.increment()
+        pendingAbort = true
         if r.retriesLeft > 0 && !stopping {
             r.retriesLeft -= 1
             r.waitDeadline = now + UInt64(settings.configuration.timeout * 1e9)
@@ -394,6 +420,34 @@ final class CurlEngine: @unchecked Sendable {
         } else {
             finish(r, ResponseMapping.transportFailure(curlCode: Int32(code.rawValue), message: message))
         }
+    }
+
+    private var pendingAbort = false
+
+    /// The connection died (GOAWAY, reset, close) with requests in flight. libcurl would resend
+    /// them all at once on a fresh connection, where APNs refuses all but one stream before the
+    /// first answer, which makes libcurl drop that connection too. So take every in-flight
+    /// request back, and let them go again one at a time until the new connection answers.
+    /// Requests that were answered have completed already; these got no answer.
+    private func connectionLost(message: String) {
+        warm = false
+        noteConnectionFailure(now: Self.monotonic(), message: message)
+        var taken: [PendingRequest] = []
+        for easy in all where easy.request != nil {
+            curl_multi_remove_handle(multi, easy.handle)
+            taken.append(easy.request!)
+            easy.shape?.inUse -= 1
+            easy.request = nil
+            easy.shape = nil
+            idle.append(easy)
+            inFlight -= 1
+            settings.metrics.inFlight.add(-1)
+        }
+        guard !taken.isEmpty else { return }
+        let deadline = Self.monotonic() + UInt64(settings.configuration.timeout * 1e9)
+        for r in taken { r.waitDeadline = deadline }
+        waiting = taken + waiting[waitingHead...]
+        waitingHead = 0
     }
 
     /// Backs off after a failure without an answer. A burst (a GOAWAY or a drop failing every
@@ -446,7 +500,10 @@ final class CurlEngine: @unchecked Sendable {
 
     fileprivate func socketChanged(_ fd: Int32, what: Int32) {
         if what == CURL_POLL_REMOVE {
-            if watched.remove(fd) != nil { epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nil) }
+            if watched.remove(fd) != nil {
+                epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nil)
+                socketRemoved = true
+            }
             return
         }
         var mask: UInt32 = 0

@@ -381,7 +381,7 @@ final class HTTP2Connection: @unchecked Sendable {
             apnsID: HTTP2StreamContext.string(context.apnsID),
             uniqueID: context.hasUniqueID ? HTTP2StreamContext.string(context.uniqueID) : nil,
             headers: headers, payload: Array(request.body),
-            keyID: auth.claims?.keyID, teamID: auth.claims?.teamID)
+            keyID: auth.claims?.keyID, teamID: auth.claims?.teamID, tokenIssuedAt: auth.claims?.issuedAt)
     }
 
     private func submit(_ context: HTTP2StreamContext) {

@@ -39,6 +39,8 @@ public struct ReceivedNotification: Sendable {
     public var keyID: String?
     /// The provider token's team (token auth).
     public var teamID: String?
+    /// The provider token's `iat` (token auth): tells tokens apart without keeping them.
+    public var tokenIssuedAt: Date? = nil
 
     /// The first value of header `name` (lower case).
     public func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
@@ -70,6 +72,7 @@ public struct ReceivedNotification: Sendable {
             o.string("collapseId", collapseID)
             o.string("keyId", keyID)
             o.string("teamId", teamID)
+            o.int64("tokenIssuedAt", tokenIssuedAt.map { Int64($0.timeIntervalSince1970) })
             o.object("headers") { h in
                 for header in headers where !header.name.hasPrefix(":") { h.string(header.name, header.value) }
             }
