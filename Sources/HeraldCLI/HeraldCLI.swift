@@ -17,6 +17,7 @@ public enum HeraldCLI {
         DevicesCommands.add, DevicesCommands.list, DevicesCommands.remove,
         SendCommand.command,
         PruneCommand.command,
+        ServeCommand.command,
     ]
 
     static var overview: String {

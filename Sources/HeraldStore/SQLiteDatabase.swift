@@ -53,6 +53,7 @@ public final class SQLiteDatabase {
 
     /// Runs SQL without results (may hold several statements).
     public func execute(_ sql: String, operation: String) throws(SQLiteError) {
+        resetActiveStatements()
         var errorMessage: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(handle, sql, nil, nil, &errorMessage)
         if rc != SQLITE_OK {
@@ -64,6 +65,7 @@ public final class SQLiteDatabase {
 
     /// A cached prepared statement for `sql`, reset and with bindings cleared.
     public func statement(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
+        resetActiveStatements()
         if let cached = cache[sql] {
             cached.reset()
             return cached
@@ -92,6 +94,14 @@ public final class SQLiteDatabase {
         }
     }
 
+    /// Resets cached statements left on a row. A statement that stopped at `SQLITE_ROW` keeps
+    /// its read transaction open: reads would see an old snapshot and the next write would
+    /// fail with SQLITE_BUSY_SNAPSHOT once another connection (the daemon's queue, the CLI)
+    /// has committed. Every operation starts by fetching a statement, so none outlives it.
+    private func resetActiveStatements() {
+        for statement in cache.values { statement.resetIfBusy() }
+    }
+
     /// Rows changed by the last statement.
     public var changes: Int { Int(sqlite3_changes(handle)) }
 
@@ -104,7 +114,9 @@ public final class SQLiteDatabase {
     public func userVersion() throws(SQLiteError) -> Int {
         let s = try statement("PRAGMA user_version")
         _ = try s.step()
-        return Int(s.int64(0))
+        let version = Int(s.int64(0))
+        s.reset()
+        return version
     }
 }
 
@@ -123,6 +135,10 @@ public final class SQLiteStatement {
     func reset() {
         sqlite3_reset(stmt)
         sqlite3_clear_bindings(stmt)
+    }
+
+    func resetIfBusy() {
+        if sqlite3_stmt_busy(stmt) != 0 { sqlite3_reset(stmt) }
     }
 
     @discardableResult

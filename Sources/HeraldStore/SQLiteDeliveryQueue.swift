@@ -25,6 +25,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
         var topic: String
         var content: NotificationContent
         var payload: [UInt8]
+        var createdAt: Date
     }
 
     /// Opens the queue in the database at `path` (migrating it), marking claims of a previous
@@ -142,7 +143,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
             return (receipt, { [self] in
                 adjust(added)
                 cache(seq, CachedNotification(id: n.id, app: n.app, topic: n.topic, content: n.content,
-                                              payload: APNsPayload.encode(n.content)))
+                                              payload: APNsPayload.encode(n.content), createdAt: n.createdAt))
             })
         }
     }
@@ -151,6 +152,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
         try read { db in
             let s = try db.statement("SELECT id, deliveries, created_at FROM notifications WHERE app = ? AND idempotency_key = ?")
             s.bind(1, app).bind(2, idempotencyKey)
+            defer { s.reset() }
             guard try s.step(), s.int64(2) >= since.millisecondsSince1970 else { return nil }
             return EnqueueReceipt(id: s.string(0), deliveries: Int(s.int64(1)), replayed: true)
         }
@@ -158,7 +160,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
 
     // MARK: Working
 
-    public func claim(transport: String, limit: Int, now: Date, leaseUntil: Date) async throws -> [Delivery] {
+    public func claim(transport: String, limit: Int, now: Date, leaseUntil: Date) async throws -> [ClaimedDelivery] {
         try await writer.perform { [self] db in
             let s = try db.statement("""
                 UPDATE deliveries SET state = 'sent', attempts = attempts + 1, lease_until = ?1, updated_at = ?2
@@ -169,13 +171,13 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
             s.bind(1, leaseUntil.millisecondsSince1970).bind(2, now.millisecondsSince1970).bind(3, transport).bind(4, limit)
             let deliveries = try readDeliveries(s, transport: transport, db: db)
             let n = deliveries.count
-            return (deliveries.sorted { $0.id < $1.id }, { [self] in
+            return (deliveries.sorted { $0.delivery.id < $1.delivery.id }, { [self] in
                 if n > 0 { adjust([transport: (-n, n)]) }
             })
         }
     }
 
-    public func interrupted(transport: String) async throws -> [Delivery] {
+    public func interrupted(transport: String) async throws -> [ClaimedDelivery] {
         try await writer.perform { [self] db in
             let s = try db.statement("""
                 SELECT id, notification, token, user, environment, attempts, apns_id FROM deliveries
@@ -188,19 +190,19 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
 
     /// Builds deliveries from rows `id, notification, token, user, environment, attempts, apns_id`.
     /// Runs on the writer thread (it uses the content cache).
-    private func readDeliveries(_ s: SQLiteStatement, transport: String, db: SQLiteDatabase) throws -> [Delivery] {
+    private func readDeliveries(_ s: SQLiteStatement, transport: String, db: SQLiteDatabase) throws -> [ClaimedDelivery] {
         var rows: [(id: Int64, seq: Int64, token: String, user: String?, environment: String, attempts: Int, apnsID: String)] = []
         while try s.step() {
             rows.append((s.int64(0), s.int64(1), s.string(2), s.optionalString(3), s.string(4), Int(s.int64(5)), s.string(6)))
         }
-        var result: [Delivery] = []
+        var result: [ClaimedDelivery] = []
         result.reserveCapacity(rows.count)
         for r in rows {
             let n = try notification(seq: r.seq, db: db)
-            result.append(Delivery(id: r.id, notificationID: n.id, app: n.app, topic: n.topic, token: r.token, user: r.user,
+            result.append(ClaimedDelivery(delivery: Delivery(id: r.id, notificationID: n.id, app: n.app, topic: n.topic, token: r.token, user: r.user,
                                    environment: APNsEnvironment(rawValue: r.environment) ?? .production,
                                    transport: transport, attempt: r.attempts, apnsID: UUID(uuidString: r.apnsID) ?? UUID(),
-                                   content: n.content, payload: n.payload))
+                                   content: n.content, payload: n.payload), acceptedAt: n.createdAt))
         }
         return result
     }
@@ -212,7 +214,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
 
     private func notification(seq: Int64, db: SQLiteDatabase) throws -> CachedNotification {
         if let cached = contentCache[seq] { return cached }
-        let s = try db.statement("SELECT id, app, topic, content FROM notifications WHERE seq = ?")
+        let s = try db.statement("SELECT id, app, topic, content, created_at FROM notifications WHERE seq = ?")
         s.bind(1, seq)
         guard try s.step() else { throw StoreError("queue: delivery refers to notification \(seq), which is gone") }
         let id = s.string(0), app = s.string(1), topic = s.string(2)
@@ -220,7 +222,8 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
         do { content = try NotificationContent.fromAPIJSON(Array(s.string(3).utf8)) } catch {
             throw StoreError("queue: notification \(id) has content this Herald cannot read: \(error)")
         }
-        let n = CachedNotification(id: id, app: app, topic: topic, content: content, payload: APNsPayload.encode(content))
+        let n = CachedNotification(id: id, app: app, topic: topic, content: content, payload: APNsPayload.encode(content),
+                                   createdAt: Date(millisecondsSince1970: s.int64(4)))
         cache(seq, n)
         return n
     }
@@ -288,6 +291,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
         try read { db in
             let s = try db.statement("SELECT min(next_attempt_at) FROM deliveries WHERE state = 'queued' AND transport = ?")
             s.bind(1, transport)
+            defer { s.reset() }
             guard try s.step(), let ms = s.optionalInt64(0) else { return nil }
             return Date(millisecondsSince1970: ms)
         }
@@ -307,6 +311,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
             n.bind(1, notificationID)
             guard try n.step() else { return nil }
             let seq = n.int64(0), app = n.string(1), created = n.int64(2), key = n.optionalString(3)
+            n.reset()
             let s = try db.statement("""
                 SELECT id, token, user, transport, state, attempts, last_reason, apns_id, updated_at, next_attempt_at
                 FROM deliveries WHERE notification = ? ORDER BY id

@@ -25,12 +25,12 @@ public protocol DeliveryQueue: Sendable {
     /// Claims up to `limit` deliveries of `transport` that are due at `now` (oldest first),
     /// marks them `sent` with a lease until `leaseUntil`, and counts the attempt.
     /// The returned ``Delivery/attempt`` is the claim's fencing token for ``complete(_:now:)``.
-    func claim(transport: String, limit: Int, now: Date, leaseUntil: Date) async throws -> [Delivery]
+    func claim(transport: String, limit: Int, now: Date, leaseUntil: Date) async throws -> [ClaimedDelivery]
 
     /// Deliveries of `transport` that an earlier run of the daemon claimed and never completed
     /// (it crashed or was killed): the transport may have accepted them. The caller confirms or
     /// re-queues each through ``complete(_:now:)``.
-    func interrupted(transport: String) async throws -> [Delivery]
+    func interrupted(transport: String) async throws -> [ClaimedDelivery]
 
     /// Records outcomes. A completion whose attempt no longer matches the row (the lease ran
     /// out and the delivery was claimed again) is ignored.
@@ -54,6 +54,17 @@ public protocol DeliveryQueue: Sendable {
 
     /// Finishes pending writes and closes the queue.
     func close() async
+}
+
+/// A delivery taken from the queue, with when its notification was accepted (for latency).
+public struct ClaimedDelivery: Sendable {
+    public var delivery: Delivery
+    public var acceptedAt: Date
+
+    public init(delivery: Delivery, acceptedAt: Date) {
+        self.delivery = delivery
+        self.acceptedAt = acceptedAt
+    }
 }
 
 /// A delivery's state in the queue (the API's `state`).
