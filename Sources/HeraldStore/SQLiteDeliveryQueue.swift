@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 import HeraldCore
 
@@ -26,6 +27,12 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
         var content: NotificationContent
         var payload: [UInt8]
         var createdAt: Date
+    }
+
+    /// Turns off SQLite's allocator statistics (a global mutex on every allocation) for this
+    /// process. Call before the first database opens (the daemon does); later calls do nothing.
+    public static func tuneProcess() {
+        _ = herald_sqlite3_disable_memstatus()
     }
 
     /// Opens the queue in the database at `path` (migrating it), marking claims of a previous
@@ -65,6 +72,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
             sizes.observe(Double(n))
             times.observe(seconds)
         }
+        writer.onRollback = { [unowned self] in contentCache.removeAll() }
     }
 
     /// Opens the queue a configuration names.
@@ -101,6 +109,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
 
     public func enqueue(_ n: QueuedNotification, idempotencySince: Date) async throws -> EnqueueReceipt {
         let contentJSON = String(decoding: n.content.apiJSON, as: UTF8.self)
+        let payload = APNsPayload.encode(n.content)
         return try await writer.perform(isAccept: true) { [self] db in
             if let key = n.idempotencyKey {
                 let s = try db.statement("SELECT seq, id, deliveries, created_at FROM notifications WHERE app = ? AND idempotency_key = ?")
@@ -140,11 +149,11 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
                 if d.state == .queued, let t = d.transport { added[t, default: (0, 0)].queued += 1 }
             }
             let receipt = EnqueueReceipt(id: n.id, deliveries: n.deliveries.count, replayed: false)
-            return (receipt, { [self] in
-                adjust(added)
-                cache(seq, CachedNotification(id: n.id, app: n.app, topic: n.topic, content: n.content,
-                                              payload: APNsPayload.encode(n.content), createdAt: n.createdAt))
-            })
+            // Cached now, not after the commit: a claim in the same group commit reads it. A
+            // rollback clears the cache (row ids can be reused after one).
+            cache(seq, CachedNotification(id: n.id, app: n.app, topic: n.topic, content: n.content,
+                                          payload: payload, createdAt: n.createdAt))
+            return (receipt, { [self] in adjust(added) })
         }
     }
 

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import HeraldCore
 
 /// One writer thread that owns a SQLite connection and runs every write it is handed,
@@ -32,6 +35,9 @@ final class SQLiteGroupCommitWriter: @unchecked Sendable {
     private var thread: Thread?
     private let stats = Locked(Statistics())
     private let observe: @Sendable (_ operations: Int, _ seconds: Double) -> Void
+    /// Called on the writer thread whenever writes were rolled back (an operation or a whole
+    /// batch), so caches filled during the transaction can be dropped.
+    var onRollback: () -> Void = {}
 
     init(db: SQLiteDatabase, maxBatch: Int, observe: @escaping @Sendable (Int, Double) -> Void) {
         self.db = db
@@ -89,6 +95,9 @@ final class SQLiteGroupCommitWriter: @unchecked Sendable {
     }
 
     private func loop() {
+        // Everyone waits for this thread: ask for a larger CPU share (best effort; needs
+        // CAP_SYS_NICE, silently ignored without it).
+        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0 /* on Linux: the calling thread */, -10)
         while true {
             condition.lock()
             while pending.isEmpty && !closing { condition.wait() }
@@ -127,6 +136,7 @@ final class SQLiteGroupCommitWriter: @unchecked Sendable {
                 } catch {
                     try? db.statement("ROLLBACK TO op").run()
                     try? db.statement("RELEASE op").run()
+                    onRollback()
                     op.fail(error)
                 }
             } catch {
@@ -137,6 +147,7 @@ final class SQLiteGroupCommitWriter: @unchecked Sendable {
             try db.execute("COMMIT", operation: "commit queue transaction")
         } catch {
             try? db.execute("ROLLBACK", operation: "rollback queue transaction")
+            onRollback()
             for d in done { d.fail(error) }
             return
         }

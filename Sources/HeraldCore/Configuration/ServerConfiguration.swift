@@ -27,6 +27,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var concurrency: Int = 4
     /// Longest wait for a transport's answer to one batch. Default 30 s.
     public var transportDeadline: TimeInterval = 30
+    /// After a batch smaller than the batch size, how long a worker waits before claiming
+    /// again, so deliveries gather into fuller batches. Default 5 ms; 0 disables.
+    public var batchLinger: TimeInterval = 0.005
     /// How long a claim holds a delivery before another worker may take it. Default 120 s;
     /// must exceed every transport deadline.
     public var lease: TimeInterval = 120
@@ -64,6 +67,7 @@ public struct ServerConfiguration: Sendable, Equatable {
         if let n = node.int("concurrency", in: 1...256) { concurrency = n }
         if let d = node.duration("transportDeadline", minimum: 0.01) { transportDeadline = d }
         if let d = node.duration("lease", minimum: 0.1) { lease = d }
+        if let d = node.duration("batchLinger", minimum: 0) { batchLinger = min(d, 1) }
         if let d = node.duration("retention", minimum: 0) { retention = d }
         if let d = node.duration("maintenanceInterval", minimum: 0.01) { maintenanceInterval = d }
         if let d = node.duration("idempotencyWindow", minimum: 0) { idempotencyWindow = d }

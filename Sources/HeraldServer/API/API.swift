@@ -137,7 +137,8 @@ public final class API: Sendable {
             return .failure(APIError(status: 413, code: "payload_too_large", message: "the request body is larger than api.maxBodyBytes (\(limit) bytes)"))
         }
         if route.hasJSONBody {
-            let type = request.headers["content-type"]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+            let type = request.headers["content-type"].flatMap { $0.split(separator: ";").first }
+                .map { String($0.filter { $0 != " " && $0 != "\t" }).lowercased() }
             guard let type, type == "application/json" || type.hasSuffix("+json") else {
                 return .failure(APIError(status: 415, code: "unsupported_media_type",
                                          message: "send the body as JSON with \"Content-Type: application/json\"", field: "Content-Type"))

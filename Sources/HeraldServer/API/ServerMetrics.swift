@@ -4,56 +4,74 @@ import HeraldCore
 /// The daemon's metric handles (Prometheus names); the dispatcher's counters keep their names:
 /// `herald_deliveries_total{transport,outcome,reason}`, `herald_retries_total{transport}`,
 /// `herald_token_invalidations_total{app,result}`.
-struct ServerMetrics: Sendable {
+final class ServerMetrics: Sendable {
     let registry: MetricsRegistry
+    /// Handles by name and label values: looking one up in the registry renders and escapes
+    /// the labels, too slow for every request.
+    private let counters = Locked<[String: Counter]>([:])
+    private let histograms = Locked<[String: Histogram]>([:])
+
+    init(registry: MetricsRegistry) { self.registry = registry }
+
+    private func counter(_ name: String, _ help: String, _ labels: [(String, String)]) -> Counter {
+        var key = name
+        for (_, v) in labels { key += "\u{1}" + v }
+        if let c = counters.withLock({ $0[key] }) { return c }
+        let c = registry.counter(name, help: help, labels: labels)
+        counters.withLock { $0[key] = c }
+        return c
+    }
+
+    private func histogram(_ name: String, _ help: String, _ labels: [(String, String)], buckets: [Double]) -> Histogram {
+        var key = name
+        for (_, v) in labels { key += "\u{1}" + v }
+        if let h = histograms.withLock({ $0[key] }) { return h }
+        let h = registry.histogram(name, help: help, labels: labels, buckets: buckets)
+        histograms.withLock { $0[key] = h }
+        return h
+    }
 
     func accepted(app: String) {
-        registry.counter("herald_notifications_accepted_total", help: "Notifications accepted (committed) by the API.",
-                         labels: [("app", app)]).increment()
+        counter("herald_notifications_accepted_total", "Notifications accepted (committed) by the API.", [("app", app)]).increment()
     }
 
     func acceptedDeliveries(_ n: Int) {
-        registry.counter("herald_deliveries_accepted_total", help: "Deliveries queued by accepted notifications.").increment(by: Int64(n))
+        counter("herald_deliveries_accepted_total", "Deliveries queued by accepted notifications.", []).increment(by: Int64(n))
     }
 
     func replayed() {
-        registry.counter("herald_notifications_replayed_total", help: "Requests answered from an earlier idempotency key.").increment()
+        counter("herald_notifications_replayed_total", "Requests answered from an earlier idempotency key.", []).increment()
     }
 
     func refused(_ reason: String) {
-        registry.counter("herald_api_backpressure_total", help: "Requests refused with 503 under backpressure, by reason.",
-                         labels: [("reason", reason)]).increment()
+        counter("herald_api_backpressure_total", "Requests refused with 503 under backpressure, by reason.", [("reason", reason)]).increment()
     }
 
     func request(route: String, status: Int) {
-        registry.counter("herald_http_requests_total", help: "HTTP requests by route and status.",
-                         labels: [("route", route), ("status", String(status))]).increment()
+        counter("herald_http_requests_total", "HTTP requests by route and status.", [("route", route), ("status", String(status))]).increment()
     }
 
     func finished(transport: String, state: DeliveryState, reason: String?) {
-        registry.counter("herald_deliveries_total", help: "Deliveries by transport, final outcome and reason.",
-                         labels: [("transport", transport), ("outcome", state.rawValue), ("reason", Self.reasonLabel(reason))]).increment()
+        counter("herald_deliveries_total", "Deliveries by transport, final outcome and reason.", [("transport", transport), ("outcome", state.rawValue), ("reason", Self.reasonLabel(reason))]).increment()
     }
 
     func retried(transport: String) {
-        registry.counter("herald_retries_total", help: "Delivery attempts scheduled again after a temporary failure.",
-                         labels: [("transport", transport)]).increment()
+        counter("herald_retries_total", "Delivery attempts scheduled again after a temporary failure.", [("transport", transport)]).increment()
     }
 
     func invalidated(app: String, result: InvalidationResult) {
-        registry.counter("herald_token_invalidations_total", help: "Token invalidations reported by APNs, by result.",
-                         labels: [("app", app), ("result", result.rawValue)]).increment()
+        counter("herald_token_invalidations_total", "Token invalidations reported by APNs, by result.", [("app", app), ("result", result.rawValue)]).increment()
     }
 
     func latency(transport: String) -> Histogram {
-        registry.histogram("herald_delivery_latency_seconds", help: "Time from acceptance to a final outcome, by transport.",
-                           labels: [("transport", transport)],
-                           buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600])
+        histogram("herald_delivery_latency_seconds", "Time from acceptance to a final outcome, by transport.",
+                  [("transport", transport)],
+                  buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600])
     }
 
     func batchTime(transport: String) -> Histogram {
-        registry.histogram("herald_transport_batch_seconds", help: "Time a transport took to answer one batch.",
-                           labels: [("transport", transport)])
+        histogram("herald_transport_batch_seconds", "Time a transport took to answer one batch.",
+                  [("transport", transport)], buckets: Histogram.latencyBuckets)
     }
 
     /// Sets the queue gauges from the queue's counts.

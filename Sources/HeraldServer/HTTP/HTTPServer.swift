@@ -5,7 +5,8 @@ import HeraldCore
 import Glibc
 #endif
 
-/// An HTTP/1.1 server on libmicrohttpd: one internal epoll thread parses requests; complete
+/// An HTTP/1.1 server on libmicrohttpd: one internal poll() thread parses requests (epoll stalls
+/// past ~100 connections in libmicrohttpd 0.9.75, see the shim); complete
 /// requests are handed to an async handler while their connection is suspended, and resumed
 /// with the response.
 ///
@@ -19,7 +20,7 @@ public final class HTTPServer: @unchecked Sendable {
         /// Largest request body; bigger bodies are answered by the handler with 413.
         public var maxBodyBytes: Int = 1 << 20
         /// Memory per connection for headers and buffers.
-        public var connectionMemoryLimit: Int = 32 * 1024
+        public var connectionMemoryLimit: Int = 16 * 1024
 
         public init(connectionLimit: Int = 1024, connectionTimeout: TimeInterval = 60, maxBodyBytes: Int = 1 << 20) {
             self.connectionLimit = connectionLimit
@@ -38,7 +39,6 @@ public final class HTTPServer: @unchecked Sendable {
     private let immediate: ImmediateHandler
     private let logger: Logger
     private var daemon: OpaquePointer?
-    private var listenFD: Int32 = -1
     /// Requests between first byte and completion, and the suspended ones among them.
     private let state = Locked(State())
     private let connections: Gauge
@@ -71,89 +71,66 @@ public final class HTTPServer: @unchecked Sendable {
     /// - Throws: ``HTTPServerError`` naming the address and the system's reason.
     @discardableResult
     public func start(_ address: ListenAddress) throws(HTTPServerError) -> Int {
-        let fd = try Self.listen(address)
-        var o = herald_mhd_options(listen_fd: fd, connection_limit: UInt32(options.connectionLimit),
-                                   connection_timeout: UInt32(max(0, options.connectionTimeout.rounded(.up))),
-                                   connection_memory_limit: options.connectionMemoryLimit)
+        var storage = try Self.socketAddress(address)
+        let length = socklen_t(Int32(storage.ss_family) == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
         let me = Unmanaged.passUnretained(self).toOpaque()
-        let d = herald_mhd_start(&o, { cls, connection, url, method, _, data, size, context in
-            let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
-            return herald_mhd_result(server.access(connection!, url!, method!, data, size!, context!) ? 1 : 0)
-        }, me, { cls, _, context, _ in
-            guard let cls, let context, let pointer = context.pointee else { return }
-            let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
-            let request = Unmanaged<RequestContext>.fromOpaque(pointer).takeRetainedValue()
-            context.pointee = nil
-            server.completed(request)
-        }, me, { cls, _, _, code in
-            let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
-            server.connectionChanged(opened: code.rawValue == 0 /* MHD_CONNECTION_NOTIFY_STARTED */)
-        }, me, { _, _, s in
-            // Keep the path and query raw: segments are decoded one by one, so "%2F" stays inside a segment.
-            strlen(s!)
-        }, me)
+        let options = self.options
+        let d: OpaquePointer? = withUnsafePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
+                var o = herald_mhd_options(address: sa, address_length: length, connection_limit: UInt32(options.connectionLimit),
+                                           connection_timeout: UInt32(max(0, options.connectionTimeout.rounded(.up))),
+                                           connection_memory_limit: options.connectionMemoryLimit)
+                return herald_mhd_start(&o, { cls, connection, url, method, _, data, size, context in
+                    let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
+                    return herald_mhd_result(server.access(connection!, url!, method!, data, size!, context!) ? 1 : 0)
+                }, me, { cls, _, context, _ in
+                    guard let cls, let context, let pointer = context.pointee else { return }
+                    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+                    let request = Unmanaged<RequestContext>.fromOpaque(pointer).takeRetainedValue()
+                    context.pointee = nil
+                    server.completed(request)
+                }, me, { cls, _, _, code in
+                    let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
+                    server.connectionChanged(opened: code.rawValue == 0 /* MHD_CONNECTION_NOTIFY_STARTED */)
+                }, me, { _, _, s in
+                    // Keep the path and query raw: segments are decoded one by one, so "%2F" stays inside a segment.
+                    strlen(s!)
+                }, me)
+            }
+        }
         guard let d else {
-            close(fd)
-            throw HTTPServerError(message: "cannot start the HTTP server on \(address) (libmicrohttpd refused; too many open files?)")
+            throw HTTPServerError(message: "cannot listen on \(address): \(String(cString: strerror(errno))) (is another process using the port?)")
         }
         daemon = d
-        listenFD = fd
-        port = Self.boundPort(fd)
+        port = Int(herald_mhd_bound_port(d))
         return port
     }
 
-    /// Creates, binds and listens on a socket for `address`.
-    private static func listen(_ address: ListenAddress) throws(HTTPServerError) -> Int32 {
+    /// The socket address for `address` (an IP literal, or `localhost`).
+    private static func socketAddress(_ address: ListenAddress) throws(HTTPServerError) -> sockaddr_storage {
         let host = address.host == "localhost" ? "127.0.0.1" : address.host
+        var storage = sockaddr_storage()
         var v4 = in_addr(), v6 = in6_addr()
-        let family: Int32
-        if inet_pton(AF_INET, host, &v4) == 1 { family = AF_INET } else if inet_pton(AF_INET6, host, &v6) == 1 { family = AF_INET6 } else {
+        if inet_pton(AF_INET, host, &v4) == 1 {
+            withUnsafeMutablePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sa in
+                    sa.pointee.sin_family = sa_family_t(AF_INET)
+                    sa.pointee.sin_port = in_port_t(UInt16(address.port).bigEndian)
+                    sa.pointee.sin_addr = v4
+                }
+            }
+        } else if inet_pton(AF_INET6, host, &v6) == 1 {
+            withUnsafeMutablePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sa in
+                    sa.pointee.sin6_family = sa_family_t(AF_INET6)
+                    sa.pointee.sin6_port = in_port_t(UInt16(address.port).bigEndian)
+                    sa.pointee.sin6_addr = v6
+                }
+            }
+        } else {
             throw HTTPServerError(message: "api.listen: \"\(address.host)\" is not an IP address (use e.g. 127.0.0.1, 0.0.0.0 or [::1])")
         }
-        let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw HTTPServerError(message: "cannot create a socket: \(String(cString: strerror(errno)))") }
-        var yes: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        var rc: Int32
-        if family == AF_INET {
-            var sa = sockaddr_in()
-            sa.sin_family = sa_family_t(AF_INET)
-            sa.sin_port = in_port_t(UInt16(address.port).bigEndian)
-            sa.sin_addr = v4
-            rc = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        } else {
-            var sa = sockaddr_in6()
-            sa.sin6_family = sa_family_t(AF_INET6)
-            sa.sin6_port = in_port_t(UInt16(address.port).bigEndian)
-            sa.sin6_addr = v6
-            rc = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) } }
-        }
-        if rc != 0 {
-            let reason = String(cString: strerror(errno))
-            close(fd)
-            throw HTTPServerError(message: "cannot listen on \(address): \(reason)")
-        }
-        if Glibc.listen(fd, 1024) != 0 {
-            let reason = String(cString: strerror(errno))
-            close(fd)
-            throw HTTPServerError(message: "cannot listen on \(address): \(reason)")
-        }
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        return fd
-    }
-
-    /// The port a listening socket is bound to.
-    private static func boundPort(_ fd: Int32) -> Int {
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let ok = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        } == 0
-        guard ok else { return 0 }
-        if Int32(storage.ss_family) == AF_INET {
-            return withUnsafePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) } }
-        }
-        return withUnsafePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin6_port)) } }
+        return storage
     }
 
     // MARK: Callbacks (on the server thread)

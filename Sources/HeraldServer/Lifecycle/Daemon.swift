@@ -100,6 +100,7 @@ public final class Daemon: Sendable {
     @discardableResult
     public func start() async throws(DaemonError) -> Int {
         let config = initial.configuration
+        SQLiteDeliveryQueue.tuneProcess()
         let lock = options.lockDatabase ? try DatabaseLock(database: config.storage.path) : nil
         let store: SQLiteTokenStore
         let queue: SQLiteDeliveryQueue
@@ -174,7 +175,7 @@ public final class Daemon: Sendable {
             let c = self?.configuration ?? fallback
             return TransportWorker.Settings(retry: c.delivery.retry, batchSize: min(c.delivery.batchSize, preferred),
                                             concurrency: c.server.concurrency(for: name), deadline: c.server.deadline(for: name),
-                                            lease: c.server.lease)
+                                            lease: c.server.lease, linger: c.server.batchLinger)
         }
     }
 

@@ -15,6 +15,8 @@ final class TransportWorker: Sendable {
         var concurrency: Int
         var deadline: TimeInterval
         var lease: TimeInterval
+        /// Pause after a partial batch so the next one is fuller.
+        var linger: TimeInterval = 0
     }
 
     enum Status: Sendable, Equatable {
@@ -149,6 +151,11 @@ final class TransportWorker: Sendable {
                 await process(claimed, settings: s)
                 state.withLock { $0.inFlight -= 1 }
                 slot.notify()
+            }
+            if claimed.count < s.batchSize && s.linger > 0 {
+                // A partial batch: let deliveries gather for a moment rather than pay the
+                // per-batch cost (a claim, a transport call, an outcome write) for one or two.
+                try? await clock.sleep(for: s.linger)
             }
         }
     }
