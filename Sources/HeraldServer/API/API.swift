@@ -205,7 +205,9 @@ public final class API: Sendable {
     }
 
     private func renderMetrics() -> HTTPResponse {
-        metrics.updateQueue(deps.queue.depth(), waitingAccepts: deps.waitingAccepts())
+        var depth = deps.queue.depth()
+        for name in deps.snapshot().configuration.transports.keys where depth[name] == nil { depth[name] = QueueDepth() }
+        metrics.updateQueue(depth, waitingAccepts: deps.waitingAccepts())
         return HTTPResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
                             body: Array(metrics.registry.render().utf8))
     }

@@ -286,6 +286,10 @@ final class TransportWorker: Sendable {
         }
         do {
             try await queue.complete(completions, now: clock.now)
+            // A retry changes when the next delivery is due: let the claim loop look again.
+            if completions.contains(where: { if case .retry = $0.disposition { return true } else { return false } }) {
+                work.notify()
+            }
         } catch {
             logger.error("cannot record outcomes; the deliveries return to the queue when their lease ends",
                          ["error": String(describing: error), "deliveries": String(completions.count)])
