@@ -147,6 +147,31 @@ import Testing
         gate.open()
     }
 
+    @Test func aLedgerConfirmsInterruptedDeliveriesInsteadOfResending() async throws {
+        let gate = GatedTransport(name: "t")
+        let directory = try TemporaryDirectory(prefix: "herald-ledger")
+        defer { directory.remove() }
+        let first = try await TestDaemon.start(config: TestDaemon.configJSON(server: #""shutdownDeadline": "100ms""#),
+                                               transports: { _ in gate }, directory: directory)
+        try await first.register(user: "alice", token: TestDaemon.token(1))
+        try await first.register(user: "alice", token: TestDaemon.token(2))
+        let id = try await send(first, #"{"app":"com.example.app","users":["alice"],"alert":"x"}"#)
+        #expect(await eventually { gate.deliveries.count == 2 })
+        await first.daemon.shutdown()
+
+        // The transport "wrote" the first of the two before the crash; its ledger says so.
+        let written = gate.deliveries.first { $0.token == TestDaemon.token(1) }!.apnsID.uuidString.lowercased()
+        let ledger = LedgerTransport(name: "t", accepted: [written])
+        let second = try await TestDaemon.start(config: TestDaemon.configJSON(), transports: { _ in ledger }, directory: directory)
+        defer { Task { await second.stop() } }
+        let final = try await second.waitUntilFinal(id)
+        #expect(final["summary"]?["delivered"] == 2)
+        #expect(ledger.sent.map(\.token) == [TestDaemon.token(2)])
+        #expect(ledger.asked.count == 2)
+        #expect(second.logs.text.contains("confirmed=1"))
+        gate.open()
+    }
+
     @Test func oneDaemonPerDatabase() async throws {
         let d = try await TestDaemon.start()
         defer { Task { await d.stop() } }

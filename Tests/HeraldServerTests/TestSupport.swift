@@ -159,3 +159,24 @@ func eventually(timeout: TimeInterval = 10, _ condition: () async throws -> Bool
     }
     return try await condition()
 }
+
+/// A transport with a ledger: it claims to have accepted `accepted` before a restart.
+final class LedgerTransport: DeliveryLedger, Sendable {
+    let name: String
+    private let accepted: Set<String>
+    private let state = Locked<(asked: Set<String>, sent: [Delivery])>(([], []))
+    init(name: String, accepted: Set<String>) {
+        self.name = name
+        self.accepted = accepted
+    }
+    func acceptedDeliveries(among apnsIDs: Set<String>) async throws -> Set<String> {
+        state.withLock { $0.asked = apnsIDs }
+        return apnsIDs.intersection(accepted)
+    }
+    func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] {
+        state.withLock { $0.sent += batch }
+        return batch.map { .delivered(apnsID: $0.apnsID.uuidString.lowercased()) }
+    }
+    var asked: Set<String> { state.withLock { $0.asked } }
+    var sent: [Delivery] { state.withLock { $0.sent } }
+}
