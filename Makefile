@@ -22,8 +22,7 @@ run: build
 
 ## test: bootstrap, build, and run the whole test suite.
 test: bootstrap
-	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	$(SWIFT) test
 
 ## check: validate config.json and the credentials it names.
 check: build

@@ -56,7 +56,7 @@ let package = Package(
         .target(name: "HeraldTestKit", dependencies: ["HeraldCore", "HeraldSimulator"], path: "Sources/HeraldTestKit"),
 
         // MARK: Tests (mirror the modules)
-        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldTestKit"],
+        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldStore", "HeraldLogTransport", "HeraldTestKit"],
                     path: "Tests/HeraldCoreTests"),
         .testTarget(name: "HeraldStoreTests", dependencies: ["HeraldStore", "HeraldCore", "HeraldTestKit"],
                     path: "Tests/HeraldStoreTests"),

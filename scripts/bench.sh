@@ -108,6 +108,11 @@ LUA
   printf "  %-52s %10s\n" "devices registered for the fan-out (u199)" "$registered"
 }
 
+# The APNs HTTP/2 transport's own benchmark (its script, when present).
+bench_apns_http2() {
+  if [ -x scripts/bench-apns-http2.sh ]; then scripts/bench-apns-http2.sh; else echo "bench_apns_http2: scripts/bench-apns-http2.sh not present, skipped"; fi
+}
+
 sections=("$@")
-[ ${#sections[@]} -eq 0 ] && sections=(bench_api)
+[ ${#sections[@]} -eq 0 ] && sections=(bench_api bench_apns_http2)
 for s in "${sections[@]}"; do "$s"; done

@@ -9,11 +9,18 @@
 #include <openssl/pkcs12.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+#include <openssl/x509_vfy.h>
 #include <openssl/bio.h>
 #include <openssl/rand.h>
+#include <openssl/provider.h>
 #include <openssl/core_names.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
-/* Macros and cast-heavy calls that do not import into Swift. */
+/* Macros and cast-heavy calls that do not import into Swift, plus the few C callbacks
+   HeraldCrypto needs (Swift closures must not become C function pointers). */
 
 static inline void herald_openssl_free(void *p) { OPENSSL_free(p); }
 
@@ -24,28 +31,151 @@ static inline int herald_ssl_ctx_set_min_tls12(SSL_CTX *ctx) { return (int)SSL_C
 static inline int herald_ssl_set_sni(SSL *ssl, const char *host) { return (int)SSL_set_tlsext_host_name(ssl, host); }
 
 static inline int herald_ssl_ctx_set_mode(SSL_CTX *ctx, long mode) { return (int)SSL_CTX_set_mode(ctx, mode); }
+static inline long herald_ssl_ctx_clear_mode(SSL_CTX *ctx, long mode) { return SSL_CTX_clear_mode(ctx, mode); }
 
 static inline int herald_ssl_mode_partial_write_moving(void) {
     return (int)(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 }
+static inline long herald_ssl_mode_release_buffers(void) { return (long)SSL_MODE_RELEASE_BUFFERS; }
+/* Read whole socket buffers at once instead of a record header and then its body (fewer syscalls). */
+static inline void herald_ssl_ctx_set_read_ahead(SSL_CTX *ctx) { SSL_CTX_set_read_ahead(ctx, 1); }
+
+static inline int herald_ssl_ctx_add1_chain_cert(SSL_CTX *ctx, X509 *x) { return (int)SSL_CTX_add1_chain_cert(ctx, x); }
 
 static inline int herald_stack_x509_num(const STACK_OF(X509) *s) { return sk_X509_num(s); }
 static inline X509 *herald_stack_x509_value(const STACK_OF(X509) *s, int i) { return sk_X509_value(s, i); }
 static inline void herald_stack_x509_pop_free(STACK_OF(X509) *s) { sk_X509_pop_free(s, X509_free); }
 
-/* ALPN selection on the server: choose "h2" if the client offers it. */
-static inline int herald_alpn_select_h2(SSL *ssl, const unsigned char **out, unsigned char *outlen,
-                                        const unsigned char *in, unsigned int inlen, void *arg) {
-    (void)ssl; (void)arg;
-    static const unsigned char h2[] = { 2, 'h', '2' };
-    unsigned char *selected = NULL;
-    if (SSL_select_next_proto((unsigned char **)&selected, outlen, h2, sizeof(h2), in, inlen) == OPENSSL_NPN_NEGOTIATED) {
-        *out = selected;
-        return SSL_TLSEXT_ERR_OK;
+/* Once per process: OpenSSL's own init, and SIGPIPE ignored (unless the program installed a
+   handler) so that writing to a socket the peer closed gives EPIPE instead of killing us. */
+static inline int herald_openssl_init(void) {
+    struct sigaction old;
+    if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL) {
+        signal(SIGPIPE, SIG_IGN);
     }
-    return SSL_TLSEXT_ERR_ALERT_FATAL;
+    return OPENSSL_init_ssl(OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS, NULL);
 }
-static inline void herald_ssl_ctx_enable_alpn_h2(SSL_CTX *ctx) {
-    SSL_CTX_set_alpn_select_cb(ctx, herald_alpn_select_h2, NULL);
+
+/* PEM private-key reading with a passphrase that never prompts on a terminal. `asked` is set to 1
+   when the key turned out to be encrypted (the passphrase callback ran). */
+typedef struct { const char *pass; int asked; } herald_pass_state;
+
+static inline int herald_pass_cb(char *buf, int size, int rwflag, void *u) {
+    (void)rwflag;
+    herald_pass_state *st = (herald_pass_state *)u;
+    st->asked = 1;
+    if (st->pass == NULL) return -1;
+    size_t n = strlen(st->pass);
+    if (n > (size_t)size) return -1;
+    memcpy(buf, st->pass, n);
+    return (int)n;
 }
+
+static inline EVP_PKEY *herald_pem_read_private_key(BIO *bio, const char *pass, int *asked) {
+    herald_pass_state st = { pass, 0 };
+    EVP_PKEY *k = PEM_read_bio_PrivateKey(bio, NULL, herald_pass_cb, &st);
+    *asked = st.asked;
+    return k;
+}
+
+/* Reads the next certificate in a PEM BIO; never prompts. */
+static inline X509 *herald_pem_read_x509(BIO *bio) {
+    herald_pass_state st = { NULL, 0 };
+    return PEM_read_bio_X509(bio, NULL, herald_pass_cb, &st);
+}
+
+static inline EVP_PKEY *herald_pem_read_pubkey(BIO *bio) {
+    herald_pass_state st = { NULL, 0 };
+    return PEM_read_bio_PUBKEY(bio, NULL, herald_pass_cb, &st);
+}
+
+/* ASN1_TIME -> seconds since 1970 (UTC). Returns 0 on success. */
+static inline int herald_asn1_time_to_unix(const ASN1_TIME *t, long long *out) {
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    if (ASN1_TIME_to_tm(t, &tm) != 1) return -1;
+    *out = (long long)timegm(&tm);
+    return 0;
+}
+
+/* ALPN on the server: the server's protocols in preference order (wire format: length-prefixed),
+   and whether a client that offers none of them must fail the handshake. Allocated by
+   herald_alpn_config_new, freed by herald_alpn_config_free once the SSL_CTX is gone. */
+typedef struct { unsigned char *protos; unsigned int len; int require; } herald_alpn_config;
+
+static inline herald_alpn_config *herald_alpn_config_new(const unsigned char *protos, unsigned int len, int require) {
+    herald_alpn_config *c = (herald_alpn_config *)calloc(1, sizeof *c);
+    if (c == NULL) return NULL;
+    c->protos = (unsigned char *)malloc(len > 0 ? len : 1);
+    if (c->protos == NULL) { free(c); return NULL; }
+    if (len > 0) memcpy(c->protos, protos, len);
+    c->len = len;
+    c->require = require;
+    return c;
+}
+static inline void herald_alpn_config_free(herald_alpn_config *c) {
+    if (c == NULL) return;
+    free(c->protos);
+    free(c);
+}
+
+static inline int herald_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                                     const unsigned char *in, unsigned int inlen, void *arg) {
+    (void)ssl;
+    const herald_alpn_config *c = (const herald_alpn_config *)arg;
+    /* Server preference order: the first of ours that the client also offers. */
+    for (unsigned int i = 0; i < c->len; i += 1u + c->protos[i]) {
+        unsigned int slen = c->protos[i];
+        if (i + 1 + slen > c->len) break;
+        for (unsigned int j = 0; j < inlen; j += 1u + in[j]) {
+            unsigned int clen = in[j];
+            if (j + 1 + clen > inlen) break;
+            if (clen == slen && memcmp(in + j + 1, c->protos + i + 1, slen) == 0) {
+                *out = in + j + 1;
+                *outlen = (unsigned char)clen;
+                return SSL_TLSEXT_ERR_OK;
+            }
+        }
+    }
+    return c->require ? SSL_TLSEXT_ERR_ALERT_FATAL : SSL_TLSEXT_ERR_NOACK;
+}
+
+/* With `require`, a ClientHello without any ALPN extension fails too (the select callback above
+   only runs when the client sends the extension). */
+static inline int herald_client_hello_require_alpn(SSL *ssl, int *alert, void *arg) {
+    const herald_alpn_config *c = (const herald_alpn_config *)arg;
+    if (c == NULL || !c->require) return SSL_CLIENT_HELLO_SUCCESS;
+    const unsigned char *ext = NULL;
+    size_t extlen = 0;
+    if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_application_layer_protocol_negotiation, &ext, &extlen) == 1) {
+        return SSL_CLIENT_HELLO_SUCCESS;
+    }
+    *alert = SSL_AD_NO_APPLICATION_PROTOCOL;
+    return SSL_CLIENT_HELLO_ERROR;
+}
+
+static inline void herald_ssl_ctx_set_alpn_server(SSL_CTX *ctx, herald_alpn_config *c) {
+    SSL_CTX_set_alpn_select_cb(ctx, herald_alpn_select, c);
+    if (c->require) SSL_CTX_set_client_hello_cb(ctx, herald_client_hello_require_alpn, c);
+}
+
+/* Server-side client-certificate verification: peer must present a certificate. */
+static inline void herald_ssl_ctx_require_client_cert(SSL_CTX *ctx) {
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+}
+static inline void herald_ssl_ctx_verify_peer(SSL_CTX *ctx) { SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL); }
+
+/* Hostname or IP check of the server certificate on a client connection. */
+static inline int herald_ssl_set_expected_ip(SSL *ssl, const char *ip) {
+    return X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), ip);
+}
+static inline int herald_ssl_set_expected_host(SSL *ssl, const char *host) {
+    X509_VERIFY_PARAM *p = SSL_get0_param(ssl);
+    X509_VERIFY_PARAM_set_hostflags(p, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    return X509_VERIFY_PARAM_set1_host(p, host, 0);
+}
+
+/* The reason of an OpenSSL error code, e.g. ERR_GET_REASON for PKCS#12 MAC failures. */
+static inline int herald_err_get_reason(unsigned long e) { return ERR_GET_REASON(e); }
+static inline int herald_err_get_lib(unsigned long e) { return ERR_GET_LIB(e); }
 #endif

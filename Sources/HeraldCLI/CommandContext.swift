@@ -10,7 +10,7 @@ struct CommandContext: Sendable {
 
     /// The config path: `--config`, else `$HERALD_CONFIG`, else `./config.json`.
     func configPath(_ arguments: ParsedArguments) -> String {
-        arguments.value("config") ?? environment["HERALD_CONFIG"] ?? "config.json"
+        arguments.value("config") ?? environment["HERALD_CONFIG"].flatMap { $0.isEmpty ? nil : $0 } ?? "config.json"
     }
 
     /// Loads and validates the configuration; prints warnings to stderr.

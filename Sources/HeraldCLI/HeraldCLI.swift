@@ -18,6 +18,8 @@ public enum HeraldCLI {
         SendCommand.command,
         PruneCommand.command,
         ServeCommand.command,
+        SimulateBinaryCommands.gateway, SimulateBinaryCommands.feedback,
+        BenchCommand.command,
     ]
 
     static var overview: String {

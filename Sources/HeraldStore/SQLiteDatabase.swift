@@ -63,7 +63,20 @@ public final class SQLiteDatabase {
         }
     }
 
+    /// Runs `body` with the cached statement for `sql` and resets it afterwards.
+    ///
+    /// Prefer this to ``statement(_:)``: a statement left mid-iteration keeps a read
+    /// transaction open, and the connection then keeps seeing an old snapshot of the file.
+    public func withStatement<T>(_ sql: String, _ body: (SQLiteStatement) throws -> T) throws -> T {
+        let s = try statement(sql)
+        defer { s.reset() }
+        return try body(s)
+    }
+
     /// A cached prepared statement for `sql`, reset and with bindings cleared.
+    ///
+    /// - Important: step it to the end or reset it (``SQLiteStatement/reset()``) when done;
+    ///   see ``withStatement(_:_:)``.
     public func statement(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
         resetActiveStatements()
         if let cached = cache[sql] {
@@ -112,11 +125,16 @@ public final class SQLiteDatabase {
 
     /// `PRAGMA user_version`: the schema version.
     public func userVersion() throws(SQLiteError) -> Int {
-        let s = try statement("PRAGMA user_version")
-        _ = try s.step()
-        let version = Int(s.int64(0))
-        s.reset()
-        return version
+        do {
+            return try withStatement("PRAGMA user_version") { s in
+                _ = try s.step()
+                return Int(s.int64(0))
+            }
+        } catch let error as SQLiteError {
+            throw error
+        } catch {
+            throw SQLiteError(code: SQLITE_ERROR, message: "\(error)", operation: "read schema version")
+        }
     }
 }
 
@@ -132,7 +150,8 @@ public final class SQLiteStatement {
 
     deinit { sqlite3_finalize(stmt) }
 
-    func reset() {
+    /// Ends the current execution (releasing its read snapshot) and clears the bindings.
+    public func reset() {
         sqlite3_reset(stmt)
         sqlite3_clear_bindings(stmt)
     }

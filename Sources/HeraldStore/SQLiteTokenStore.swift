@@ -43,9 +43,10 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
     }
 
     private func fetchDevice(app: String, token: String) throws -> Device? {
-        let s = try db.statement("SELECT \(Self.columns) FROM devices WHERE app = ? AND token = ?")
-        s.bind(1, app).bind(2, token)
-        return try s.step() ? Self.device(from: s) : nil
+        try db.withStatement("SELECT \(Self.columns) FROM devices WHERE app = ? AND token = ?") { s in
+            s.bind(1, app).bind(2, token)
+            return try s.step() ? Self.device(from: s) : nil
+        }
     }
 
     public func register(_ r: DeviceRegistration, at now: Date) async throws -> RegistrationResult {
@@ -53,16 +54,17 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
             try db.transaction {
                 let previous = try fetchDevice(app: r.app, token: r.token)
                 let nowMs = now.millisecondsSince1970
-                let s = try db.statement("""
+                try db.withStatement("""
                     INSERT INTO devices (app, token, user, transport, environment, created_at, updated_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (app, token) DO UPDATE SET
                         user = excluded.user, transport = excluded.transport, environment = excluded.environment,
                         updated_at = excluded.updated_at, invalidated_at = NULL, invalidation_reason = NULL
-                    """)
-                s.bind(1, r.app).bind(2, r.token).bind(3, r.user).bind(4, r.transport).bind(5, r.environment.rawValue)
-                    .bind(6, nowMs).bind(7, nowMs)
-                try s.run()
+                    """) { s in
+                    s.bind(1, r.app).bind(2, r.token).bind(3, r.user).bind(4, r.transport).bind(5, r.environment.rawValue)
+                        .bind(6, nowMs).bind(7, nowMs)
+                    try s.run()
+                }
                 guard let device = try fetchDevice(app: r.app, token: r.token) else {
                     throw StoreError("register device: the row vanished after writing it")
                 }
@@ -77,9 +79,10 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
 
     public func unregister(app: String, token: String) async throws -> Bool {
         try locked {
-            let s = try db.statement("DELETE FROM devices WHERE app = ? AND token = ?")
-            s.bind(1, app).bind(2, token)
-            try s.run()
+            try db.withStatement("DELETE FROM devices WHERE app = ? AND token = ?") { s in
+                s.bind(1, app).bind(2, token)
+                try s.run()
+            }
             return db.changes > 0
         }
     }
@@ -100,29 +103,31 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
         list.raw(UInt8(ascii: "]"))
         let filter = includeInvalidated ? "" : "AND invalidated_at IS NULL"
         return try locked {
-            let s = try db.statement("""
+            try db.withStatement("""
                 SELECT \(Self.columns) FROM devices
                 WHERE app = ? AND user IN (SELECT value FROM json_each(?)) \(filter)
                 ORDER BY user, updated_at DESC, token
-                """)
-            s.bind(1, app).bind(2, list.string)
-            var result: [Device] = []
-            while try s.step() { result.append(Self.device(from: s)) }
-            return result
+                """) { s in
+                s.bind(1, app).bind(2, list.string)
+                var result: [Device] = []
+                while try s.step() { result.append(Self.device(from: s)) }
+                return result
+            }
         }
     }
 
     public func listDevices(app: String?, user: String?, limit: Int?) async throws -> [Device] {
         try locked {
-            let s = try db.statement("""
+            try db.withStatement("""
                 SELECT \(Self.columns) FROM devices
                 WHERE (?1 IS NULL OR app = ?1) AND (?2 IS NULL OR user = ?2)
                 ORDER BY app, user, updated_at DESC, token LIMIT ?3
-                """)
-            s.bind(1, app).bind(2, user).bind(3, Int64(limit ?? -1))
-            var result: [Device] = []
-            while try s.step() { result.append(Self.device(from: s)) }
-            return result
+                """) { s in
+                s.bind(1, app).bind(2, user).bind(3, Int64(limit ?? -1))
+                var result: [Device] = []
+                while try s.step() { result.append(Self.device(from: s)) }
+                return result
+            }
         }
     }
 
@@ -130,12 +135,13 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
         try locked {
             try db.transaction {
                 let ms = time.millisecondsSince1970
-                let s = try db.statement("""
+                try db.withStatement("""
                     UPDATE devices SET invalidated_at = ?, invalidation_reason = ?
                     WHERE app = ? AND token = ? AND invalidated_at IS NULL AND updated_at <= ?
-                    """)
-                s.bind(1, ms).bind(2, reason).bind(3, app).bind(4, token).bind(5, ms)
-                try s.run()
+                    """) { s in
+                    s.bind(1, ms).bind(2, reason).bind(3, app).bind(4, token).bind(5, ms)
+                    try s.run()
+                }
                 if db.changes > 0 { return .invalidated }
                 guard let device = try fetchDevice(app: app, token: token) else { return .unknown }
                 return device.invalidatedAt != nil ? .alreadyInvalid : .keptReRegistered
@@ -145,9 +151,10 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
 
     public func prune(invalidatedBefore cutoff: Date) async throws -> Int {
         try locked {
-            let s = try db.statement("DELETE FROM devices WHERE invalidated_at IS NOT NULL AND invalidated_at < ?")
-            s.bind(1, cutoff.millisecondsSince1970)
-            try s.run()
+            try db.withStatement("DELETE FROM devices WHERE invalidated_at IS NOT NULL AND invalidated_at < ?") { s in
+                s.bind(1, cutoff.millisecondsSince1970)
+                try s.run()
+            }
             return db.changes
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNsHTTP2
 import HeraldCLI
 import HeraldCore
 import HeraldLogTransport
@@ -6,6 +7,7 @@ import HeraldLogTransport
 // Transport plugins are registered here, explicitly, once.
 var registry = TransportRegistry()
 registry.register(LogTransport.self)
+registry.register(APNsHTTP2Transport.self)
 
 let code = await HeraldCLI.run(Array(CommandLine.arguments.dropFirst()), registry: registry)
 exit(code)

@@ -74,6 +74,14 @@ public struct LogRecord: Sendable {
     public var label: String
     public var message: String
     public var metadata: [String: String]
+
+    public init(time: Date, level: Logger.Level, label: String, message: String, metadata: [String: String]) {
+        self.time = time
+        self.level = level
+        self.label = label
+        self.message = message
+        self.metadata = metadata
+    }
 }
 
 /// Where log lines go. Implementations must be thread-safe.

@@ -1,0 +1,202 @@
+import Foundation
+import HeraldCore
+import HeraldCrypto
+
+/// The `apns-http2` transport's configuration (its `transports.<name>` section).
+///
+/// ```json
+/// "apns": {"type": "apns-http2", "environment": "production",
+///          "keyFile": "AuthKey_ABC123DEFG.p8", "keyId": "ABC123DEFG", "teamId": "DEF123GHIJ"}
+/// ```
+/// Credentials are loaded while the configuration is read, so `herald check` reports a wrong
+/// passphrase or a key that is not P-256 with the key's JSON path.
+public struct APNsHTTP2Configuration: TransportConfiguration {
+    /// How Herald proves itself to APNs.
+    public enum Authentication: Sendable {
+        /// Token auth: an ES256 JWT from a `.p8` key (`keyFile`, `keyId`, `teamId`).
+        case token(key: ES256SigningKey, keyID: String, teamID: String, keyFile: String)
+        /// Certificate auth: mutual TLS with a client certificate and key.
+        case certificate(ClientIdentity, source: String)
+    }
+
+    /// `production` (api.push.apple.com) or `sandbox` (api.sandbox.push.apple.com). Required.
+    public var apnsEnvironment: APNsEnvironment
+    /// Scheme, host and port requests go to; from `endpoint`, else Apple's host for the environment on 443.
+    public var endpoint: Endpoint
+    /// Extra CA file to trust (simulators); TLS verification is always on.
+    public var caFile: String?
+    public var authentication: Authentication
+    /// `apns-topic` to use instead of the app's (`topic`); the push type's suffix is still appended.
+    public var topic: String?
+    /// HTTP/2 connections (each on its own thread with its own libcurl multi handle). Default 1.
+    public var connections: Int = 1
+    /// Most streams in flight per connection (the server's SETTINGS_MAX_CONCURRENT_STREAMS also
+    /// applies). Default 500.
+    public var maxConcurrentStreams: Int = 500
+    /// Deadline of one request, connection set-up included. Default 10 s.
+    public var timeout: TimeInterval = 10
+    /// Deadline of a connection attempt. Default 10 s.
+    public var connectTimeout: TimeInterval = 10
+    /// Idle connections are closed after this (a silently dead connection is never reused). Default 5 min.
+    public var idleTimeout: TimeInterval = 300
+    /// `CURLOPT_PROXY`: an HTTP CONNECT proxy such as `http://proxy.internal:3128`.
+    public var proxy: String?
+    /// Transparent retries of a request that failed without an answer (dropped connection,
+    /// GOAWAY), before the dispatcher's backoff takes over. Default 2.
+    public var connectionRetries: Int = 2
+
+    public var environment: APNsEnvironment? { apnsEnvironment }
+
+    public var summary: String {
+        var parts = ["\(apnsEnvironment.rawValue) \(endpoint)"]
+        switch authentication {
+        case .token(_, let keyID, let teamID, _): parts.append("token auth key \(keyID) team \(teamID)")
+        case .certificate(let identity, _): parts.append("certificate auth \(identity.certificate.commonName ?? identity.certificate.subject)")
+        }
+        if connections != 1 { parts.append("\(connections) connections") }
+        if let proxy { parts.append("via proxy \(Self.redactedProxy(proxy))") }
+        return parts.joined(separator: ", ")
+    }
+
+    /// The proxy URL without credentials.
+    static func redactedProxy(_ proxy: String) -> String {
+        guard let at = proxy.lastIndex(of: "@"), let scheme = proxy.range(of: "://") else { return proxy }
+        return String(proxy[..<scheme.upperBound]) + "***@" + String(proxy[proxy.index(after: at)...])
+    }
+
+    /// Where requests go.
+    public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
+        public var host: String
+        public var port: Int
+
+        /// Apple's production and sandbox hosts.
+        public static func apple(_ environment: APNsEnvironment, port: Int = 443) -> Endpoint {
+            Endpoint(host: environment == .production ? "api.push.apple.com" : "api.sandbox.push.apple.com", port: port)
+        }
+
+        /// `https://host:port` for URLs (IPv6 literals bracketed).
+        public var baseURL: String { "https://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+        public var description: String { baseURL }
+        var isLoopback: Bool { host == "localhost" || host == "::1" || host.hasPrefix("127.") }
+
+        /// Parses `https://host:port`, `https://host` or `host:port`.
+        init?(_ text: String) {
+            var rest = Substring(text)
+            if rest.hasPrefix("https://") { rest = rest.dropFirst(8) } else if rest.contains("://") { return nil }
+            while rest.hasSuffix("/") { rest = rest.dropLast() }
+            if rest.hasPrefix("[") {
+                guard let close = rest.firstIndex(of: "]") else { return nil }
+                host = String(rest[rest.index(after: rest.startIndex)..<close])
+                let after = rest[rest.index(after: close)...]
+                if after.isEmpty { port = 443 } else if after.hasPrefix(":"), let p = Int(after.dropFirst()) { port = p } else { return nil }
+            } else if let colon = rest.lastIndex(of: ":") {
+                host = String(rest[..<colon])
+                guard let p = Int(rest[rest.index(after: colon)...]) else { return nil }
+                port = p
+            } else {
+                host = String(rest)
+                port = 443
+            }
+            guard !host.isEmpty, !host.contains("/"), (1...65535).contains(port) else { return nil }
+        }
+
+        init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+    }
+
+    /// Reads and validates the section; loads the key or certificate.
+    static func read(_ node: ConfigNode) -> APNsHTTP2Configuration? {
+        let environment = node.oneOf("environment", APNsEnvironment.self, required: true)
+        var endpoint = environment.map { Endpoint.apple($0) }
+        if let text = node.string("endpoint") {
+            if let parsed = Endpoint(text) {
+                endpoint = parsed
+                if !parsed.isLoopback && ![443, 2197].contains(parsed.port) {
+                    node.warning(at: "endpoint", "APNs listens on port 443 or 2197, not \(parsed.port)")
+                }
+            } else {
+                node.error(at: "endpoint", "expected https://host:port, such as \"https://api.push.apple.com:443\" or \"https://127.0.0.1:2197\", found \"\(text)\"")
+            }
+        }
+        let caFile = node.filePath("caFile")
+        let topic = node.string("topic")
+        let connections = node.int("connections", in: 1...64)
+        let streams = node.int("maxConcurrentStreams", in: 1...10_000)
+        let timeout = node.duration("timeout", minimum: 0.01)
+        let connectTimeout = node.duration("connectTimeout", minimum: 0.01)
+        let idleTimeout = node.duration("idleTimeout", minimum: 1)
+        let proxy = node.string("proxy")
+        let retries = node.int("connectionRetries", in: 0...10)
+        let authentication = readAuthentication(node)
+        guard let environment, let endpoint, let authentication else { return nil }
+        var c = APNsHTTP2Configuration(apnsEnvironment: environment, endpoint: endpoint, caFile: caFile,
+                                       authentication: authentication, topic: topic, proxy: proxy)
+        if let connections { c.connections = connections }
+        if let streams { c.maxConcurrentStreams = streams }
+        if let timeout { c.timeout = timeout }
+        if let connectTimeout { c.connectTimeout = connectTimeout }
+        if let idleTimeout { c.idleTimeout = idleTimeout }
+        if let retries { c.connectionRetries = retries }
+        return c
+    }
+
+    private static func readAuthentication(_ node: ConfigNode) -> Authentication? {
+        let hasCertificate = node.has("certFile") || node.has("p12File")
+        let hasToken = node.has("keyId") || node.has("teamId")
+        if hasCertificate && hasToken {
+            node.error("choose one kind of authentication: token (keyFile, keyId, teamId) or certificate (certFile/p12File)")
+            return nil
+        }
+        if hasCertificate {
+            let passphrase = node.secret("passphrase")?.value
+            if let p12 = node.filePath("p12File") {
+                if node.has("certFile") { node.error(at: "certFile", "give either p12File or certFile, not both") }
+                do {
+                    return .certificate(try ClientIdentity.load(p12File: p12, passphrase: passphrase), source: p12)
+                } catch {
+                    node.error(at: error.kind == .wrongPassphrase ? "passphrase" : "p12File", error.message)
+                    return nil
+                }
+            }
+            guard let cert = node.filePath("certFile", required: true) else { return nil }
+            let key = node.filePath("keyFile")
+            if node.has("keyFile") && key == nil { return nil }
+            do {
+                return .certificate(try ClientIdentity.load(certificateFile: cert, keyFile: key, passphrase: passphrase), source: cert)
+            } catch {
+                let at: String
+                switch error.kind {
+                case .wrongPassphrase: at = "passphrase"
+                case .certificateMismatch: at = "keyFile"
+                default: at = key == nil ? "certFile" : "keyFile"
+                }
+                node.error(at: at, error.message)
+                return nil
+            }
+        }
+        if !node.has("keyFile") && !hasToken {
+            node.error("no credentials: give keyFile, keyId and teamId (token auth), or certFile/p12File (certificate auth)")
+            return nil
+        }
+        let keyID = node.string("keyId", required: true)
+        let teamID = node.string("teamId", required: true)
+        if let keyID, !Self.isAppleID(keyID) { node.error(at: "keyId", "expected Apple's 10-character key id, such as \"ABC123DEFG\", found \"\(keyID)\"") }
+        if let teamID, !Self.isAppleID(teamID) { node.error(at: "teamId", "expected Apple's 10-character team id, such as \"DEF123GHIJ\", found \"\(teamID)\"") }
+        guard let keyFile = node.filePath("keyFile", required: true) else { return nil }
+        if node.has("passphrase") { node.warning(at: "passphrase", "ignored: .p8 keys are not encrypted") }
+        do {
+            let key = try ES256SigningKey(pemFile: keyFile)
+            guard let keyID, let teamID, isAppleID(keyID), isAppleID(teamID) else { return nil }
+            return .token(key: key, keyID: keyID, teamID: teamID, keyFile: keyFile)
+        } catch {
+            node.error(at: "keyFile", error.message)
+            return nil
+        }
+    }
+
+    static func isAppleID(_ s: String) -> Bool {
+        s.count == 10 && s.allSatisfy { $0.isASCII && ($0.isUppercase || $0.isNumber) }
+    }
+}

@@ -1,0 +1,172 @@
+import Foundation
+import HeraldCore
+import HeraldCrypto
+
+/// The `apns-http2` transport: APNs' HTTP/2 provider API through libcurl.
+///
+/// Token auth (ES256 JWT from a `.p8` key, one token shared by all connections) or certificate
+/// auth (mutual TLS). Each configured connection is a ``CurlEngine``: a libcurl multi handle on
+/// its own thread multiplexing many streams. Apple's answers become outcomes through
+/// ``ResponseMapping``; a payload over Apple's limit is rejected without a request.
+public final class APNsHTTP2Transport: TransportPlugin {
+    public typealias Configuration = APNsHTTP2Configuration
+    public static let kind = "apns-http2"
+
+    public static func configuration(from node: ConfigNode) -> APNsHTTP2Configuration? {
+        APNsHTTP2Configuration.read(node)
+    }
+
+    public let name: String
+    private let configuration: APNsHTTP2Configuration
+    private let logger: Logger
+    private let clock: any WallClock
+    private let tokens: ProviderTokenCache?
+    private let metrics: TransportMetrics
+    private let engines: Locked<[CurlEngine]>
+    private let nextEngine = Locked(0)
+
+    public init(name: String, configuration: APNsHTTP2Configuration, context: TransportContext) throws {
+        self.name = name
+        self.configuration = configuration
+        self.logger = context.logger
+        self.clock = context.clock
+        if case .token(let key, let keyID, let teamID, _) = configuration.authentication {
+            tokens = ProviderTokenCache(key: key, keyID: keyID, teamID: teamID, clock: context.clock)
+        } else {
+            tokens = nil
+        }
+        metrics = TransportMetrics(registry: context.metrics, transport: name)
+        engines = Locked([])
+    }
+
+    public var preferredBatchSize: Int { configuration.maxConcurrentStreams * configuration.connections * 2 }
+
+    public func start() async throws {
+        let settings = EngineSettings(configuration: configuration, name: name, logger: logger, tokens: tokens, metrics: metrics)
+        var started: [CurlEngine] = []
+        for i in 0..<configuration.connections {
+            let engine = try CurlEngine(settings: settings, index: i)
+            engine.start()
+            started.append(engine)
+        }
+        engines.withLock { $0 = started }
+        metrics.connections.set(Double(started.count))
+        logger.info("APNs HTTP/2 transport started", ["endpoint": configuration.endpoint.description,
+                                                      "connections": String(started.count)])
+    }
+
+    public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] {
+        guard !batch.isEmpty else { return [] }
+        let engines = self.engines.withLock { $0 }
+        guard !engines.isEmpty else {
+            return batch.map { _ in .failed(reason: "transport \(name) was not started") }
+        }
+        let completion = BatchCompletion(count: batch.count)
+        var token: ProviderTokenCache.Token? = nil
+        if let tokens {
+            do { token = try tokens.current() } catch {
+                return batch.map { _ in .failed(reason: "cannot sign a provider token: \(error)") }
+            }
+        }
+        let base = configuration.endpoint.baseURL + "/3/device/"
+        var perEngine = Array(repeating: [PendingRequest](), count: engines.count)
+        let first = nextEngine.withLock { n -> Int in
+            defer { n = (n + 1) % engines.count }
+            return n
+        }
+        for (slot, delivery) in batch.enumerated() {
+            let pushType = delivery.content.pushType
+            if delivery.payload.count > pushType.maxPayloadBytes {
+                completion.complete(slot, .rejected(reason: "PayloadTooLarge: the payload is \(delivery.payload.count) bytes; APNs accepts at most \(pushType.maxPayloadBytes) for \(pushType.rawValue) notifications"))
+                continue
+            }
+            let key = HeaderShape.Key(pushType: pushType,
+                                      topic: pushType.topic(forBundleID: configuration.topic ?? delivery.topic),
+                                      priority: delivery.content.priority, expiration: delivery.content.apns.expiration,
+                                      collapseID: delivery.content.apns.collapseID, authorization: token?.header)
+            let request = PendingRequest(delivery: delivery, slot: slot, batch: completion, url: base + delivery.token,
+                                         shapeKey: key, token: token, retries: configuration.connectionRetries)
+            perEngine[(first + slot * engines.count / max(batch.count, 1)) % engines.count].append(request)
+        }
+        for (i, requests) in perEngine.enumerated() where !requests.isEmpty { engines[i].submit(requests) }
+        return await completion.wait()
+    }
+
+    public func shutdown() async {
+        let engines = self.engines.withLock { e -> [CurlEngine] in
+            defer { e = [] }
+            return e
+        }
+        let deadline = configuration.timeout
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                for engine in engines { engine.stop(deadline: deadline) }
+                c.resume()
+            }
+        }
+        metrics.connections.set(0)
+    }
+
+    public func checkReport() async -> [CheckFinding] {
+        var findings: [CheckFinding] = []
+        switch configuration.authentication {
+        case .token(_, let keyID, let teamID, let keyFile):
+            findings.append(CheckFinding(.ok, "token auth: ES256 key \(keyID) (P-256) from \(keyFile), team \(teamID)"))
+            if let tokens {
+                do { _ = try tokens.current(); findings.append(CheckFinding(.ok, "a provider token was signed")) } catch {
+                    findings.append(CheckFinding(.error, "cannot sign a provider token: \(error)"))
+                }
+            }
+        case .certificate(let identity, let source):
+            let cert = identity.certificate
+            findings.append(CheckFinding(.ok, "certificate auth from \(source): \(cert.subject)"))
+            findings.append(CheckFinding(.info, "topics: \(cert.topics.isEmpty ? "(none listed)" : cert.topics.joined(separator: ", "))"))
+            let remaining = cert.notAfter.timeIntervalSince(clock.now)
+            let days = Int(remaining / 86400)
+            if remaining <= 0 {
+                findings.append(CheckFinding(.error, "the certificate expired on \(cert.notAfter.iso8601); renew it in the Apple Developer portal"))
+            } else if days < 30 {
+                findings.append(CheckFinding(.warning, "the certificate expires in \(days) days (\(cert.notAfter.iso8601)); renew it soon"))
+            } else {
+                findings.append(CheckFinding(.ok, "certificate valid until \(cert.notAfter.iso8601) (\(days) days)"))
+            }
+            if configuration.apnsEnvironment == .production && cert.isDevelopment && !cert.isProduction {
+                findings.append(CheckFinding(.warning, "the certificate is for the sandbox only, but environment is production"))
+            }
+            if configuration.apnsEnvironment == .sandbox && cert.isProduction && !cert.isDevelopment {
+                findings.append(CheckFinding(.warning, "the certificate is for production only, but environment is sandbox"))
+            }
+            if let topic = configuration.topic, !cert.topics.isEmpty, !cert.topics.contains(topic) {
+                findings.append(CheckFinding(.warning, "topic \(topic) is not among the certificate's topics"))
+            }
+        }
+        return findings
+    }
+}
+
+/// The transport's metric handles.
+struct TransportMetrics: Sendable {
+    let inFlight: Gauge
+    let connections: Gauge
+    let reconnects: Counter
+    let noAnswer: Counter
+    private let registry: MetricsRegistry
+    private let transport: String
+
+    init(registry: MetricsRegistry, transport: String) {
+        self.registry = registry
+        self.transport = transport
+        let labels = [("transport", transport)]
+        inFlight = registry.gauge("herald_apns_requests_in_flight", help: "APNs requests sent and not yet answered.", labels: labels)
+        connections = registry.gauge("herald_apns_connections", help: "APNs HTTP/2 connections (engines) open.", labels: labels)
+        reconnects = registry.counter("herald_apns_connection_failures_total", help: "APNs connection failures (each starts a backoff).", labels: labels)
+        noAnswer = registry.counter("herald_apns_requests_without_answer_total", help: "APNs requests that failed without an answer (dropped connection, GOAWAY, timeout).", labels: labels)
+    }
+
+    /// The counter of APNs answers with this HTTP status (look it up once, then keep it).
+    func responses(status: Int) -> Counter {
+        registry.counter("herald_apns_responses_total", help: "APNs answers by HTTP status.",
+                         labels: [("transport", transport), ("status", String(status))])
+    }
+
+}

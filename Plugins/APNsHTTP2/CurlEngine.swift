@@ -1,0 +1,483 @@
+import CCurl
+import Foundation
+import HeraldCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One request waiting in, or in flight on, a ``CurlEngine``.
+final class PendingRequest: @unchecked Sendable {
+    let delivery: Delivery
+    let slot: Int
+    let batch: BatchCompletion
+    let url: String
+    var shapeKey: HeaderShape.Key
+    var token: ProviderTokenCache.Token?
+    var retriesLeft: Int
+    var refreshedToken = false
+    /// Monotonic nanoseconds after which a request still waiting for a stream gives up.
+    var waitDeadline: UInt64 = 0
+
+    init(delivery: Delivery, slot: Int, batch: BatchCompletion, url: String, shapeKey: HeaderShape.Key,
+         token: ProviderTokenCache.Token?, retries: Int) {
+        self.delivery = delivery
+        self.slot = slot
+        self.batch = batch
+        self.url = url
+        self.shapeKey = shapeKey
+        self.token = token
+        self.retriesLeft = retries
+    }
+}
+
+/// Collects the outcomes of one `deliver` call and resumes its caller when all are in.
+final class BatchCompletion: Sendable {
+    private struct State {
+        var outcomes: [DeliveryOutcome?]
+        var remaining: Int
+        var continuation: CheckedContinuation<[DeliveryOutcome], Never>?
+    }
+    private let state: Locked<State>
+
+    init(count: Int) {
+        state = Locked(State(outcomes: Array(repeating: nil, count: count), remaining: count, continuation: nil))
+    }
+
+    /// Waits for every slot.
+    func wait() async -> [DeliveryOutcome] {
+        await withCheckedContinuation { (c: CheckedContinuation<[DeliveryOutcome], Never>) in
+            let done: [DeliveryOutcome]? = state.withLock { s in
+                if s.remaining == 0 { return s.outcomes.map { $0! } }
+                s.continuation = c
+                return nil
+            }
+            if let done { c.resume(returning: done) }
+        }
+    }
+
+    func complete(_ slot: Int, _ outcome: DeliveryOutcome) {
+        let finished: (CheckedContinuation<[DeliveryOutcome], Never>, [DeliveryOutcome])? = state.withLock { s in
+            guard s.outcomes[slot] == nil else { return nil }
+            s.outcomes[slot] = outcome
+            s.remaining -= 1
+            guard s.remaining == 0, let c = s.continuation else { return nil }
+            s.continuation = nil
+            return (c, s.outcomes.map { $0! })
+        }
+        if let (c, outcomes) = finished { c.resume(returning: outcomes) }
+    }
+}
+
+/// Everything an engine needs from the transport.
+struct EngineSettings: Sendable {
+    var configuration: APNsHTTP2Configuration
+    var name: String
+    var logger: Logger
+    var tokens: ProviderTokenCache?
+    var metrics: TransportMetrics
+}
+
+/// One HTTP/2 connection to APNs: a libcurl multi handle driven by `curl_multi_socket_action`
+/// and epoll on its own thread, with reusable easy handles.
+///
+/// Requests queue here and start while fewer than `maxConcurrentStreams` are in flight (libcurl
+/// also respects the server's SETTINGS_MAX_CONCURRENT_STREAMS: with one connection allowed,
+/// extra transfers wait for a stream). A request that fails without an answer (GOAWAY, a
+/// dropped connection) is sent again up to `connectionRetries` times; connection failures back
+/// off exponentially so an unreachable or flapping APNs is not hammered.
+final class CurlEngine: @unchecked Sendable {
+    private let settings: EngineSettings
+    private let index: Int
+    private let multi: UnsafeMutableRawPointer
+    private let epfd: Int32
+    private let wakeFD: Int32
+    private var thread: Thread?
+    private let inbox = Locked<(requests: [PendingRequest], stopping: Bool)>(([], false))
+    private let stopped = DispatchSemaphore(value: 0)
+
+    // Engine-thread state.
+    private var waiting: [PendingRequest] = []
+    private var waitingHead = 0
+    private var inFlight = 0
+    private var idle: [EasyHandle] = []
+    private var all: [EasyHandle] = []
+    private var shapes: [HeaderShape.Key: HeaderShape] = [:]
+    private var watched: Set<Int32> = []
+    private var curlTimerDeadline: UInt64? = nil
+    private var pausedUntil: UInt64 = 0
+    private var backoff: Double = 0
+    private var lastIncident: UInt64 = 0
+    private var lastError = ""
+    private var stopping = false
+
+    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
+
+    init(settings: EngineSettings, index: Int) throws {
+        _ = Self.globalInit
+        self.settings = settings
+        self.index = index
+        guard let multi = curl_multi_init() else { throw TransportError(transport: settings.name, message: "curl_multi_init failed") }
+        self.multi = multi
+        epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
+        wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        guard epfd >= 0, wakeFD >= 0 else {
+            throw TransportError(transport: settings.name, message: "cannot create epoll/eventfd: \(String(cString: strerror(errno)))")
+        }
+        var event = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: wakeFD))
+        epoll_ctl(epfd, EPOLL_CTL_ADD, wakeFD, &event)
+
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        herald_curl_multi_setopt_socket_callback(multi, curlSocketCallback)
+        herald_curl_multi_setopt_pointer(multi, CURLMOPT_SOCKETDATA, me)
+        herald_curl_multi_setopt_timer_callback(multi, curlTimerCallback)
+        herald_curl_multi_setopt_pointer(multi, CURLMOPT_TIMERDATA, me)
+        herald_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
+        // One connection per engine: extra transfers wait for a free stream instead of opening more.
+        herald_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 1)
+        herald_curl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 1)
+        herald_curl_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, settings.configuration.maxConcurrentStreams)
+    }
+
+    deinit {
+        for easy in all { curl_easy_cleanup(easy.handle) }
+        curl_multi_cleanup(multi)
+        close(epfd)
+        close(wakeFD)
+    }
+
+    func start() {
+        let thread = Thread { [self] in self.run() }
+        thread.name = "herald-apns-\(settings.name)-\(index)"
+        thread.stackSize = 1 << 20
+        self.thread = thread
+        thread.start()
+    }
+
+    /// Queues requests (any thread).
+    func submit(_ requests: [PendingRequest]) {
+        let accepted = inbox.withLock { box -> Bool in
+            if box.stopping { return false }
+            box.requests.append(contentsOf: requests)
+            return true
+        }
+        if !accepted {
+            for r in requests { r.batch.complete(r.slot, .retry(after: nil, reason: "transport \(settings.name) is shutting down")) }
+            return
+        }
+        wake()
+    }
+
+    /// Finishes in-flight work (up to `deadline` seconds), then stops the thread.
+    func stop(deadline: TimeInterval) {
+        inbox.withLock { $0.stopping = true }
+        wake()
+        if stopped.wait(timeout: .now() + deadline + 1) == .timedOut {
+            settings.logger.warning("engine did not stop in time", ["engine": String(index)])
+        }
+    }
+
+    private func wake() {
+        var one: UInt64 = 1
+        _ = write(wakeFD, &one, 8)
+    }
+
+    // MARK: Event loop
+
+    private func run() {
+        var events = [epoll_event](repeating: epoll_event(), count: 64)
+        var running: Int32 = 0
+        var stopDeadline: UInt64 = .max
+        while true {
+            let now = Self.monotonic()
+            let n = epoll_wait(epfd, &events, Int32(events.count), timeoutMilliseconds(now: now))
+            // Cork the connection while libcurl writes its many small frames (HEADERS, DATA,
+            // RST_STREAM per request, each its own TLS record and send()), so the kernel sends
+            // full segments once per loop turn instead of one packet per frame.
+            setCork(true)
+            defer { setCork(false) }
+            if n > 0 {
+                for i in 0..<Int(n) {
+                    let fd = events[i].data.fd
+                    if fd == wakeFD {
+                        var value: UInt64 = 0
+                        _ = read(wakeFD, &value, 8)
+                        takeInbox()
+                        continue
+                    }
+                    let e = events[i].events
+                    var flags: Int32 = 0
+                    if e & EPOLLIN.rawValue != 0 { flags |= CURL_CSELECT_IN }
+                    if e & EPOLLOUT.rawValue != 0 { flags |= CURL_CSELECT_OUT }
+                    if e & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0 { flags |= CURL_CSELECT_ERR }
+                    curl_multi_socket_action(multi, fd, flags, &running)
+                }
+            }
+            if let deadline = curlTimerDeadline, Self.monotonic() >= deadline {
+                curlTimerDeadline = nil
+                curl_multi_socket_action(multi, curl_socket_t(CURL_SOCKET_TIMEOUT), 0, &running)
+            }
+            drainCompleted()
+            startWaiting()
+            if stopping {
+                if stopDeadline == .max {
+                    stopDeadline = Self.monotonic() + UInt64(settings.configuration.timeout * 1e9)
+                }
+                if (inFlight == 0 && waitingCount == 0) || Self.monotonic() > stopDeadline { break }
+            }
+        }
+        abandonAll(reason: "transport \(settings.name) shut down before an answer")
+        stopped.signal()
+    }
+
+    private var waitingCount: Int { waiting.count - waitingHead }
+
+    private func setCork(_ on: Bool) {
+        var value: Int32 = on ? 1 : 0
+        for fd in watched {
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_CORK, &value, socklen_t(MemoryLayout<Int32>.size))
+        }
+    }
+
+    private func timeoutMilliseconds(now: UInt64) -> Int32 {
+        var until: UInt64 = now + 1_000_000_000
+        if let t = curlTimerDeadline { until = min(until, t) }
+        if waitingCount > 0 {
+            // Re-check paused or stream-starved queues, and their deadlines, regularly.
+            until = min(until, max(pausedUntil, now) + 50_000_000)
+        }
+        return until <= now ? 0 : Int32(min((until - now + 999_999) / 1_000_000, 1000))
+    }
+
+    private func takeInbox() {
+        let (requests, stop) = inbox.withLock { box -> ([PendingRequest], Bool) in
+            let r = box.requests
+            box.requests.removeAll(keepingCapacity: true)
+            return (r, box.stopping)
+        }
+        if stop { stopping = true }
+        let deadline = Self.monotonic() + UInt64(settings.configuration.timeout * 1e9)
+        for r in requests {
+            r.waitDeadline = deadline
+            waiting.append(r)
+        }
+    }
+
+    private func startWaiting() {
+        let now = Self.monotonic()
+        let limit = settings.configuration.maxConcurrentStreams
+        // Give up on requests that waited too long (paused connection, starved streams).
+        while waitingHead < waiting.count, waiting[waitingHead].waitDeadline < now, inFlight >= limit || now < pausedUntil {
+            let r = waiting[waitingHead]
+            waitingHead += 1
+            let why = lastError.isEmpty ? "no free HTTP/2 stream" : lastError
+            finish(r, .retry(after: nil, reason: "no answer within \(Int(settings.configuration.timeout)) s: \(why)"))
+        }
+        if now >= pausedUntil {
+            while inFlight < limit && waitingHead < waiting.count {
+                let r = waiting[waitingHead]
+                waitingHead += 1
+                begin(r)
+            }
+        }
+        if waitingHead > 1024 && waitingHead * 2 > waiting.count {
+            waiting.removeFirst(waitingHead)
+            waitingHead = 0
+        } else if waitingHead == waiting.count {
+            waiting.removeAll(keepingCapacity: true)
+            waitingHead = 0
+        }
+    }
+
+    // MARK: Requests
+
+    private func shape(for key: HeaderShape.Key) -> HeaderShape {
+        if let s = shapes[key] { return s }
+        if shapes.count > 256 {
+            for (k, s) in shapes where s.inUse == 0 { shapes[k] = nil }
+        }
+        let s = HeaderShape(key)
+        shapes[key] = s
+        return s
+    }
+
+    private func begin(_ r: PendingRequest) {
+        let easy: EasyHandle
+        if let reused = idle.popLast() {
+            easy = reused
+        } else {
+            easy = EasyHandle(settings: settings)
+            all.append(easy)
+        }
+        let shape = shape(for: r.shapeKey)
+        shape.inUse += 1
+        easy.prepare(request: r, shape: shape)
+        inFlight += 1
+        settings.metrics.inFlight.add(1)
+        let rc = curl_multi_add_handle(multi, easy.handle)
+        if rc != CURLM_OK {
+            inFlight -= 1
+            settings.metrics.inFlight.add(-1)
+            shape.inUse -= 1
+            easy.request = nil
+            easy.shape = nil
+            idle.append(easy)
+            finish(r, .retry(after: nil, reason: "curl_multi_add_handle: \(String(cString: curl_multi_strerror(rc)))"))
+        }
+    }
+
+    private func drainCompleted() {
+        var left: Int32 = 0
+        while let message = curl_multi_info_read(multi, &left) {
+            guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
+            let code = message.pointee.data.result
+            var privatePointer: UnsafeMutableRawPointer? = nil
+            herald_curl_easy_getinfo_pointer(handle, CURLINFO_PRIVATE, &privatePointer)
+            curl_multi_remove_handle(multi, handle)
+            guard let privatePointer else { continue }
+            let easy = Unmanaged<EasyHandle>.fromOpaque(privatePointer).takeUnretainedValue()
+            inFlight -= 1
+            settings.metrics.inFlight.add(-1)
+            if let request = easy.request {
+                completed(request, easy: easy, code: code)
+            }
+            easy.shape?.inUse -= 1
+            easy.request = nil
+            easy.shape = nil
+            idle.append(easy)
+        }
+    }
+
+    private func completed(_ r: PendingRequest, easy: EasyHandle, code: CURLcode) {
+        let now = Self.monotonic()
+        if code == CURLE_OK {
+            var status = 0
+            herald_curl_easy_getinfo_long(easy.handle, CURLINFO_RESPONSE_CODE, &status)
+            var version = 0
+            herald_curl_easy_getinfo_long(easy.handle, CURLINFO_HTTP_VERSION, &version)
+            if version != Int(CURL_HTTP_VERSION_2_0) {
+                noteConnectionFailure(now: now, message: "the server did not speak HTTP/2")
+                finish(r, .failed(reason: "\(settings.configuration.endpoint) did not negotiate HTTP/2; APNs requires it"))
+                return
+            }
+            backoff = 0
+            lastError = ""
+            responseCounter(status).increment()
+            switch ResponseMapping.outcome(status: status, body: easy.body, apnsID: easy.responseAPNsID, retryAfter: easy.retryAfter) {
+            case .outcome(let outcome):
+                finish(r, outcome)
+            case .refreshProviderToken(let reason):
+                guard let tokens = settings.tokens, let used = r.token, !r.refreshedToken else {
+                    finish(r, .retry(after: nil, reason: "\(reason) even after a fresh token: check the system clock"))
+                    return
+                }
+                do {
+                    let fresh = try tokens.refresh(after: used)
+                    settings.logger.notice("provider token refreshed after ExpiredProviderToken")
+                    r.refreshedToken = true
+                    r.token = fresh
+                    r.shapeKey.authorization = fresh.header
+                    r.waitDeadline = now + UInt64(settings.configuration.timeout * 1e9)
+                    waiting.append(r)
+                } catch {
+                    finish(r, .failed(reason: "cannot sign a provider token: \(error)"))
+                }
+            }
+            return
+        }
+        let message = easy.errorMessage(code)
+        noteConnectionFailure(now: now, message: message)
+        settings.metrics.noAnswer.increment()
+        if r.retriesLeft > 0 && !stopping {
+            r.retriesLeft -= 1
+            r.waitDeadline = now + UInt64(settings.configuration.timeout * 1e9)
+            waiting.append(r)
+        } else {
+            finish(r, ResponseMapping.transportFailure(curlCode: Int32(code.rawValue), message: message))
+        }
+    }
+
+    /// Backs off after a failure without an answer. A burst (a GOAWAY or a drop failing every
+    /// stream at once) counts as one incident.
+    private func noteConnectionFailure(now: UInt64, message: String) {
+        lastError = message
+        let window = UInt64(max(backoff, 0.05) * 1e9)
+        guard now > lastIncident + window else { return }
+        lastIncident = now
+        backoff = backoff == 0 ? 0.1 : min(backoff * 2, 30)
+        let jittered = backoff * Double.random(in: 0.8...1.0)
+        pausedUntil = max(pausedUntil, now + UInt64(jittered * 1e9))
+        settings.metrics.reconnects.increment()
+        settings.logger.warning("APNs connection failed; backing off",
+                                ["error": message, "backoff_ms": String(Int(jittered * 1000)), "engine": String(index)])
+    }
+
+    private var responseCounters: [Int: Counter] = [:]
+
+    private func responseCounter(_ status: Int) -> Counter {
+        if let c = responseCounters[status] { return c }
+        let c = settings.metrics.responses(status: status)
+        responseCounters[status] = c
+        return c
+    }
+
+    private func finish(_ r: PendingRequest, _ outcome: DeliveryOutcome) {
+        r.batch.complete(r.slot, outcome)
+    }
+
+    private func abandonAll(reason: String) {
+        takeInbox()
+        for i in waitingHead..<waiting.count { finish(waiting[i], .retry(after: nil, reason: reason)) }
+        waiting.removeAll()
+        waitingHead = 0
+        // In-flight transfers: remove them from the multi handle and fail them.
+        var left: Int32 = 0
+        while curl_multi_info_read(multi, &left) != nil {}
+        for easy in all where easy.request != nil {
+            curl_multi_remove_handle(multi, easy.handle)
+            if let r = easy.request { finish(r, .retry(after: nil, reason: reason)) }
+            easy.shape?.inUse -= 1
+            easy.request = nil
+            easy.shape = nil
+            idle.append(easy)
+        }
+    }
+
+    // MARK: libcurl callbacks (engine thread)
+
+    fileprivate func socketChanged(_ fd: Int32, what: Int32) {
+        if what == CURL_POLL_REMOVE {
+            if watched.remove(fd) != nil { epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nil) }
+            return
+        }
+        var mask: UInt32 = 0
+        if what & CURL_POLL_IN != 0 { mask |= EPOLLIN.rawValue }
+        if what & CURL_POLL_OUT != 0 { mask |= EPOLLOUT.rawValue }
+        var event = epoll_event(events: mask, data: epoll_data_t(fd: fd))
+        if watched.contains(fd) {
+            epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &event)
+        } else {
+            watched.insert(fd)
+            if epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event) != 0 && errno == EEXIST {
+                epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &event)
+            }
+        }
+    }
+
+    fileprivate func timerChanged(_ milliseconds: Int) {
+        curlTimerDeadline = milliseconds < 0 ? nil : Self.monotonic() + UInt64(milliseconds) * 1_000_000
+    }
+
+    static func monotonic() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+}
+
+private let curlSocketCallback: herald_curl_socket_callback = { _, socket, what, userp, _ in
+    guard let userp else { return 0 }
+    Unmanaged<CurlEngine>.fromOpaque(userp).takeUnretainedValue().socketChanged(socket, what: what)
+    return 0
+}
+
+private let curlTimerCallback: herald_curl_timer_callback = { _, timeout, userp in
+    guard let userp else { return 0 }
+    Unmanaged<CurlEngine>.fromOpaque(userp).takeUnretainedValue().timerChanged(timeout)
+    return 0
+}

@@ -1,0 +1,126 @@
+import CCurl
+import Foundation
+import HeraldCore
+
+/// A reusable libcurl easy handle with the options every APNs request shares, and the
+/// response state of its current request.
+final class EasyHandle {
+    let handle: UnsafeMutableRawPointer
+    var request: PendingRequest?
+    var shape: HeaderShape?
+    private(set) var body: [UInt8] = []
+    private(set) var responseAPNsID: String?
+    private(set) var retryAfter: TimeInterval?
+    private let headers = RequestHeaders()
+    private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+
+    init(settings: EngineSettings) {
+        handle = curl_easy_init()
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+        let c = settings.configuration
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        herald_curl_easy_setopt_pointer(handle, CURLOPT_PRIVATE, me)
+        herald_curl_easy_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer)
+        herald_curl_easy_setopt_long(handle, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+        herald_curl_easy_setopt_long(handle, CURLOPT_POST, 1)
+        herald_curl_easy_setopt_long(handle, CURLOPT_PIPEWAIT, 1)
+        herald_curl_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
+        herald_curl_easy_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1)
+        herald_curl_easy_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2)
+        herald_curl_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(c.connectTimeout * 1000))
+        herald_curl_easy_setopt_long(handle, CURLOPT_MAXAGE_CONN, max(1, Int(c.idleTimeout)))
+        herald_curl_easy_setopt_long(handle, CURLOPT_TCP_KEEPALIVE, 1)
+        herald_curl_easy_setopt_long(handle, CURLOPT_TCP_KEEPIDLE, 30)
+        herald_curl_easy_setopt_long(handle, CURLOPT_TCP_KEEPINTVL, 10)
+        herald_curl_easy_setopt_long(handle, CURLOPT_TCP_NODELAY, 1)
+        herald_curl_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, max(1, Int(c.timeout * 1000)))
+        if let ca = c.caFile { herald_curl_easy_setopt_string(handle, CURLOPT_CAINFO, ca) }
+        if let proxy = c.proxy {
+            herald_curl_easy_setopt_string(handle, CURLOPT_PROXY, proxy)
+            herald_curl_easy_setopt_long(handle, CURLOPT_HTTPPROXYTUNNEL, 1)
+        } else {
+            // An explicit "no proxy": libcurl then skips the proxy environment variables per transfer.
+            herald_curl_easy_setopt_string(handle, CURLOPT_PROXY, "")
+        }
+        if case .certificate(let identity, _) = c.authentication {
+            Self.setBlob(handle, CURLOPT_SSLCERT_BLOB, identity.certificatePEM)
+            Self.setBlob(handle, CURLOPT_SSLKEY_BLOB, identity.privateKeyPEM)
+            herald_curl_easy_setopt_string(handle, CURLOPT_SSLCERTTYPE, "PEM")
+            herald_curl_easy_setopt_string(handle, CURLOPT_SSLKEYTYPE, "PEM")
+        }
+        herald_curl_easy_setopt_data_callback(handle, CURLOPT_HEADERFUNCTION, headerCallback)
+        herald_curl_easy_setopt_pointer(handle, CURLOPT_HEADERDATA, me)
+        herald_curl_easy_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION, writeCallback)
+        herald_curl_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, me)
+    }
+
+    deinit { errorBuffer.deallocate() }
+
+    /// libcurl copies the blob (CURL_BLOB_COPY), so the key bytes live on only in its memory.
+    private static func setBlob(_ handle: UnsafeMutableRawPointer, _ option: CURLoption, _ bytes: [UInt8]) {
+        var bytes = bytes
+        bytes.withUnsafeMutableBytes { raw in
+            var blob = curl_blob(data: raw.baseAddress, len: raw.count, flags: UInt32(CURL_BLOB_COPY))
+            _ = herald_curl_easy_setopt_blob(handle, option, &blob)
+        }
+    }
+
+    /// Sets the per-request options: URL, body, headers (the deadline is set once, at creation).
+    func prepare(request r: PendingRequest, shape: HeaderShape) {
+        request = r
+        self.shape = shape
+        body.removeAll(keepingCapacity: true)
+        responseAPNsID = nil
+        retryAfter = nil
+        errorBuffer[0] = 0
+        herald_curl_easy_setopt_string(handle, CURLOPT_URL, r.url)
+        let payload = r.delivery.payload
+        herald_curl_easy_setopt_long(handle, CURLOPT_POSTFIELDSIZE, payload.count)
+        payload.withUnsafeBytes { raw in
+            _ = herald_curl_easy_setopt_pointer(handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: raw.baseAddress))
+        }
+        herald_curl_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headers.list(apnsID: r.delivery.apnsID, shape: shape))
+    }
+
+    /// libcurl's message for a failed transfer, with the detail of its error buffer.
+    func errorMessage(_ code: CURLcode) -> String {
+        let detail = String(cString: errorBuffer)
+        return detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+    }
+
+    fileprivate func header(_ line: UnsafeBufferPointer<UInt8>) {
+        // "apns-id: <uuid>\r\n", "retry-after: 30\r\n"
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
+        let name = line[..<colon]
+        func matches(_ lower: StaticString) -> Bool {
+            guard name.count == lower.utf8CodeUnitCount else { return false }
+            return lower.withUTF8Buffer { expected in
+                zip(name, expected).allSatisfy { ($0 | 0x20) == $1 || $0 == $1 }
+            }
+        }
+        let isID = matches("apns-id"), isRetry = !isID && matches("retry-after")
+        guard isID || isRetry else { return }
+        let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        if isID { responseAPNsID = value.lowercased() } else { retryAfter = TimeInterval(value) }
+    }
+
+    fileprivate func append(_ data: UnsafeBufferPointer<UInt8>) {
+        if body.count < 16_384 { body.append(contentsOf: data) }
+    }
+}
+
+private let headerCallback: herald_curl_data_callback = { pointer, size, count, user in
+    let total = size * count
+    guard let pointer, let user else { return total }
+    let line = UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: total)
+    Unmanaged<EasyHandle>.fromOpaque(user).takeUnretainedValue().header(line)
+    return total
+}
+
+private let writeCallback: herald_curl_data_callback = { pointer, size, count, user in
+    let total = size * count
+    guard let pointer, let user else { return total }
+    let data = UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: total)
+    Unmanaged<EasyHandle>.fromOpaque(user).takeUnretainedValue().append(data)
+    return total
+}

@@ -1,1 +1,0 @@
-// The APNs HTTP/2 transport (libcurl) lives here.

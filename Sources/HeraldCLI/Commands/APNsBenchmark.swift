@@ -1,0 +1,283 @@
+import Foundation
+import HeraldCore
+
+/// The moving parts of `herald bench apns-http2`.
+struct APNsBenchmark {
+    let n: Int
+    let streams: Int
+    let work: String
+    let registry: TransportRegistry
+    let console: Console
+    let token = String(repeating: "ab", count: 32)
+    let payload = #"{"aps":{"alert":{"title":"Benchmark","body":"Hello from Herald"},"badge":1}}"#
+
+    init(n: Int, streams: Int, work: String, registry: TransportRegistry, console: Console) throws {
+        self.n = n
+        self.streams = streams
+        self.work = URL(fileURLWithPath: work).standardizedFileURL.path
+        self.registry = registry
+        self.console = console
+    }
+
+    struct Failure: Error, CustomStringConvertible { var description: String }
+
+    func run(serverChoice: String, connections: Int, json: Bool) async throws {
+        for tool in ["h2load", "nghttpd", "openssl"] where which(tool) == nil {
+            throw Failure(description: "\(tool) is not installed (run scripts/bootstrap.sh)")
+        }
+        let certs = work + "/certs"
+        try shell("/bin/bash", [PackageScripts.path("make-test-certs.sh"), certs])
+        try FileManager.default.createDirectory(atPath: work + "/htdocs/3/device", withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: work + "/htdocs/3/device/\(token)", contents: nil)
+        try payload.write(toFile: work + "/payload.json", atomically: true, encoding: .utf8)
+
+        // Choose the server: the simulator only when h2load gets at least as much from it.
+        var server = try Server.nghttpd(work: work, certs: certs)
+        var serverName = "nghttpd"
+        let jwt = try makeJWT(certs: certs)
+        let nghttpdRate = try h2load(port: server.port, connections: 1, jwt: jwt)
+        if serverChoice != "nghttpd", let simulator = try? Server.simulator(certs: certs) {
+            let simulatorRate = try h2load(port: simulator.port, connections: 1, jwt: jwt)
+            console.err("bench: h2load -c1 -m\(streams): nghttpd \(Int(nghttpdRate)) req/s, simulator \(Int(simulatorRate)) req/s")
+            if serverChoice == "simulator" || simulatorRate >= nghttpdRate {
+                server.stop()
+                server = simulator
+                serverName = "herald simulate apns-http2"
+            } else {
+                simulator.stop()
+            }
+        } else if serverChoice == "simulator" {
+            throw Failure(description: "cannot start the simulator")
+        }
+        defer { server.stop() }
+
+        var rows: [[String: JSONValue]] = []
+        for c in [1, connections] {
+            let reference = try h2load(port: server.port, connections: c, jwt: jwt)
+            let (rate, cpu, failures) = try await transportRun(port: server.port, connections: c, certs: certs)
+            let ratio = rate / reference
+            rows.append(["connections": .number(Double(c)), "h2load_per_s": .number(reference.rounded()),
+                         "herald_per_s": .number(rate.rounded()), "ratio": .number((ratio * 1000).rounded() / 1000),
+                         "cpu_us_per_notification": .number((cpu * 10).rounded() / 10), "failures": .number(Double(failures))])
+            if !json {
+                console.out(String(format: "apns-http2, %d connection%@, %d streams each, %d notifications, server %@:",
+                                   c, c == 1 ? "" : "s", streams, n, serverName))
+                console.out(String(format: "  h2load  %9.0f req/s", reference))
+                console.out(String(format: "  herald  %9.0f notifications/s  (%.2f× h2load)  %.1f µs CPU per notification%@",
+                                   rate, ratio, cpu, failures > 0 ? "  \(failures) not delivered" : ""))
+            }
+        }
+        if json {
+            console.out(JSONValue.object(["server": .string(serverName), "n": .number(Double(n)), "streams": .number(Double(streams)),
+                                          "runs": .array(rows.map { .object($0) })]).jsonString)
+        }
+    }
+
+    /// Sends `n` notifications through a fresh transport; returns notifications/s, CPU µs per
+    /// notification, and how many were not delivered.
+    func transportRun(port: Int, connections: Int, certs: String) async throws -> (Double, Double, Int) {
+        let config = """
+        {"apps": {"com.example.app": {"routes": ["apns"]}},
+         "transports": {"apns": {"type": "apns-http2", "environment": "sandbox", "endpoint": "https://127.0.0.1:\(port)",
+                                 "caFile": "\(certs)/ca.pem", "keyFile": "\(certs)/AuthKey_ABC123DEFG.p8",
+                                 "keyId": "ABC123DEFG", "teamId": "DEF123GHIJ",
+                                 "connections": \(connections), "maxConcurrentStreams": \(streams), "connectionRetries": 5}}}
+        """
+        let configuration = try HeraldConfiguration.parse(Data(config.utf8), baseDirectory: work, registry: registry, environment: [:])
+        let spec = configuration.transports["apns"]!
+        let transport = try registry.makeTransport(spec, context: TransportContext(logger: Logger(label: "bench", level: .error)))
+        try await transport.start()
+        let content = NotificationContent(alert: .fields(Alert(title: "Benchmark", body: "Hello from Herald")), badge: 1)
+        let bytes = APNsPayload.encode(content)
+        let deliveries = (0..<n).map { i in
+            Delivery(id: Int64(i), notificationID: "bench", app: "com.example.app", topic: "com.example.app", token: token,
+                     user: nil, environment: .sandbox, transport: "apns", content: content, payload: bytes)
+        }
+        // Warm up the connections, then measure.
+        _ = await transport.deliver(Array(deliveries.prefix(streams * connections)))
+        let batch = max(streams * connections * 2, 200)
+        let cpuBefore = processCPUSeconds()
+        let start = DispatchTime.now().uptimeNanoseconds
+        let failures = await withTaskGroup(of: Int.self) { group -> Int in
+            var next = 0
+            func launch() -> Bool {
+                guard next < deliveries.count else { return false }
+                let slice = Array(deliveries[next..<min(next + batch, deliveries.count)])
+                next += batch
+                group.addTask { await transport.deliver(slice).filter { if case .delivered = $0 { return false }; return true }.count }
+                return true
+            }
+            for _ in 0..<4 where launch() {}
+            var failed = 0
+            for await f in group {
+                failed += f
+                _ = launch()
+            }
+            return failed
+        }
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        let cpu = processCPUSeconds() - cpuBefore
+        await transport.shutdown()
+        return (Double(n) / seconds, cpu / Double(n) * 1e6, failures)
+    }
+
+    func h2load(port: Int, connections: Int, jwt: String) throws -> Double {
+        let args = ["-n", String(n), "-c", String(connections), "-m", String(streams), "-t", "1",
+                    "-d", work + "/payload.json",
+                    "-H", "apns-topic: com.example.app", "-H", "apns-push-type: alert", "-H", "apns-priority: 10",
+                    "-H", "apns-id: 7b2ad7c4-87e4-4ad1-9dd9-6e4a7f0a5b3c", "-H", "authorization: bearer \(jwt)",
+                    "https://127.0.0.1:\(port)/3/device/\(token)"]
+        let output = try shell(which("h2load")!, args)
+        // "finished in 1.23s, 81234.56 req/s, …" and "requests: … 100000 succeeded"
+        guard let line = output.split(separator: "\n").first(where: { $0.hasPrefix("finished in") }),
+              let rate = line.split(separator: ",").dropFirst().first?.split(separator: " ").first.flatMap({ Double($0) }) else {
+            throw Failure(description: "cannot read h2load's output:\n\(output)")
+        }
+        if let status = output.split(separator: "\n").first(where: { $0.contains("status codes:") }), !status.contains("\(n) 2xx") {
+            console.err("bench: h2load: \(status.trimmingCharacters(in: .whitespaces))")
+        }
+        return rate
+    }
+
+    func makeJWT(certs: String) throws -> String {
+        let b64 = { (s: String) in Data(s.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "") }
+        let input = b64(#"{"alg":"ES256","kid":"ABC123DEFG"}"#) + "." + b64(#"{"iss":"DEF123GHIJ","iat":\#(Int(Date().timeIntervalSince1970))}"#)
+        try input.write(toFile: work + "/jwt-input", atomically: true, encoding: .utf8)
+        // The simulator checks the signature; nghttpd ignores it. openssl gives a DER signature.
+        _ = try shell(which("openssl")!, ["dgst", "-sha256", "-sign", "\(certs)/AuthKey_ABC123DEFG.p8", "-out", work + "/jwt-sig", work + "/jwt-input"])
+        let der = [UInt8](try Data(contentsOf: URL(fileURLWithPath: work + "/jwt-sig")))
+        return input + "." + base64url(DERSignature.raw(der))
+    }
+
+    private func base64url(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}
+
+/// A reference server started for the benchmark.
+struct Server {
+    let port: Int
+    let process: Process
+
+    func stop() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    static func nghttpd(work: String, certs: String) throws -> Server {
+        let port = freePort()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: which("nghttpd")!)
+        process.arguments = ["--address=127.0.0.1", "-d", work + "/htdocs", String(port), certs + "/server.key", certs + "/server.pem"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        try waitForPort(port)
+        return Server(port: port, process: process)
+    }
+
+    static func simulator(certs: String) throws -> Server {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
+        if !process.executableURL!.path.hasPrefix("/") {
+            process.executableURL = URL(fileURLWithPath: FileManager.default.currentDirectoryPath + "/" + CommandLine.arguments[0])
+        }
+        let port = freePort()
+        process.arguments = ["simulate", "apns-http2", "--port", String(port), "--tls-cert", certs + "/server.pem",
+                             "--tls-key", certs + "/server.key", "--auth-key-pub", "ABC123DEFG=\(certs)/AuthKey_ABC123DEFG.pub.pem",
+                             "--team", "DEF123GHIJ", "--topic", "com.example.app"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        try waitForPort(port)
+        return Server(port: port, process: process)
+    }
+}
+
+func freePort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+func waitForPort(_ port: Int, timeout: TimeInterval = 10) throws {
+    let end = Date().addingTimeInterval(timeout)
+    while Date() < end {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let rc = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        close(fd)
+        if rc == 0 { return }
+        usleep(20_000)
+    }
+    throw APNsBenchmark.Failure(description: "nothing listens on 127.0.0.1:\(port)")
+}
+
+func which(_ tool: String) -> String? {
+    let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+    let folders: [String] = path.split(separator: ":").map(String.init) + ["/usr/sbin", "/sbin"]
+    for dir in folders {
+        let path = "\(dir)/\(tool)"
+        if FileManager.default.isExecutableFile(atPath: path) { return path }
+    }
+    return nil
+}
+
+@discardableResult
+func shell(_ executable: String, _ arguments: [String]) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    let text = String(decoding: data, as: UTF8.self)
+    guard process.terminationStatus == 0 else {
+        throw APNsBenchmark.Failure(description: "\(executable) \(arguments.prefix(3).joined(separator: " ")) … exited with \(process.terminationStatus): \(text.suffix(500))")
+    }
+    return text
+}
+
+/// Where the package's scripts are, for the binary run from a checkout.
+enum PackageScripts {
+    static func path(_ name: String) -> String {
+        var url = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
+        for _ in 0..<6 {
+            url.deleteLastPathComponent()
+            let candidate = url.appendingPathComponent("scripts/\(name)").path
+            if FileManager.default.fileExists(atPath: candidate) { return candidate }
+        }
+        return "scripts/\(name)"
+    }
+}
+
+/// DER ECDSA signature → raw R‖S (for a JWT signed with the openssl command).
+enum DERSignature {
+    static func raw(_ der: [UInt8]) -> [UInt8] {
+        var i = 2
+        if der[1] & 0x80 != 0 { i += Int(der[1] & 0x7F) }
+        func integer() -> [UInt8] {
+            let length = Int(der[i + 1])
+            var value = Array(der[(i + 2)..<(i + 2 + length)])
+            i += 2 + length
+            while value.count > 32 && value.first == 0 { value.removeFirst() }
+            return Array(repeating: 0, count: 32 - value.count) + value
+        }
+        return integer() + integer()
+    }
+}

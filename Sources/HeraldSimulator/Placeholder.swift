@@ -1,1 +1,0 @@
-// The APNs simulators (HTTP/2, binary, feedback) live here.

@@ -1,0 +1,207 @@
+import Foundation
+import HeraldCore
+import HeraldTestKit
+import Testing
+
+/// The built `herald` binary, run as a real process in a temporary folder.
+struct CLIFixture {
+    let dir: TemporaryDirectory
+    let config: String
+    let env = ["HERALD_API_KEY": "cli-test-key-0123456789"]
+
+    init(extraTransports: String = "", routes: String = #"["dry"]"#) throws {
+        dir = try TemporaryDirectory(prefix: "herald-cli")
+        config = try dir.write("config.json", """
+        {
+          "storage": {"path": "var/herald.db"},
+          "apps": {"com.example.app": {"routes": \(routes), "maxDevicesPerUser": 2},
+                   "com.example.other": {"routes": ["dry"]}},
+          "transports": {"dry": {"type": "log", "path": "var/deliveries.jsonl"}\(extraTransports)},
+          "api": {"keys": [{"id": "backend", "secret": "${HERALD_API_KEY}", "scopes": ["send"]}]},
+          "log": {"level": "info"}
+        }
+        """)
+    }
+
+    func run(_ arguments: [String], stdin: String? = nil) throws -> ProcessResult {
+        try Run.herald(arguments + ["--config", config], environment: env, directory: dir.path, stdin: stdin)
+    }
+
+    func token(_ n: Int) -> String { String(format: "%064x", n) }
+
+    var deliveries: [JSONValue] {
+        get throws {
+            let text = (try? String(contentsOfFile: dir.file("var/deliveries.jsonl"), encoding: .utf8)) ?? ""
+            return try text.split(separator: "\n").map { try JSONValue.parse(String($0)) }
+        }
+    }
+}
+
+@Suite(.serialized) struct CLIEndToEndTests {
+    @Test func devicesAddThenSendThroughTheLogTransport() throws {
+        let f = try CLIFixture()
+        defer { f.dir.remove() }
+        #expect(try f.run(["devices", "add", "--app", "com.example.app", "--user", "alice", "--token", "<\(f.token(1).uppercased())>"]).status == 0)
+        let second = try f.run(["devices", "add", "--app", "com.example.app", "--user", "alice", "--token", f.token(2), "--json"])
+        #expect(second.status == 0)
+        #expect(try JSONValue.parse(second.stdout)["change"]?.stringValue == "created")
+        #expect(try f.run(["devices", "add", "--app", "com.example.app", "--user", "bob", "--token", f.token(3)]).status == 0)
+
+        let send = try f.run(["send", "--app", "com.example.app", "--user", "alice", "--user", "bob", "--token", f.token(9),
+                              "--title", "Hi", "--body", "There", "--badge", "1", "--data", #"{"order":42}"#, "--json"])
+        #expect(send.status == 0, "\(send.stderr)")
+        let lines = try send.lines.map { try JSONValue.parse($0) }
+        #expect(lines.count == 4)
+        for line in lines {
+            #expect(line["outcome"]?.stringValue == "delivered")
+            #expect(line["transport"]?.stringValue == "dry")
+            #expect(line["reason"] == .null)
+        }
+        #expect(Set(lines.compactMap { $0["token"]?.stringValue }) == Set([1, 2, 3, 9].map(f.token)))
+        #expect(lines.first { $0["token"]?.stringValue == f.token(9) }?["user"] == .null)
+        #expect(lines.first { $0["token"]?.stringValue == f.token(3) }?["user"]?.stringValue == "bob")
+
+        let written = try f.deliveries
+        #expect(written.count == 4)
+        #expect(Set(written.compactMap { $0["token"]?.stringValue }) == Set([1, 2, 3, 9].map(f.token)))
+        for record in written {
+            #expect(record["payload"] == ["aps": ["alert": ["title": "Hi", "body": "There"], "badge": 1], "order": 42])
+            #expect(record["headers"]?["apns-topic"]?.stringValue == "com.example.app")
+            // The apns-id reported is the one written.
+            let reported = lines.first { $0["token"] == record["token"] }?["apns_id"]
+            #expect(record["headers"]?["apns-id"] == reported)
+        }
+    }
+
+    @Test func tokensFileIsTheBulkPath() throws {
+        let f = try CLIFixture()
+        defer { f.dir.remove() }
+        let file = try f.dir.write("tokens.txt", "# campaign\n" + (1...300).map { f.token($0) }.joined(separator: "\n") + "\n\nnot-hex\n")
+        let result = try f.run(["send", "--app", "com.example.app", "--tokens-file", file, "--alert", "Sale!"])
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("301 devices: 300 delivered, 1 rejected"))
+        #expect(try f.deliveries.count == 300)
+    }
+
+    @Test func devicesListAndRemove() throws {
+        let f = try CLIFixture()
+        defer { f.dir.remove() }
+        _ = try f.run(["devices", "add", "--app", "com.example.app", "--user", "alice", "--token", f.token(1)])
+        _ = try f.run(["devices", "add", "--app", "com.example.other", "--user", "alice", "--token", f.token(2), "--environment", "sandbox"])
+        let list = try f.run(["devices", "list", "--user", "alice", "--json"])
+        let devices = try list.lines.map { try JSONValue.parse($0) }
+        #expect(devices.count == 2)
+        #expect(devices.first { $0["app"]?.stringValue == "com.example.other" }?["environment"]?.stringValue == "sandbox")
+        #expect(devices.allSatisfy { $0["invalidated_at"] == .null })
+        let table = try f.run(["devices", "list", "--app", "com.example.app"])
+        #expect(table.stdout.contains(f.token(1)) && !table.stdout.contains(f.token(2)))
+        #expect(table.stdout.hasPrefix("APP"))
+        #expect(try f.run(["devices", "remove", "--app", "com.example.app", "--token", f.token(1)]).status == 0)
+        let again = try f.run(["devices", "remove", "--app", "com.example.app", "--token", f.token(1)])
+        #expect(again.status == 1)
+        #expect(again.stderr.contains("no device 00000000… in app com.example.app"))
+    }
+
+    @Test func checkPrintsASummaryAndExitsZero() throws {
+        let f = try CLIFixture()
+        defer { f.dir.remove() }
+        let result = try f.run(["check"])
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("com.example.app: topic=com.example.app routes=dry"))
+        #expect(result.stdout.contains("dry: log \(f.dir.path)/var/deliveries.jsonl"))
+        #expect(result.stdout.contains("configuration OK"))
+        #expect(!result.stdout.contains("cli-test-key"))
+    }
+
+    @Test func brokenConfigListsEveryErrorAndExitsTwo() throws {
+        let dir = try TemporaryDirectory(prefix: "herald-cli")
+        defer { dir.remove() }
+        let config = try dir.write("broken.json", """
+        {"apps": {"a": {"routes": ["apnz"], "foreground": "never"}},
+         "transports": {"apns": {"type": "apns-h3"}, "dry": {"type": "log", "paht": "x"}},
+         "api": {"keys": [{"id": "k", "secret": "${HERALD_TEST_UNSET_VARIABLE}", "scopes": ["send"]}]}}
+        """)
+        let result = try Run.herald(["check", "--config", config], directory: dir.path)
+        #expect(result.status == 2)
+        let expected = [
+            "\(config): transports.apns.type: unknown transport type \"apns-h3\"; known: ",
+            "\(config): apps.a.routes[0]: unknown transport \"apnz\"; defined: dry",
+            "\(config): apps.a.foreground: unknown value \"never\"; expected one of: local-only, local-and-push, push-only",
+            "\(config): api.keys[0].secret: environment variable HERALD_TEST_UNSET_VARIABLE is not set",
+            "\(config): warning: transports.dry.paht: unknown key, ignored; did you mean \"path\"?",
+            "herald: the configuration has 4 errors",
+        ]
+        for line in expected { #expect(result.stderr.contains(line), "missing \(line) in:\n\(result.stderr)") }
+        #expect(result.stdout.isEmpty)
+    }
+
+    @Test func usageErrorsExitTwoAndPointToHelp() throws {
+        let f = try CLIFixture()
+        defer { f.dir.remove() }
+        let unknown = try f.run(["send", "--app", "com.example.app", "--usr", "alice", "--alert", "x"])
+        #expect(unknown.status == 2)
+        #expect(unknown.stderr.contains("herald send: unknown option --usr; did you mean --user?"))
+        #expect(unknown.stderr.contains("See 'herald send --help'."))
+        let app = try f.run(["send", "--app", "com.example.ap", "--user", "a", "--alert", "x"])
+        #expect(app.status == 2)
+        #expect(app.stderr.contains("--app: unknown app \"com.example.ap\"; configured: com.example.app, com.example.other"))
+        let priority = try f.run(["send", "--app", "com.example.app", "--user", "a", "--content-available", "--priority", "10"])
+        #expect(priority.status == 2)
+        #expect(priority.stderr.contains("--priority: background notifications must use priority 5 (or 1), not 10"))
+        let token = try f.run(["devices", "add", "--app", "com.example.app", "--user", "a", "--token", "xyz"])
+        #expect(token.status == 2)
+        #expect(token.stderr.contains("--token: device token has a character that is not hexadecimal: \"x\""))
+        let command = try Run.herald(["sned"])
+        #expect(command.status == 2 && command.stderr.contains("did you mean \"send\"?"))
+        let nothing = try f.run(["send", "--app", "com.example.app", "--user", "a"])
+        #expect(nothing.status == 2 && nothing.stderr.contains("nothing to send"))
+    }
+
+    @Test func helpForEveryCommand() throws {
+        let top = try Run.herald(["--help"])
+        #expect(top.status == 0)
+        for command in ["check", "devices add", "devices list", "devices remove", "send", "prune"] {
+            #expect(top.stdout.contains("  \(command)"))
+            let help = try Run.herald(command.split(separator: " ").map(String.init) + ["--help"])
+            #expect(help.status == 0, "\(command)")
+            #expect(help.stdout.contains("Usage: herald \(command)"))
+            #expect(help.stdout.contains("--config PATH"))
+        }
+        let send = try Run.herald(["send", "--help"])
+        #expect(send.stdout.contains("--tokens-file FILE"))
+        #expect(send.stdout.contains("--user USER") && send.stdout.contains("(repeatable)"))
+    }
+
+    @Test func configFromTheEnvironmentVariable() throws {
+        let f = try CLIFixture()
+        defer { f.dir.remove() }
+        let result = try Run.herald(["check", "--quiet"], environment: f.env.merging(["HERALD_CONFIG": f.config]) { $1 },
+                                    directory: "/")
+        #expect(result.status == 0)
+        #expect(result.stdout.isEmpty)
+        let empty = try TemporaryDirectory(prefix: "herald-empty")
+        defer { empty.remove() }
+        let missing = try Run.herald(["check"], environment: ["HERALD_CONFIG": ""], directory: empty.path)
+        #expect(missing.status == 2)
+        #expect(missing.stderr.contains("config.json: no such file"), "\(missing.stderr)")
+    }
+
+    @Test func pruneDeletesOldInvalidDevices() throws {
+        let f = try CLIFixture()
+        defer { f.dir.remove() }
+        _ = try f.run(["devices", "add", "--app", "com.example.app", "--user", "alice", "--token", f.token(1)])
+        let result = try f.run(["prune", "--older-than", "0"])
+        #expect(result.status == 0)
+        #expect(result.stdout.hasPrefix("pruned 0 devices"))
+    }
+
+    @Test func dryRunPlansWithoutSending() throws {
+        let f = try CLIFixture()
+        defer { f.dir.remove() }
+        for n in 1...3 { _ = try f.run(["devices", "add", "--app", "com.example.app", "--user", "alice", "--token", f.token(n)]) }
+        let result = try f.run(["send", "--app", "com.example.app", "--user", "alice", "--alert", "x", "--dry-run"])
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("2 deliveries planned, 0 refused, 1 over the per-user limit, 0 duplicates"))
+        #expect(try f.deliveries.isEmpty)
+    }
+}

@@ -1,0 +1,238 @@
+import Foundation
+import HeraldCore
+import HeraldLogTransport
+import HeraldTestKit
+import Testing
+
+/// A transport plugin with one required key, to check that plugins validate their own section.
+final class FakeAPNsTransport: TransportPlugin {
+    struct Configuration: TransportConfiguration {
+        var environment: APNsEnvironment?
+        var summary: String { "fake \(environment?.rawValue ?? "any")" }
+    }
+    static let kind = "fake-apns"
+    static func configuration(from node: ConfigNode) -> Configuration? {
+        let env = node.oneOf("environment", APNsEnvironment.self, required: true)
+        let keyID = node.string("keyId", required: true)
+        guard let env, keyID != nil else { return nil }
+        return Configuration(environment: env)
+    }
+    let name: String
+    init(name: String, configuration: Configuration, context: TransportContext) throws { self.name = name }
+    func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] { batch.map { _ in .delivered(apnsID: nil) } }
+}
+
+func testRegistry() -> TransportRegistry {
+    var registry = TransportRegistry()
+    registry.register(LogTransport.self)
+    registry.register(FakeAPNsTransport.self)
+    return registry
+}
+
+func parse(_ json: String, environment: [String: String] = [:], base: String? = "/etc/herald") throws(ConfigurationError) -> HeraldConfiguration {
+    try HeraldConfiguration.parse(Data(json.utf8), source: "test.json", baseDirectory: base, registry: testRegistry(),
+                                  environment: environment)
+}
+
+func errors(_ json: String, environment: [String: String] = [:]) -> [String] {
+    do {
+        _ = try parse(json, environment: environment)
+        return []
+    } catch {
+        return error.errors.map(\.description)
+    }
+}
+
+let minimal = """
+{"apps": {"com.example.app": {"routes": ["dry"]}}, "transports": {"dry": {"type": "log"}}}
+"""
+
+@Suite struct ConfigurationTests {
+    @Test func shippedSampleConfigDecodes() throws {
+        let path = PackagePaths.root + "/config.json"
+        var registry = TransportRegistry()
+        registry.register(LogTransport.self)
+        // The sample names other plugins too once they exist; register what the executable registers.
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        let json = try JSONValue.parse(text)
+        let kinds = Set(json["transports"]?.objectValue?.values.compactMap { $0["type"]?.stringValue } ?? [])
+        try #require(kinds.isSubset(of: ["log", "apns-http2", "apns-binary", "local"]))
+        if kinds == ["log"] {
+            let configuration = try HeraldConfiguration.load(path: path, registry: registry,
+                                                             environment: ["HERALD_API_KEY": "a-test-key-of-enough-length"])
+            #expect(configuration.apps["com.example.app"]?.routes.isEmpty == false)
+            #expect(configuration.warnings.isEmpty)
+            #expect(configuration.storage.path.hasSuffix("/var/herald.db"))
+            #expect(configuration.storage.path.hasPrefix(PackagePaths.root))
+            #expect(configuration.api.keys.first?.secret.value == "a-test-key-of-enough-length")
+        }
+    }
+
+    @Test func minimalConfigurationHasDefaults() throws {
+        let c = try parse(minimal)
+        let app = try #require(c.apps["com.example.app"])
+        #expect(app.topic == "com.example.app")
+        #expect(app.foreground == .pushOnly)
+        #expect(app.maxDevicesPerUser == 100)
+        #expect(c.storage.path == "/etc/herald/var/herald.db")
+        #expect(c.storage.synchronous == .full)
+        #expect(c.api.listen == ListenAddress(host: "127.0.0.1", port: 8080))
+        #expect(c.api.keys.isEmpty)
+        #expect(c.log.level == .info && c.log.format == .logfmt)
+        #expect(c.delivery.retry == RetryPolicy())
+        #expect(c.transports["dry"]?.kind == "log")
+    }
+
+    @Test func relativePathsResolveAgainstTheConfigFolder() throws {
+        let c = try parse("""
+        {"storage": {"path": "data/h.db"}, "apps": {"a": {"routes": ["dry"]}},
+         "transports": {"dry": {"type": "log", "path": "../out/d.jsonl"}, "abs": {"type": "log", "path": "/tmp/x.jsonl"}}}
+        """, base: "/srv/herald/conf")
+        #expect(c.storage.path == "/srv/herald/conf/data/h.db")
+        #expect(c.transports["dry"]?.configuration.summary == "/srv/herald/out/d.jsonl")
+        #expect(c.transports["abs"]?.configuration.summary == "/tmp/x.jsonl")
+    }
+
+    @Test func environmentVariablesAreSubstituted() throws {
+        let c = try parse("""
+        {"apps": {"a": {"routes": ["dry"], "topic": "com.${BRAND}.app"}}, "transports": {"dry": {"type": "log"}},
+         "api": {"keys": [{"id": "k", "secret": "${KEY}", "scopes": ["send"]}]}}
+        """, environment: ["KEY": "s3cret-s3cret-s3cret", "BRAND": "acme"])
+        #expect(c.apps["a"]?.topic == "com.acme.app")
+        #expect(c.api.keys[0].secret.value == "s3cret-s3cret-s3cret")
+        #expect("\(c.api.keys[0].secret)" == "<redacted>")
+    }
+
+    @Test func literalDollarBraceIsEscaped() throws {
+        let c = try parse("""
+        {"apps": {"a": {"routes": ["dry"], "topic": "x$${NOT_A_VAR}"}}, "transports": {"dry": {"type": "log"}}}
+        """)
+        #expect(c.apps["a"]?.topic == "x${NOT_A_VAR}")
+    }
+
+    @Test func missingEnvironmentVariableIsNamedWithItsPath() {
+        let e = errors("""
+        {"apps": {"a": {"routes": ["dry"]}}, "transports": {"dry": {"type": "log"}},
+         "api": {"keys": [{"id": "k", "secret": "${HERALD_API_KEY}", "scopes": ["send"]}]}}
+        """)
+        #expect(e == ["api.keys[0].secret: environment variable HERALD_API_KEY is not set"])
+    }
+
+    @Test func everyErrorIsReportedAtOnceWithItsPath() {
+        let e = errors("""
+        {"storage": {"driver": "postgres", "synchronous": "sometimes", "busyTimeout": "soon"},
+         "apps": {"com.example.app": {"routes": ["apnz", "dry", "dry"], "foreground": "maybe", "maxDevicesPerUser": 0},
+                  "other": {"routes": []}, "third": "nope"},
+         "transports": {"apns": {"type": "apns-h3"}, "dry": {"type": "log"}, "x": {"type": "fake-apns", "environment": "staging"},
+                        "y": 42, "z": {"path": "a"}},
+         "api": {"listen": "localhost", "keys": [{"id": "k", "secret": "short", "scopes": ["send", "root"]}, {"id": "k", "secret": "0123456789abcdef", "scopes": []}],
+                 "maxBodyBytes": 10},
+         "log": {"level": "loud", "format": "xml"},
+         "delivery": {"maxAttempts": 0, "jitter": 2, "initialBackoff": "10m", "maxBackoff": "1m"}}
+        """)
+        let expected = [
+            "storage.driver: unknown value \"postgres\"; expected one of: sqlite",
+            "storage.synchronous: unknown value \"sometimes\"; expected one of: full, normal",
+            "storage.busyTimeout: expected a duration such as 30, \"30s\", \"5m\", \"2h\" or \"7d\", found \"soon\"",
+            "transports.apns.type: unknown transport type \"apns-h3\"; known: fake-apns, log",
+            "transports.x.environment: unknown value \"staging\"; expected one of: sandbox, production",
+            "transports.x.keyId: is required",
+            "transports.y: expected an object with a \"type\", found a number",
+            "transports.z.type: is required",
+            "apps[\"com.example.app\"].routes[0]: unknown transport \"apnz\"; defined: dry",
+            "apps[\"com.example.app\"].routes[2]: transport \"dry\" is listed twice",
+            "apps[\"com.example.app\"].foreground: unknown value \"maybe\"; expected one of: local-only, local-and-push, push-only",
+            "apps[\"com.example.app\"].maxDevicesPerUser: must be between 1 and 10000, found 0",
+            "apps.other.routes: must not be empty",
+            "apps.third: expected an object with \"routes\", found a string",
+            "api.listen: expected host:port such as \"127.0.0.1:8080\" or \"[::1]:8080\", found \"localhost\"",
+            "api.keys[0].scopes[1]: unknown scope \"root\"; expected one of: send, devices, admin",
+            "api.keys[0].secret: is too short (5 characters); use at least 16",
+            "api.keys[1].scopes: must grant at least one scope",
+            "api.keys[1].id: duplicate key id \"k\"",
+            "api.maxBodyBytes: must be between 1024 and 67108864, found 10",
+            "log.level: unknown value \"loud\"; expected one of: trace, debug, info, notice, warning, error, critical",
+            "log.format: unknown value \"xml\"; expected one of: logfmt, json",
+            "delivery.maxAttempts: must be between 1 and 100, found 0",
+            "delivery.jitter: must be between 0 and 1, found 2",
+            "delivery.maxBackoff: must not be less than initialBackoff",
+        ]
+        for line in expected { #expect(e.contains(line), "missing: \(line)\nall:\n\(e.joined(separator: "\n"))") }
+        #expect(e.count == expected.count, "\(e.joined(separator: "\n"))")
+    }
+
+    @Test func unknownTransportTypeNamesTheKnownTypes() {
+        #expect(errors("""
+        {"apps": {"a": {"routes": ["apns"]}}, "transports": {"apns": {"type": "apns-h3"}}}
+        """).contains("transports.apns.type: unknown transport type \"apns-h3\"; known: fake-apns, log"))
+    }
+
+    @Test func nonLoopbackWithoutKeysIsRefused() {
+        #expect(errors(minimal.replacingOccurrences(of: "}}}", with: "}}, \"api\": {\"listen\": \"0.0.0.0:8080\"}}"))
+            == ["api.keys: required when api.listen (0.0.0.0:8080) is not a loopback address: Herald will not serve an unauthenticated API to the network"])
+        #expect(errors(minimal.replacingOccurrences(of: "}}}", with: "}}, \"api\": {\"listen\": \"[::1]:9000\"}}")).isEmpty)
+    }
+
+    @Test func structuralErrors() {
+        #expect(errors("[1,2]") == ["expected a JSON object at the top level, found an array"])
+        #expect(errors("{").first?.hasPrefix("invalid JSON") == true)
+        #expect(errors("{}") == ["transports: is required", "apps: is required"])
+        #expect(errors("{\"apps\": {}, \"transports\": {}}") == ["transports: must define at least one transport", "apps: must define at least one app"])
+    }
+
+    @Test func unknownKeysAreWarnedWithSuggestions() throws {
+        let c = try parse("""
+        {"apps": {"a": {"routes": ["dry"], "maxDevicePerUser": 3}}, "transports": {"dry": {"type": "log", "pth": "x"}},
+         "log": {"levle": "debug"}, "extra": true}
+        """)
+        let w = c.warnings.map(\.description)
+        #expect(w.contains("apps.a.maxDevicePerUser: unknown key, ignored; did you mean \"maxDevicesPerUser\"?"))
+        #expect(w.contains("transports.dry.pth: unknown key, ignored; did you mean \"path\"?"))
+        #expect(w.contains("log.levle: unknown key, ignored; did you mean \"level\"?"))
+        #expect(w.contains("extra: unknown key, ignored"))
+        #expect(w.count == 4)
+    }
+
+    @Test func secretsNeverAppearInErrors() {
+        let e = errors("""
+        {"apps": {"a": {"routes": ["dry"]}}, "transports": {"dry": {"type": "log"}},
+         "api": {"keys": [{"id": "k", "secret": "tiny-secret", "scopes": ["send"]}]}}
+        """)
+        #expect(!e.joined().contains("tiny-secret"))
+        #expect(!e.isEmpty)
+    }
+
+    @Test func durationsParse() {
+        #expect(JSONNode.parseDuration("250ms") == 0.25)
+        #expect(JSONNode.parseDuration("30s") == 30)
+        #expect(JSONNode.parseDuration("5m") == 300)
+        #expect(JSONNode.parseDuration("2h") == 7200)
+        #expect(JSONNode.parseDuration("7d") == 604_800)
+        #expect(JSONNode.parseDuration("12") == 12)
+        #expect(JSONNode.parseDuration("-1s") == nil)
+        #expect(JSONNode.parseDuration("soon") == nil)
+    }
+
+    @Test func listenAddresses() {
+        #expect(ListenAddress("127.0.0.1:8080") == ListenAddress(host: "127.0.0.1", port: 8080))
+        #expect(ListenAddress("[::1]:80")?.host == "::1")
+        #expect(ListenAddress("[::1]:80")?.isLoopback == true)
+        #expect(ListenAddress("0.0.0.0:1")?.isLoopback == false)
+        #expect(ListenAddress("host:99999") == nil)
+        #expect(ListenAddress(":80") == nil)
+        #expect(ListenAddress("[::1]:80")?.description == "[::1]:80")
+    }
+
+    @Test func routingPicksTheFirstRouteThatCanCarryTheEnvironment() throws {
+        let c = try parse("""
+        {"apps": {"a": {"routes": ["prod", "sand", "dry"]}},
+         "transports": {"prod": {"type": "fake-apns", "environment": "production", "keyId": "K"},
+                        "sand": {"type": "fake-apns", "environment": "sandbox", "keyId": "K"},
+                        "dry": {"type": "log"}}}
+        """)
+        let app = try #require(c.apps["a"])
+        #expect(c.defaultTransport(app: app, environment: .production) == "prod")
+        #expect(c.defaultTransport(app: app, environment: .sandbox) == "sand")
+        #expect(c.defaultEnvironment(app) == .production)
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import HeraldCore
+import Testing
+
+func payloadString(_ content: NotificationContent) -> String {
+    String(decoding: APNsPayload.encode(content), as: UTF8.self)
+}
+
+@Suite struct PayloadTests {
+    @Test func plainAlert() {
+        #expect(payloadString(NotificationContent(alert: .text("Hello"))) == #"{"aps":{"alert":"Hello"}}"#)
+    }
+
+    @Test func alertDictionaryAndApsKeysInOrder() {
+        var c = NotificationContent(alert: .fields(Alert(title: "T", subtitle: "S", body: "B \"quoted\"\n", launchImage: "li.png",
+                                                         titleLocKey: "TK", titleLocArgs: ["a"], subtitleLocKey: "SK",
+                                                         subtitleLocArgs: ["b"], locKey: "LK", locArgs: ["c", "d"])),
+                                    badge: 3, sound: .named("default"))
+        c.apns.threadID = "thread"
+        c.apns.category = "cat"
+        c.apns.contentAvailable = true
+        c.apns.mutableContent = true
+        c.apns.targetContentID = "target"
+        c.apns.interruptionLevel = .timeSensitive
+        c.apns.relevanceScore = 0.5
+        c.apns.filterCriteria = "work"
+        #expect(payloadString(c) == #"{"aps":{"alert":{"title":"T","subtitle":"S","body":"B \"quoted\"\n","launch-image":"li.png","title-loc-key":"TK","title-loc-args":["a"],"subtitle-loc-key":"SK","subtitle-loc-args":["b"],"loc-key":"LK","loc-args":["c","d"]},"badge":3,"sound":"default","thread-id":"thread","category":"cat","content-available":1,"mutable-content":1,"target-content-id":"target","interruption-level":"time-sensitive","relevance-score":0.5,"filter-criteria":"work"}}"#)
+    }
+
+    @Test func criticalSoundAndCustomDataBesideAps() {
+        let c = NotificationContent(alert: .text("x"), sound: .critical(name: "alarm.caf", volume: 0.8),
+                                    data: ["z": 1, "a": ["k": "v"], "aps": "ignored"])
+        #expect(payloadString(c) == #"{"aps":{"alert":"x","sound":{"critical":1,"name":"alarm.caf","volume":0.8}},"a":{"k":"v"},"z":1}"#)
+    }
+
+    @Test func liveActivityKeys() {
+        var c = NotificationContent()
+        c.apns.liveActivity = LiveActivityContent(event: .update, timestamp: 1_700_000_000, contentState: ["score": 2],
+                                                  staleDate: 1_700_000_600, dismissalDate: nil)
+        #expect(c.pushType == .liveactivity)
+        #expect(payloadString(c) == #"{"aps":{"timestamp":1700000000,"event":"update","content-state":{"score":2},"stale-date":1700000600}}"#)
+    }
+
+    @Test func pushTypeAndPriorityDefaults() {
+        var background = NotificationContent()
+        background.apns.contentAvailable = true
+        #expect(background.pushType == .background)
+        #expect(background.priority == 5)
+        #expect(NotificationContent(alert: .text("x")).pushType == .alert)
+        #expect(NotificationContent(alert: .text("x")).priority == 10)
+        var explicit = NotificationContent(alert: .text("x"))
+        explicit.apns.pushType = .voip
+        explicit.apns.priority = 5
+        #expect(explicit.pushType == .voip && explicit.priority == 5)
+    }
+
+    @Test func topicSuffixesFollowApple() {
+        let expected: [PushType: String] = [
+            .alert: "com.a", .background: "com.a", .mdm: "com.a", .location: "com.a.location-query", .voip: "com.a.voip",
+            .complication: "com.a.complication", .fileprovider: "com.a.pushkit.fileprovider",
+            .liveactivity: "com.a.push-type.liveactivity", .pushtotalk: "com.a.voip-ptt",
+            .widgets: "com.a.push-type.widgets", .controls: "com.a.push-type.controls",
+        ]
+        #expect(PushType.allCases.count == 11)
+        for type in PushType.allCases { #expect(type.topic(forBundleID: "com.a") == expected[type]) }
+        #expect(PushType.voip.topic(forBundleID: "com.a.voip") == "com.a.voip")
+    }
+
+    @Test func priorityRules() {
+        #expect(PushType.background.allows(priority: 5))
+        #expect(!PushType.background.allows(priority: 10))
+        #expect(PushType.alert.allows(priority: 1))
+        #expect(!PushType.alert.allows(priority: 7))
+        #expect(PushType.voip.maxPayloadBytes == 5120)
+        #expect(PushType.alert.maxPayloadBytes == 4096)
+    }
+
+    @Test func requestValidationNamesTheField() {
+        var c = NotificationContent(alert: .text("x"))
+        c.apns.pushType = .background
+        c.apns.priority = 10
+        #expect(throws: DispatchError.invalidRequest(field: "apns.priority", message: "background notifications must use priority 5 (or 1), not 10")) {
+            try FanOut.validate(c)
+        }
+        var collapse = NotificationContent(alert: .text("x"))
+        collapse.apns.collapseID = String(repeating: "é", count: 33)
+        #expect(throws: DispatchError.invalidRequest(field: "apns.collapse_id", message: "must be at most 64 bytes, found 66")) {
+            try FanOut.validate(collapse)
+        }
+        #expect(throws: DispatchError.invalidRequest(field: "data.aps", message: "\"aps\" is reserved for Apple's keys; use the top-level fields")) {
+            try FanOut.validate(NotificationContent(alert: .text("x"), data: ["aps": 1]))
+        }
+    }
+
+    @Test func jsonWriterEscapesControlCharacters() {
+        var w = JSONWriter()
+        w.string("a\u{01}b\tc\\d/é")
+        #expect(w.string == #""a\u0001b\tc\\d/é""#)
+        #expect(JSONValue.object(["b": [1, 2.5, nil, true], "a": "x"]).jsonString == #"{"a":"x","b":[1,2.5,null,true]}"#)
+    }
+}

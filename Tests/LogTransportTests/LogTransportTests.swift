@@ -1,0 +1,71 @@
+import Foundation
+import HeraldCore
+import HeraldLogTransport
+import HeraldTestKit
+import Testing
+
+@Suite struct LogTransportTests {
+    @Test func appendsOneJSONLinePerDelivery() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let clock = TestClock()
+        let path = dir.file("out/deliveries.jsonl")
+        let transport = try LogTransport(name: "dry", configuration: .init(path: path),
+                                         context: TransportContext(logger: .disabled, clock: clock))
+        var content = NotificationContent(alert: .text("Hello"), badge: 2, data: ["order": 42])
+        content.apns.pushType = .voip
+        content.apns.collapseID = "c1"
+        content.apns.expiration = 0
+        let apnsID = UUID()
+        let delivery = Delivery(id: 7, notificationID: "n1", app: "com.example.app", topic: "com.example.app",
+                                token: String(repeating: "ab", count: 32), user: "alice", environment: .sandbox,
+                                transport: "dry", apnsID: apnsID, content: content)
+        let outcomes = await transport.deliver([delivery, delivery])
+        #expect(outcomes == [.delivered(apnsID: apnsID.uuidString.lowercased()), .delivered(apnsID: apnsID.uuidString.lowercased())])
+        await transport.shutdown()
+        let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 2)
+        let record = try JSONValue.parse(String(lines[0]))
+        #expect(record["token"]?.stringValue == String(repeating: "ab", count: 32))
+        #expect(record["user"]?.stringValue == "alice")
+        #expect(record["delivery_id"]?.intValue == 7)
+        #expect(record["time"]?.stringValue == clock.now.iso8601)
+        #expect(record["headers"]?["apns-topic"]?.stringValue == "com.example.app.voip")
+        #expect(record["headers"]?["apns-push-type"]?.stringValue == "voip")
+        #expect(record["headers"]?["apns-priority"]?.stringValue == "10")
+        #expect(record["headers"]?["apns-expiration"]?.stringValue == "0")
+        #expect(record["headers"]?["apns-collapse-id"]?.stringValue == "c1")
+        #expect(record["headers"]?["apns-id"]?.stringValue == apnsID.uuidString.lowercased())
+        #expect(record["payload"] == ["aps": ["alert": "Hello", "badge": 2], "order": 42])
+    }
+
+    @Test func appendsToAnExistingFile() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = try dir.write("d.jsonl", "{\"earlier\":true}\n")
+        let transport = try LogTransport(name: "dry", configuration: .init(path: path), context: TransportContext(logger: .disabled))
+        let d = Delivery(id: 1, notificationID: "n", app: "a", topic: "a", token: "00ff", user: nil, environment: .production,
+                         transport: "dry", content: NotificationContent(alert: .text("x")))
+        _ = await transport.deliver([d])
+        await transport.shutdown()
+        let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 2 && lines[0] == "{\"earlier\":true}")
+    }
+
+    @Test func configurationResolvesThePathAndCarriesAnyEnvironment() throws {
+        let context = JSONReadContext(baseDirectory: "/etc/herald")
+        let node = JSONNode(root: ["type": "log", "path": "var/d.jsonl"], context: context)
+        let c = try #require(LogTransport.configuration(from: node))
+        #expect(c.path == "/etc/herald/var/d.jsonl")
+        #expect(c.environment == nil)
+        let stdout = try #require(LogTransport.configuration(from: JSONNode(root: ["type": "log"], context: context)))
+        #expect(stdout.path == nil && stdout.summary == "stdout")
+    }
+
+    @Test func anUnwritableFolderIsAClearError() {
+        #expect(throws: TransportError.self) {
+            try LogTransport(name: "dry", configuration: .init(path: "/proc/herald-cannot/d.jsonl"),
+                             context: TransportContext(logger: .disabled))
+        }
+    }
+}
