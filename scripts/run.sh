@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `make run`: start Herald with the sample configuration. Generates an API key on first run
-# (kept in var/api-key) unless HERALD_API_KEY is set.
+# `make run`: start the Herald daemon on config.json (HTTP API on api.listen, default
+# 127.0.0.1:8080). Generates an API key on first run (kept in var/api-key) unless
+# HERALD_API_KEY is set. Stop with Ctrl-C (SIGINT) or SIGTERM; SIGHUP reloads the config.
 set -euo pipefail
 config="${1:-config.json}"
 herald=.build/release/herald
@@ -14,9 +15,16 @@ if [ -z "${HERALD_API_KEY:-}" ]; then
   export HERALD_API_KEY
   echo "run: API key in var/api-key (export HERALD_API_KEY to choose your own)" >&2
 fi
-"$herald" check --config "$config"
-echo "run: dry-run send through the log transport:" >&2
-"$herald" devices add --config "$config" --app com.example.app --user demo-user \
-  --token 0000000000000000000000000000000000000000000000000000000000000001 >&2
-"$herald" send --config "$config" --app com.example.app --user demo-user --title "Herald" --body "It works"
-echo "run: deliveries are appended to var/deliveries.jsonl" >&2
+"$herald" check --config "$config" --quiet
+cat >&2 <<HINT
+run: starting the daemon; in another terminal:
+  KEY=\$(cat var/api-key)
+  curl -s -H "Authorization: Bearer \$KEY" -H 'Content-Type: application/json' \\
+       -d '{"app":"com.example.app","user":"demo-user","token":"0000000000000000000000000000000000000000000000000000000000000001"}' \\
+       http://127.0.0.1:8080/v1/devices
+  curl -s -H "Authorization: Bearer \$KEY" -H 'Content-Type: application/json' \\
+       -d '{"app":"com.example.app","users":["demo-user"],"alert":{"title":"Herald","body":"It works"}}' \\
+       http://127.0.0.1:8080/v1/notifications
+  deliveries are appended to var/deliveries.jsonl (the "log" transport)
+HINT
+exec "$herald" serve --config "$config"

@@ -28,7 +28,7 @@ public final class LogTransport: TransportPlugin {
     }
 
     public let name: String
-    private let configuration: Configuration
+    let configuration: Configuration
     private let handle: FileHandle
     private let lock = Locked(())
     private let clock: any WallClock

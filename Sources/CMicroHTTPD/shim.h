@@ -5,6 +5,97 @@
 #include <sys/socket.h>
 #include <stdint.h>
 #include <stdarg.h>
+#include <string.h>
 #include <microhttpd.h>
-/* MHD_start_daemon is variadic and does not import: typed wrappers live here (added with the daemon). */
+
+/* MHD_start_daemon is variadic and does not import into Swift: these typed wrappers pass each
+   option with exactly the type libmicrohttpd reads (unsigned int vs size_t matters). */
+
+/** Options of herald_mhd_start. */
+typedef struct herald_mhd_options {
+    /** The address to bind (IPv4 or IPv6), with its length. */
+    const struct sockaddr *address;
+    socklen_t address_length;
+    unsigned int connection_limit;
+    /** Idle connections are closed after this many seconds (0: never). */
+    unsigned int connection_timeout;
+    /** Memory per connection for headers and buffers, in bytes. */
+    size_t connection_memory_limit;
+} herald_mhd_options;
+
+typedef size_t (*herald_mhd_unescape_callback)(void *cls, struct MHD_Connection *connection, char *s);
+
+/** Starts a daemon with one internal polling thread, suspend/resume, and Herald's callbacks.
+    poll(), not epoll: libmicrohttpd 0.9.75's epoll mode stalls once more than ~100 connections
+    are open (measured on loopback: 64 connections 23k req/s, 128 connections 55 req/s, with
+    the library's own minimal handler), while poll() mode serves 45k req/s at 128 and 39k at 512. */
+static inline struct MHD_Daemon *herald_mhd_start(const herald_mhd_options *o,
+                                                  MHD_AccessHandlerCallback access, void *access_cls,
+                                                  MHD_RequestCompletedCallback completed, void *completed_cls,
+                                                  MHD_NotifyConnectionCallback notify, void *notify_cls,
+                                                  herald_mhd_unescape_callback unescape, void *unescape_cls) {
+    unsigned int flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;
+    if (o->address->sa_family == AF_INET6) flags |= MHD_USE_IPv6;
+    return MHD_start_daemon(flags, 0, NULL, NULL, access, access_cls,
+                            MHD_OPTION_SOCK_ADDR, o->address,
+                            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned int)o->connection_limit,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)o->connection_timeout,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)o->connection_memory_limit,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                            MHD_OPTION_NOTIFY_CONNECTION, notify, notify_cls,
+                            MHD_OPTION_UNESCAPE_CALLBACK, unescape, unescape_cls,
+                            MHD_OPTION_END);
+}
+
+/** A request header's value, or NULL. */
+static inline const char *herald_mhd_header(struct MHD_Connection *c, const char *name) {
+    return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
+/** Iterates the query arguments (`?a=b&c=d`), still percent-encoded. */
+static inline int herald_mhd_query_arguments(struct MHD_Connection *c, MHD_KeyValueIterator iterator, void *cls) {
+    return MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, iterator, cls);
+}
+
+/** Header pairs for herald_mhd_respond, NULL-terminated by name. */
+typedef struct herald_mhd_header_pair {
+    const char *name;
+    const char *value;
+} herald_mhd_header_pair;
+
+/** Queues a response with a copied body and headers; returns 1 on success. */
+static inline int herald_mhd_respond(struct MHD_Connection *c, unsigned int status, const void *body, size_t length,
+                                     const herald_mhd_header_pair *headers, size_t header_count) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(length, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (r == NULL) return 0;
+    for (size_t i = 0; i < header_count; i++) {
+        MHD_add_response_header(r, headers[i].name, headers[i].value);
+    }
+    enum MHD_Result result = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return result == MHD_YES ? 1 : 0;
+}
+
+/** MHD_YES / MHD_NO as plain ints for Swift callbacks. */
+static inline enum MHD_Result herald_mhd_result(int ok) { return ok ? MHD_YES : MHD_NO; }
+
+/** Resumes a suspended connection (thread-safe with MHD_ALLOW_SUSPEND_RESUME). */
+static inline void herald_mhd_resume(struct MHD_Connection *c) { MHD_resume_connection(c); }
+static inline void herald_mhd_suspend(struct MHD_Connection *c) { MHD_suspend_connection(c); }
+
+/** Stops accepting new connections; returns the listen socket (which the caller closes). */
+static inline int herald_mhd_quiesce(struct MHD_Daemon *d) { return (int)MHD_quiesce_daemon(d); }
+
+/** The port the daemon listens on (useful after binding port 0). */
+static inline int herald_mhd_bound_port(struct MHD_Daemon *d) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    return info ? (int)info->port : 0;
+}
+
+/** Open connections right now. */
+static inline unsigned int herald_mhd_connection_count(struct MHD_Daemon *d) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    return info ? info->num_connections : 0;
+}
 #endif

@@ -15,6 +15,7 @@ public enum HeraldCLI {
     static let commands: [Command] = [
         CheckCommand.command,
         DevicesCommands.add, DevicesCommands.list, DevicesCommands.remove,
+        ServeCommand.command,
         SendCommand.command,
         PruneCommand.command,
         SimulateHTTP2Command.command,

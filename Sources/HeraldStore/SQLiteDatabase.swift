@@ -53,6 +53,7 @@ public final class SQLiteDatabase {
 
     /// Runs SQL without results (may hold several statements).
     public func execute(_ sql: String, operation: String) throws(SQLiteError) {
+        resetActiveStatements()
         var errorMessage: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(handle, sql, nil, nil, &errorMessage)
         if rc != SQLITE_OK {
@@ -77,6 +78,7 @@ public final class SQLiteDatabase {
     /// - Important: step it to the end or reset it (``SQLiteStatement/reset()``) when done;
     ///   see ``withStatement(_:_:)``.
     public func statement(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
+        resetActiveStatements()
         if let cached = cache[sql] {
             cached.reset()
             return cached
@@ -103,6 +105,14 @@ public final class SQLiteDatabase {
             try? execute("ROLLBACK", operation: "rollback")
             throw error
         }
+    }
+
+    /// Resets cached statements left on a row. A statement that stopped at `SQLITE_ROW` keeps
+    /// its read transaction open: reads would see an old snapshot and the next write would
+    /// fail with SQLITE_BUSY_SNAPSHOT once another connection (the daemon's queue, the CLI)
+    /// has committed. Every operation starts by fetching a statement, so none outlives it.
+    private func resetActiveStatements() {
+        for statement in cache.values { statement.resetIfBusy() }
     }
 
     /// Rows changed by the last statement.
@@ -144,6 +154,10 @@ public final class SQLiteStatement {
     public func reset() {
         sqlite3_reset(stmt)
         sqlite3_clear_bindings(stmt)
+    }
+
+    func resetIfBusy() {
+        if sqlite3_stmt_busy(stmt) != 0 { sqlite3_reset(stmt) }
     }
 
     @discardableResult

@@ -20,5 +20,38 @@ public enum HeraldSchema {
         CREATE INDEX devices_by_user ON devices (app, user, updated_at DESC);
         CREATE INDEX devices_invalidated ON devices (invalidated_at) WHERE invalidated_at IS NOT NULL;
         """,
+        // 2: the daemon's durable queue (SQLiteDeliveryQueue).
+        """
+        CREATE TABLE notifications (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            app TEXT NOT NULL,
+            topic TEXT NOT NULL,
+            content TEXT NOT NULL,
+            idempotency_key TEXT,
+            deliveries INTEGER NOT NULL,
+            created_at INTEGER NOT NULL
+        );
+        CREATE UNIQUE INDEX notifications_idempotency ON notifications (app, idempotency_key)
+            WHERE idempotency_key IS NOT NULL;
+        CREATE TABLE deliveries (
+            id INTEGER PRIMARY KEY,
+            notification INTEGER NOT NULL,
+            token TEXT NOT NULL,
+            user TEXT,
+            environment TEXT NOT NULL,
+            transport TEXT,
+            state TEXT NOT NULL CHECK (state IN ('queued', 'sent', 'delivered', 'failed', 'invalid_token', 'rejected', 'expired')),
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at INTEGER,
+            lease_until INTEGER,
+            last_reason TEXT,
+            apns_id TEXT NOT NULL,
+            updated_at INTEGER NOT NULL
+        );
+        CREATE INDEX deliveries_by_notification ON deliveries (notification);
+        CREATE INDEX deliveries_due ON deliveries (transport, next_attempt_at, id) WHERE state = 'queued';
+        CREATE INDEX deliveries_claimed ON deliveries (transport, lease_until) WHERE state = 'sent';
+        """,
     ])
 }

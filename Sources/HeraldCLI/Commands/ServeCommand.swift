@@ -1,0 +1,56 @@
+import Foundation
+import HeraldCore
+import HeraldServer
+
+/// `herald serve`: the daemon.
+enum ServeCommand {
+    static let spec = CommandSpec(
+        path: "serve",
+        summary: "Run the daemon: HTTP API, durable queue, delivery workers, metrics.",
+        usage: "serve [--config PATH]",
+        options: [CommandSpec.configOption],
+        discussion: """
+        Listens on api.listen (JSON API under /v1, /healthz, /readyz, /metrics; see docs/openapi.yaml)
+        and prints "herald: listening on HOST:PORT" on standard output once it serves. Logs go to
+        standard error, one line per event, in log.format.
+
+        Every accepted notification is committed to the SQLite queue (storage.path) before the API
+        answers 202; workers deliver it through the app's transports, retry temporary failures and
+        resume unfinished deliveries after a restart. Without api.keys the daemon listens only on
+        loopback addresses.
+
+        Signals:
+          SIGTERM, SIGINT  stop accepting, finish in-flight requests and batches within
+                           server.shutdownDeadline, close the transports, exit 0.
+          SIGHUP           reload the configuration file: keys, apps, routes, transports, tuning and
+                           log settings. Unchanged transports keep their connections. A file with
+                           errors, or a change to storage, api.listen, api.maxBodyBytes or
+                           server.connectionLimit/connectionTimeout/maxCommitBatch, is refused and
+                           logged; the running configuration stays.
+
+        Exit codes: 0 after a signal, 1 when the daemon cannot start, 2 for a bad configuration.
+        """)
+
+    static let command = HeraldCLI.Command(spec: spec) { arguments, context throws(CLIError) in
+        let path = context.configPath(arguments)
+        let configuration: DaemonConfiguration
+        do throws(ConfigurationError) {
+            configuration = try DaemonConfiguration.load(path: path, registry: context.registry, environment: context.environment)
+        } catch {
+            var lines = error.warnings.map { "\(path): warning: \($0)" }
+            lines += error.errors.map { "\(path): \($0)" }
+            lines.append("herald: the configuration has \(error.errors.count) error\(error.errors.count == 1 ? "" : "s")")
+            throw .configuration(lines)
+        }
+        for warning in configuration.configuration.warnings { context.console.err("\(path): warning: \(warning)") }
+        let daemon = Daemon(configuration: configuration, registry: context.registry,
+                            options: Daemon.Options(environment: context.environment, announce: true))
+        do throws(DaemonError) {
+            try await daemon.start()
+        } catch {
+            throw .runtime(error.message)
+        }
+        let code = await daemon.runUntilSignalled()
+        if code != 0 { throw .runtime("the daemon stopped with code \(code)") }
+    }
+}

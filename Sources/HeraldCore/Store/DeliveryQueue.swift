@@ -1,0 +1,258 @@
+import Foundation
+
+/// The daemon's durable outbox: notifications and their deliveries, claimed by workers with a
+/// lease, completed with an outcome, retried on schedule, pruned after a retention.
+///
+/// The SQLite queue (`HeraldStore.SQLiteDeliveryQueue`) implements it today; a PostgreSQL
+/// queue can follow without touching the daemon. Implementations must be safe to call from
+/// many tasks at once, and ``enqueue(_:idempotencySince:)`` must have made the notification
+/// durable before it returns.
+///
+/// Delivery states move `queued → sent → (delivered | failed | invalid_token | rejected |
+/// expired)`, or `sent → queued` for a retry. A `sent` row whose claim was lost (a crash) is
+/// ambiguous: the transport may or may not have accepted it; see ``interrupted(transport:)``.
+public protocol DeliveryQueue: Sendable {
+    /// Stores a notification with its deliveries in one transaction.
+    ///
+    /// When the notification has an idempotency key already stored for the same app at or
+    /// after `idempotencySince`, nothing is stored and the first receipt comes back with
+    /// ``EnqueueReceipt/replayed`` set.
+    func enqueue(_ notification: QueuedNotification, idempotencySince: Date) async throws -> EnqueueReceipt
+
+    /// The receipt of an earlier notification with this idempotency key, when within the window.
+    func receipt(app: String, idempotencyKey: String, since: Date) async throws -> EnqueueReceipt?
+
+    /// Claims up to `limit` deliveries of `transport` that are due at `now` (oldest first),
+    /// marks them `sent` with a lease until `leaseUntil`, and counts the attempt.
+    /// The returned ``Delivery/attempt`` is the claim's fencing token for ``complete(_:now:)``.
+    func claim(transport: String, limit: Int, now: Date, leaseUntil: Date) async throws -> [ClaimedDelivery]
+
+    /// Deliveries of `transport` that an earlier run of the daemon claimed and never completed
+    /// (it crashed or was killed): the transport may have accepted them. The caller confirms or
+    /// re-queues each through ``complete(_:now:)``.
+    func interrupted(transport: String) async throws -> [ClaimedDelivery]
+
+    /// Records outcomes. A completion whose attempt no longer matches the row (the lease ran
+    /// out and the delivery was claimed again) is ignored.
+    func complete(_ completions: [DeliveryCompletion], now: Date) async throws
+
+    /// Returns deliveries whose lease ran out in this run to the queue; returns how many.
+    func reclaimExpiredLeases(now: Date) async throws -> Int
+
+    /// When the next queued delivery of `transport` is due (`nil` when none is queued).
+    func nextDue(transport: String) async throws -> Date?
+
+    /// A notification and the state of each of its deliveries.
+    func status(notificationID: String) async throws -> NotificationStatus?
+
+    /// Unfinished deliveries per transport (kept in memory; cheap).
+    func depth() -> [String: QueueDepth]
+
+    /// Deletes notifications created before `cutoff` whose deliveries are all final, with
+    /// their deliveries; returns how many deliveries went.
+    func prune(createdBefore cutoff: Date) async throws -> Int
+
+    /// Finishes pending writes and closes the queue.
+    func close() async
+}
+
+/// A delivery taken from the queue, with when its notification was accepted (for latency).
+public struct ClaimedDelivery: Sendable {
+    public var delivery: Delivery
+    public var acceptedAt: Date
+
+    public init(delivery: Delivery, acceptedAt: Date) {
+        self.delivery = delivery
+        self.acceptedAt = acceptedAt
+    }
+}
+
+/// A delivery's state in the queue (the API's `state`).
+public enum DeliveryState: String, CaseIterable, Sendable, Codable {
+    /// Waiting for its first attempt or for a retry.
+    case queued
+    /// Handed to its transport; the outcome is not recorded yet.
+    case sent
+    case delivered
+    case failed
+    case invalidToken = "invalid_token"
+    case rejected
+    case expired
+
+    /// Whether nothing more will happen to the delivery.
+    public var isFinal: Bool { self != .queued && self != .sent }
+
+    /// The state that ends a delivery with this report outcome.
+    public init(_ outcome: DeliveryReport.Outcome) {
+        switch outcome {
+        case .delivered: self = .delivered
+        case .invalidToken: self = .invalidToken
+        case .rejected: self = .rejected
+        case .expired: self = .expired
+        case .failed: self = .failed
+        }
+    }
+}
+
+/// A notification fanned out and ready to be stored.
+public struct QueuedNotification: Sendable {
+    /// Public id (lower-case UUID).
+    public var id: String
+    public var app: String
+    /// The app's bundle id when the notification was accepted (`apns-topic` before suffixes).
+    public var topic: String
+    public var content: NotificationContent
+    public var idempotencyKey: String?
+    public var createdAt: Date
+    public var deliveries: [PlannedDelivery]
+
+    public init(id: String, app: String, topic: String, content: NotificationContent, idempotencyKey: String?,
+                createdAt: Date, deliveries: [PlannedDelivery]) {
+        self.id = id
+        self.app = app
+        self.topic = topic
+        self.content = content
+        self.idempotencyKey = idempotencyKey
+        self.createdAt = createdAt
+        self.deliveries = deliveries
+    }
+
+    /// The notification of a fan-out plan: queued deliveries plus the devices already final.
+    public init(plan: DispatchPlan, content: NotificationContent, idempotencyKey: String?, createdAt: Date) {
+        var planned = plan.deliveries.map {
+            PlannedDelivery(token: $0.token, user: $0.user, transport: $0.transport, environment: $0.environment,
+                            apnsID: $0.apnsID, state: .queued, reason: nil)
+        }
+        for r in plan.reports {
+            planned.append(PlannedDelivery(token: r.token, user: r.user, transport: r.transport,
+                                           environment: .production, apnsID: UUID(), state: DeliveryState(r.outcome),
+                                           reason: r.reason))
+        }
+        self.init(id: plan.notificationID, app: plan.app.id, topic: plan.app.topic, content: content,
+                  idempotencyKey: idempotencyKey, createdAt: createdAt, deliveries: planned)
+    }
+}
+
+/// One device of a notification to store.
+public struct PlannedDelivery: Sendable, Equatable {
+    public var token: String
+    public var user: String?
+    /// `nil` when no transport can carry the device (then `state` is final).
+    public var transport: String?
+    public var environment: APNsEnvironment
+    /// The `apns-id` sent with every attempt of this delivery.
+    public var apnsID: UUID
+    /// `.queued`, or a final state for a device refused before sending.
+    public var state: DeliveryState
+    public var reason: String?
+
+    public init(token: String, user: String?, transport: String?, environment: APNsEnvironment, apnsID: UUID,
+                state: DeliveryState = .queued, reason: String? = nil) {
+        self.token = token
+        self.user = user
+        self.transport = transport
+        self.environment = environment
+        self.apnsID = apnsID
+        self.state = state
+        self.reason = reason
+    }
+}
+
+/// What the API answers for an accepted notification (and again for a replay).
+public struct EnqueueReceipt: Sendable, Equatable {
+    public var id: String
+    /// Deliveries stored (one per device).
+    public var deliveries: Int
+    /// Whether this is the answer to an earlier request with the same idempotency key.
+    public var replayed: Bool
+
+    public init(id: String, deliveries: Int, replayed: Bool) {
+        self.id = id
+        self.deliveries = deliveries
+        self.replayed = replayed
+    }
+}
+
+/// The outcome of one claimed delivery.
+public struct DeliveryCompletion: Sendable, Equatable {
+    public enum Disposition: Sendable, Equatable {
+        /// Final. `apnsID` is the id the peer confirmed, when it did.
+        case finished(DeliveryState, reason: String?, apnsID: String?)
+        /// Back to `queued`, due at this time.
+        case retry(at: Date, reason: String)
+    }
+
+    /// The delivery's row id.
+    public var id: Int64
+    /// The attempt of the claim (``Delivery/attempt``): a fencing token.
+    public var attempt: Int
+    public var disposition: Disposition
+
+    public init(id: Int64, attempt: Int, disposition: Disposition) {
+        self.id = id
+        self.attempt = attempt
+        self.disposition = disposition
+    }
+}
+
+/// A notification and where each of its deliveries stands.
+public struct NotificationStatus: Sendable, Equatable {
+    public var id: String
+    public var app: String
+    public var createdAt: Date
+    public var idempotencyKey: String?
+    public var deliveries: [DeliveryStatus]
+
+    public init(id: String, app: String, createdAt: Date, idempotencyKey: String?, deliveries: [DeliveryStatus]) {
+        self.id = id
+        self.app = app
+        self.createdAt = createdAt
+        self.idempotencyKey = idempotencyKey
+        self.deliveries = deliveries
+    }
+}
+
+/// One delivery's state, for `GET /v1/notifications/{id}`.
+public struct DeliveryStatus: Sendable, Equatable {
+    public var id: Int64
+    public var token: String
+    public var user: String?
+    public var transport: String?
+    public var state: DeliveryState
+    public var attempts: Int
+    public var lastReason: String?
+    public var apnsID: String
+    public var updatedAt: Date
+    /// When a queued delivery is due.
+    public var nextAttemptAt: Date?
+
+    public init(id: Int64, token: String, user: String?, transport: String?, state: DeliveryState, attempts: Int,
+                lastReason: String?, apnsID: String, updatedAt: Date, nextAttemptAt: Date?) {
+        self.id = id
+        self.token = token
+        self.user = user
+        self.transport = transport
+        self.state = state
+        self.attempts = attempts
+        self.lastReason = lastReason
+        self.apnsID = apnsID
+        self.updatedAt = updatedAt
+        self.nextAttemptAt = nextAttemptAt
+    }
+}
+
+/// Unfinished deliveries of one transport.
+public struct QueueDepth: Sendable, Equatable {
+    /// Waiting (first attempt or retry).
+    public var queued: Int
+    /// Claimed and handed to the transport.
+    public var inFlight: Int
+
+    public init(queued: Int = 0, inFlight: Int = 0) {
+        self.queued = queued
+        self.inFlight = inFlight
+    }
+
+    /// Everything not yet final.
+    public var backlog: Int { queued + inFlight }
+}

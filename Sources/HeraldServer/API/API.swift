@@ -1,0 +1,249 @@
+import Foundation
+import HeraldCore
+
+/// What the API reads that a reload may replace, swapped as a whole.
+public final class RuntimeSnapshot: Sendable {
+    public let configuration: HeraldConfiguration
+    let auth: Authenticator
+    let fanOut: FanOut
+
+    public init(configuration: HeraldConfiguration, store: any TokenStore) {
+        self.configuration = configuration
+        auth = Authenticator(configuration.api)
+        fanOut = FanOut(configuration: configuration, store: store)
+    }
+}
+
+/// Whether the daemon can serve: store open, transports started.
+public struct Readiness: Sendable {
+    public var storeOpen: Bool
+    /// Transport name → `started`, `starting` or `failed: <reason>`.
+    public var transports: [String: String]
+    public var isReady: Bool { storeOpen && transports.values.allSatisfy { $0 == "started" } }
+}
+
+/// The HTTP API: routing, authentication, and the JSON handlers.
+///
+/// ``immediate(_:)`` answers on the server thread what needs no waiting (errors, health,
+/// metrics); ``handle(_:)`` does the rest (store and queue work).
+public final class API: Sendable {
+    /// What the API works with.
+    public struct Dependencies: Sendable {
+        public var snapshot: @Sendable () -> RuntimeSnapshot
+        public var queue: any DeliveryQueue
+        /// Accepts waiting for the group commit (bounded by `server.maxPendingAccepts`).
+        public var waitingAccepts: @Sendable () -> Int
+        public var store: any TokenStore
+        public var clock: any WallClock
+        public var readiness: @Sendable () -> Readiness
+        /// Tells the workers of these transports that deliveries are waiting.
+        public var wake: @Sendable (Set<String>) -> Void
+
+        public init(snapshot: @escaping @Sendable () -> RuntimeSnapshot, queue: any DeliveryQueue,
+                    waitingAccepts: @escaping @Sendable () -> Int, store: any TokenStore, clock: any WallClock,
+                    readiness: @escaping @Sendable () -> Readiness, wake: @escaping @Sendable (Set<String>) -> Void) {
+            self.snapshot = snapshot
+            self.queue = queue
+            self.waitingAccepts = waitingAccepts
+            self.store = store
+            self.clock = clock
+            self.readiness = readiness
+            self.wake = wake
+        }
+    }
+
+    private let deps: Dependencies
+    private let metrics: ServerMetrics
+    private let logger: Logger
+
+    public init(_ dependencies: Dependencies, metrics: MetricsRegistry, logger: Logger) {
+        deps = dependencies
+        self.metrics = ServerMetrics(registry: metrics)
+        self.logger = logger.labeled("api")
+    }
+
+    // MARK: Routing
+
+    enum Route: Sendable {
+        case health, ready, metrics
+        case registerDevice, removeDevice(token: String), userDevices(user: String)
+        case sendNotification, notificationStatus(id: String)
+
+        var label: String {
+            switch self {
+            case .health: return "GET /healthz"
+            case .ready: return "GET /readyz"
+            case .metrics: return "GET /metrics"
+            case .registerDevice: return "POST /v1/devices"
+            case .removeDevice: return "DELETE /v1/devices/{token}"
+            case .userDevices: return "GET /v1/users/{user}/devices"
+            case .sendNotification: return "POST /v1/notifications"
+            case .notificationStatus: return "GET /v1/notifications/{id}"
+            }
+        }
+
+        var scope: APIConfiguration.Scope? {
+            switch self {
+            case .health, .ready: return nil
+            case .metrics: return .admin
+            case .registerDevice, .removeDevice, .userDevices: return .devices
+            case .sendNotification, .notificationStatus: return .send
+            }
+        }
+
+        var hasJSONBody: Bool {
+            switch self {
+            case .registerDevice, .sendNotification: return true
+            default: return false
+            }
+        }
+    }
+
+    /// The route for a request, or 404/405.
+    static func route(_ request: HTTPRequest) -> Result<Route, APIError> {
+        guard let s = request.pathSegments else { return .failure(.invalid("path", "the path has a malformed %-escape")) }
+        let method = request.method == "HEAD" ? "GET" : request.method
+        func only(_ allowed: String, _ route: Route) -> Result<Route, APIError> {
+            if method == allowed { return .success(route) }
+            return .failure(APIError(status: 405, code: "method_not_allowed",
+                                     message: "\(request.method) is not allowed here; use \(allowed)", headers: ["Allow": allowed]))
+        }
+        switch s.count {
+        case 1 where s[0] == "healthz": return only("GET", .health)
+        case 1 where s[0] == "readyz": return only("GET", .ready)
+        case 1 where s[0] == "metrics": return only("GET", .metrics)
+        case 2 where s[0] == "v1" && s[1] == "devices": return only("POST", .registerDevice)
+        case 3 where s[0] == "v1" && s[1] == "devices": return only("DELETE", .removeDevice(token: s[2]))
+        case 4 where s[0] == "v1" && s[1] == "users" && s[3] == "devices": return only("GET", .userDevices(user: s[2]))
+        case 2 where s[0] == "v1" && s[1] == "notifications": return only("POST", .sendNotification)
+        case 3 where s[0] == "v1" && s[1] == "notifications": return only("GET", .notificationStatus(id: s[2]))
+        default:
+            return .failure(.notFound("no such endpoint: \(request.path); see docs/openapi.yaml"))
+        }
+    }
+
+    /// Route, authentication, body size and media type: everything decided without waiting.
+    func check(_ request: HTTPRequest) -> Result<Route, APIError> {
+        let route: Route
+        switch Self.route(request) {
+        case .success(let r): route = r
+        case .failure(let e): return .failure(e)
+        }
+        if let scope = route.scope, case .failure(let e) = deps.snapshot().auth.authorize(request.headers["authorization"], scope: scope) {
+            return .failure(e)
+        }
+        if request.bodyTooLarge {
+            let limit = deps.snapshot().configuration.api.maxBodyBytes
+            return .failure(APIError(status: 413, code: "payload_too_large", message: "the request body is larger than api.maxBodyBytes (\(limit) bytes)"))
+        }
+        if route.hasJSONBody {
+            let type = request.headers["content-type"].flatMap { $0.split(separator: ";").first }
+                .map { String($0.filter { $0 != " " && $0 != "\t" }).lowercased() }
+            guard let type, type == "application/json" || type.hasSuffix("+json") else {
+                return .failure(APIError(status: 415, code: "unsupported_media_type",
+                                         message: "send the body as JSON with \"Content-Type: application/json\"", field: "Content-Type"))
+            }
+        }
+        return .success(route)
+    }
+
+    /// Answers at once (on the server thread) what needs no store or queue; `nil` otherwise.
+    public func immediate(_ request: HTTPRequest) -> HTTPResponse? {
+        switch check(request) {
+        case .failure(let e):
+            let route = (try? Self.route(request).get())?.label ?? "other"
+            metrics.request(route: route, status: e.status)
+            return e.response
+        case .success(let route):
+            let response: HTTPResponse
+            switch route {
+            case .health: response = HTTPResponse.json(200) { $0.string("status", "ok") }
+            case .ready: response = ready()
+            case .metrics: response = renderMetrics()
+            default: return nil
+            }
+            metrics.request(route: route.label, status: response.status)
+            return response
+        }
+    }
+
+    /// Answers any request.
+    public func handle(_ request: HTTPRequest) async -> HTTPResponse {
+        if let response = immediate(request) { return response }
+        guard case .success(let route) = check(request) else { return APIError.notFound("no route").response }
+        let response: HTTPResponse
+        do {
+            switch route {
+            case .registerDevice: response = try await registerDevice(request)
+            case .removeDevice(let token): response = try await removeDevice(token, request)
+            case .userDevices(let user): response = try await userDevices(user, request)
+            case .sendNotification: response = try await sendNotification(request)
+            case .notificationStatus(let id): response = try await notificationStatus(id)
+            case .health, .ready, .metrics: response = APIError.notFound("unreachable").response
+            }
+        } catch let e as APIError {
+            response = e.response
+        } catch {
+            logger.error("request failed", ["route": route.label, "error": String(describing: error)])
+            response = APIError(status: 500, code: "internal", message: "the request could not be completed: \(error)").response
+        }
+        metrics.request(route: route.label, status: response.status)
+        return response
+    }
+
+    // MARK: Health and metrics
+
+    private func ready() -> HTTPResponse {
+        let r = deps.readiness()
+        return HTTPResponse.json(r.isReady ? 200 : 503) { o in
+            o.string("status", r.isReady ? "ready" : "not_ready")
+            o.string("store", r.storeOpen ? "open" : "closed")
+            o.object("transports") { t in
+                for name in r.transports.keys.sorted() { t.string(name, r.transports[name]) }
+            }
+        }
+    }
+
+    private func renderMetrics() -> HTTPResponse {
+        var depth = deps.queue.depth()
+        for name in deps.snapshot().configuration.transports.keys where depth[name] == nil { depth[name] = QueueDepth() }
+        metrics.updateQueue(depth, waitingAccepts: deps.waitingAccepts())
+        return HTTPResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
+                            body: Array(metrics.registry.render().utf8))
+    }
+
+    // MARK: Bodies
+
+    /// Parses a JSON body strictly.
+    func parseBody(_ request: HTTPRequest) throws(APIError) -> JSONValue {
+        if request.body.isEmpty { throw APIError(status: 400, code: "invalid_json", message: "the request body is empty; send a JSON object") }
+        do { return try StrictJSON.parse(request.body) } catch {
+            throw APIError(status: 400, code: "invalid_json", message: error.description)
+        }
+    }
+
+    /// The first issue as a 400 naming its field; the others in the message.
+    static func issuesError(_ issues: [JSONIssue]) -> APIError {
+        guard let first = issues.first else { return .invalid(nil, "invalid request") }
+        var message = first.message
+        if issues.count > 1 {
+            message += " (and \(issues.count - 1) more: " + issues.dropFirst().prefix(5).map(\.description).joined(separator: "; ") + ")"
+        }
+        return .invalid(first.path.isEmpty ? nil : first.path, message)
+    }
+
+    func app(_ id: String?, field: String, in configuration: HeraldConfiguration) throws(APIError) -> AppConfiguration {
+        guard let id, !id.isEmpty else { throw .invalid(field, "is required: the app id (a key of \"apps\" in the config)") }
+        guard let app = configuration.app(id) else {
+            var message = "unknown app \"\(id)\"; configured: \(configuration.apps.keys.sorted().joined(separator: ", "))"
+            if let s = Spelling.closest(to: id, in: configuration.apps.keys) { message += " (did you mean \"\(s)\"?)" }
+            throw .invalid(field, message)
+        }
+        return app
+    }
+
+    var now: Date { deps.clock.now }
+    var dependencies: Dependencies { deps }
+    var serverMetrics: ServerMetrics { metrics }
+    var apiLogger: Logger { logger }
+}

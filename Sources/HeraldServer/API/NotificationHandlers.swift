@@ -1,0 +1,112 @@
+import Foundation
+import HeraldCore
+
+/// `POST /v1/notifications` and `GET /v1/notifications/{id}`.
+extension API {
+    func sendNotification(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let json = try parseBody(request)
+        let notification: NotificationRequest
+        do { notification = try NotificationRequest.fromAPI(json) } catch { throw Self.issuesError(error.issues) }
+        let snapshot = dependencies.snapshot()
+        let configuration = snapshot.configuration
+        let server = configuration.server
+        _ = try app(notification.app, field: "app", in: configuration)
+        let accepted = now
+        let since = accepted.addingTimeInterval(-server.idempotencyWindow)
+
+        if let key = notification.idempotencyKey,
+           let receipt = try await dependencies.queue.receipt(app: notification.app, idempotencyKey: key, since: since) {
+            serverMetrics.replayed()
+            return Self.receiptResponse(receipt)
+        }
+        if dependencies.waitingAccepts() >= server.maxPendingAccepts {
+            serverMetrics.refused("commit_backlog")
+            throw APIError.unavailable("overloaded", "too many notifications are waiting to be written; retry after \(server.retryAfter) s",
+                                       retryAfter: server.retryAfter)
+        }
+
+        let plan: DispatchPlan
+        do {
+            try FanOut.validate(notification.content)
+            plan = try await snapshot.fanOut.plan(notification)
+        } catch {
+            switch error {
+            case .invalidRequest(let field, let message): throw APIError.invalid(field, message)
+            case .unknownApp: throw APIError.invalid("app", error.description)
+            case .store(let message): throw APIError(status: 500, code: "store", message: message)
+            }
+        }
+
+        var perTransport: [String: Int] = [:]
+        for d in plan.deliveries { perTransport[d.transport, default: 0] += 1 }
+        let depth = dependencies.queue.depth()
+        for (transport, n) in perTransport.sorted(by: { $0.key < $1.key }) {
+            let bound = server.maxQueued(for: transport)
+            if (depth[transport]?.backlog ?? 0) + n > bound {
+                serverMetrics.refused("queue_full")
+                throw APIError.unavailable("queue_full", "transport \(transport) has \(depth[transport]?.backlog ?? 0) deliveries waiting (bound \(bound)); retry after \(server.retryAfter) s",
+                                           retryAfter: server.retryAfter)
+            }
+        }
+
+        let queued = QueuedNotification(plan: plan, content: notification.content,
+                                        idempotencyKey: notification.idempotencyKey, createdAt: accepted)
+        let receipt = try await dependencies.queue.enqueue(queued, idempotencySince: since)
+        if receipt.replayed {
+            serverMetrics.replayed()
+        } else {
+            serverMetrics.accepted(app: notification.app)
+            serverMetrics.acceptedDeliveries(receipt.deliveries)
+            for r in plan.reports {
+                serverMetrics.finished(transport: r.transport ?? "none", state: DeliveryState(r.outcome), reason: r.reason)
+            }
+            if !perTransport.isEmpty { dependencies.wake(Set(perTransport.keys)) }
+            if plan.skippedOverLimit > 0 {
+                apiLogger.notice("devices over the per-user limit were skipped",
+                                 ["app": plan.app.id, "notification": receipt.id, "skipped": String(plan.skippedOverLimit)])
+            }
+        }
+        return Self.receiptResponse(receipt)
+    }
+
+    static func receiptResponse(_ receipt: EnqueueReceipt) -> HTTPResponse {
+        HTTPResponse.json(202, headers: receipt.replayed ? [("Idempotent-Replayed", "true")] : []) { o in
+            o.string("id", receipt.id)
+            o.int("deliveries", receipt.deliveries)
+        }
+    }
+
+    func notificationStatus(_ id: String) async throws -> HTTPResponse {
+        guard let status = try await dependencies.queue.status(notificationID: id) else {
+            throw APIError.notFound("no notification \"\(id)\" (finished notifications are kept for server.retention)")
+        }
+        return HTTPResponse.json(200) { o in
+            o.string("id", status.id)
+            o.string("app", status.app)
+            o.string("created_at", status.createdAt.iso8601)
+            o.string("idempotency_key", status.idempotencyKey)
+            var counts: [String: Int] = [:]
+            for d in status.deliveries { counts[d.state.rawValue, default: 0] += 1 }
+            o.object("summary") { s in
+                for state in DeliveryState.allCases { if let n = counts[state.rawValue] { s.int(state.rawValue, n) } }
+            }
+            o.array("deliveries") { w in
+                for (i, d) in status.deliveries.enumerated() {
+                    if i > 0 { w.raw(UInt8(ascii: ",")) }
+                    w.object { e in
+                        e.int64("id", d.id)
+                        e.string("token", d.token)
+                        if let u = d.user { e.string("user", u) } else { e.null("user") }
+                        if let t = d.transport { e.string("transport", t) } else { e.null("transport") }
+                        e.string("state", d.state.rawValue)
+                        e.int("attempts", d.attempts)
+                        if let r = d.lastReason { e.string("reason", r) } else { e.null("reason") }
+                        e.string("apns_id", d.apnsID)
+                        e.string("updated_at", d.updatedAt.iso8601)
+                        if d.state == .queued, let next = d.nextAttemptAt { e.string("next_attempt_at", next.iso8601) }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,334 @@
+import CMicroHTTPD
+import Foundation
+import HeraldCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An HTTP/1.1 server on libmicrohttpd: one internal poll() thread parses requests (epoll stalls
+/// past ~100 connections in libmicrohttpd 0.9.75, see the shim); complete
+/// requests are handed to an async handler while their connection is suspended, and resumed
+/// with the response.
+///
+/// - Important: suspended connections do not notice a client that went away, so ``stop(deadline:)``
+///   resumes every one of them (with a 503) before stopping the daemon.
+public final class HTTPServer: @unchecked Sendable {
+    /// Tuning of the server.
+    public struct Options: Sendable {
+        public var connectionLimit: Int = 1024
+        public var connectionTimeout: TimeInterval = 60
+        /// Largest request body; bigger bodies are answered by the handler with 413.
+        public var maxBodyBytes: Int = 1 << 20
+        /// Memory per connection for headers and buffers.
+        public var connectionMemoryLimit: Int = 16 * 1024
+
+        public init(connectionLimit: Int = 1024, connectionTimeout: TimeInterval = 60, maxBodyBytes: Int = 1 << 20) {
+            self.connectionLimit = connectionLimit
+            self.connectionTimeout = connectionTimeout
+            self.maxBodyBytes = maxBodyBytes
+        }
+    }
+
+    /// Answers a request at once on the server thread (`nil`: not handled here). Must be quick.
+    public typealias ImmediateHandler = @Sendable (HTTPRequest) -> HTTPResponse?
+    /// Answers a request asynchronously.
+    public typealias Handler = @Sendable (HTTPRequest) async -> HTTPResponse
+
+    private let options: Options
+    private let handler: Handler
+    private let immediate: ImmediateHandler
+    private let logger: Logger
+    private var daemon: OpaquePointer?
+    /// Requests between first byte and completion, and the suspended ones among them.
+    private let state = Locked(State())
+    private let connections: Gauge
+    private let connectionsTotal: Counter
+
+    private struct State {
+        var active = 0
+        var suspended: [ObjectIdentifier: RequestContext] = [:]
+        var stopping = false
+    }
+
+    /// The port the server listens on (after ``start(_:)``).
+    public private(set) var port: Int = 0
+
+    public init(options: Options, logger: Logger, metrics: MetricsRegistry,
+                immediate: @escaping ImmediateHandler = { _ in nil }, handler: @escaping Handler) {
+        self.options = options
+        self.handler = handler
+        self.immediate = immediate
+        self.logger = logger
+        connections = metrics.gauge("herald_http_connections", help: "Open HTTP connections.")
+        connectionsTotal = metrics.counter("herald_http_connections_total", help: "HTTP connections accepted.")
+    }
+
+    deinit {
+        if let daemon { MHD_stop_daemon(daemon) }
+    }
+
+    /// Binds `address` and starts serving; returns the port (useful with port 0).
+    /// - Throws: ``HTTPServerError`` naming the address and the system's reason.
+    @discardableResult
+    public func start(_ address: ListenAddress) throws(HTTPServerError) -> Int {
+        var storage = try Self.socketAddress(address)
+        let length = socklen_t(Int32(storage.ss_family) == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        let options = self.options
+        let d: OpaquePointer? = withUnsafePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
+                var o = herald_mhd_options(address: sa, address_length: length, connection_limit: UInt32(options.connectionLimit),
+                                           connection_timeout: UInt32(max(0, options.connectionTimeout.rounded(.up))),
+                                           connection_memory_limit: options.connectionMemoryLimit)
+                return herald_mhd_start(&o, { cls, connection, url, method, _, data, size, context in
+                    let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
+                    return herald_mhd_result(server.access(connection!, url!, method!, data, size!, context!) ? 1 : 0)
+                }, me, { cls, _, context, _ in
+                    guard let cls, let context, let pointer = context.pointee else { return }
+                    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+                    let request = Unmanaged<RequestContext>.fromOpaque(pointer).takeRetainedValue()
+                    context.pointee = nil
+                    server.completed(request)
+                }, me, { cls, _, _, code in
+                    let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
+                    server.connectionChanged(opened: code.rawValue == 0 /* MHD_CONNECTION_NOTIFY_STARTED */)
+                }, me, { _, _, s in
+                    // Keep the path and query raw: segments are decoded one by one, so "%2F" stays inside a segment.
+                    strlen(s!)
+                }, me)
+            }
+        }
+        guard let d else {
+            throw HTTPServerError(message: "cannot listen on \(address): \(String(cString: strerror(errno))) (is another process using the port?)")
+        }
+        daemon = d
+        port = Int(herald_mhd_bound_port(d))
+        return port
+    }
+
+    /// The socket address for `address` (an IP literal, or `localhost`).
+    private static func socketAddress(_ address: ListenAddress) throws(HTTPServerError) -> sockaddr_storage {
+        let host = address.host == "localhost" ? "127.0.0.1" : address.host
+        var storage = sockaddr_storage()
+        var v4 = in_addr(), v6 = in6_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 {
+            withUnsafeMutablePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sa in
+                    sa.pointee.sin_family = sa_family_t(AF_INET)
+                    sa.pointee.sin_port = in_port_t(UInt16(address.port).bigEndian)
+                    sa.pointee.sin_addr = v4
+                }
+            }
+        } else if inet_pton(AF_INET6, host, &v6) == 1 {
+            withUnsafeMutablePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sa in
+                    sa.pointee.sin6_family = sa_family_t(AF_INET6)
+                    sa.pointee.sin6_port = in_port_t(UInt16(address.port).bigEndian)
+                    sa.pointee.sin6_addr = v6
+                }
+            }
+        } else {
+            throw HTTPServerError(message: "api.listen: \"\(address.host)\" is not an IP address (use e.g. 127.0.0.1, 0.0.0.0 or [::1])")
+        }
+        return storage
+    }
+
+    // MARK: Callbacks (on the server thread)
+
+    private func access(_ connection: OpaquePointer, _ url: UnsafePointer<CChar>, _ method: UnsafePointer<CChar>,
+                        _ data: UnsafePointer<CChar>?, _ size: UnsafeMutablePointer<Int>,
+                        _ context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> Bool {
+        guard let pointer = context.pointee else {
+            let request = RequestContext(connection: connection, method: String(cString: method), url: String(cString: url))
+            context.pointee = Unmanaged.passRetained(request).toOpaque()
+            state.withLock { $0.active += 1 }
+            if let length = herald_mhd_header(connection, "Content-Length").map({ String(cString: $0) }),
+               let n = Int(length), n > options.maxBodyBytes {
+                // Refuse before reading the body; libmicrohttpd closes the connection afterwards.
+                request.bodyTooLarge = true
+                return respond(connection, dispatch(request, immediateOnly: true) ?? HTTPResponse(status: 413))
+            }
+            return true
+        }
+        let request = Unmanaged<RequestContext>.fromOpaque(pointer).takeUnretainedValue()
+        if let response = request.takeResponse() { return respond(connection, response) }
+        if size.pointee > 0 {
+            if !request.bodyTooLarge, let data {
+                if request.body.count + size.pointee > options.maxBodyBytes {
+                    request.bodyTooLarge = true
+                    request.body = []
+                } else {
+                    data.withMemoryRebound(to: UInt8.self, capacity: size.pointee) {
+                        request.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: size.pointee))
+                    }
+                }
+            }
+            size.pointee = 0
+            return true
+        }
+        if request.dispatched { return true }
+        request.dispatched = true
+        if let response = dispatch(request, immediateOnly: false) { return respond(connection, response) }
+        return true
+    }
+
+    /// Builds the request; answers it at once when the immediate handler does, else suspends
+    /// the connection and runs the async handler.
+    private func dispatch(_ context: RequestContext, immediateOnly: Bool) -> HTTPResponse? {
+        let connection = context.connection
+        var headers: [String: String] = [:]
+        for name in ["Authorization", "Content-Type", "Content-Length"] {
+            if let v = herald_mhd_header(connection, name) { headers[name.lowercased()] = String(cString: v) }
+        }
+        let query = QueryCollector()
+        let box = Unmanaged.passUnretained(query).toOpaque()
+        _ = herald_mhd_query_arguments(connection, { cls, _, key, value in
+            let q = Unmanaged<QueryCollector>.fromOpaque(cls!).takeUnretainedValue()
+            if let key {
+                let k = PercentEncoding.decode(String(cString: key), plusIsSpace: true) ?? String(cString: key)
+                let v = value.map { PercentEncoding.decode(String(cString: $0), plusIsSpace: true) ?? String(cString: $0) } ?? ""
+                q.values[k] = v
+            }
+            return herald_mhd_result(1)
+        }, box)
+        let path = context.url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? context.url
+        let request = HTTPRequest(method: context.method, path: path, query: query.values, headers: headers,
+                                  body: context.body, bodyTooLarge: context.bodyTooLarge)
+        if let response = immediate(request) { return response }
+        if immediateOnly { return nil }
+        let refused: Bool = state.withLock { s in
+            if s.stopping { return true }
+            s.suspended[ObjectIdentifier(context)] = context
+            herald_mhd_suspend(connection)
+            return false
+        }
+        if refused {
+            return HTTPResponse.json(503, headers: [("Retry-After", "1")]) { o in
+                o.object("error") { e in e.string("code", "shutting_down"); e.string("message", "the server is shutting down") }
+            }
+        }
+        let handler = self.handler
+        Task.detached { [self] in
+            let response = await handler(request)
+            finish(context, with: response)
+        }
+        return nil
+    }
+
+    /// Stores the response of a suspended request and resumes its connection (unless shutdown
+    /// already did).
+    private func finish(_ context: RequestContext, with response: HTTPResponse) {
+        state.withLock { s in
+            guard s.suspended.removeValue(forKey: ObjectIdentifier(context)) != nil else { return }
+            context.setResponse(response)
+            herald_mhd_resume(context.connection)
+        }
+    }
+
+    private func respond(_ connection: OpaquePointer, _ response: HTTPResponse) -> Bool {
+        var headers = response.headers
+        if !response.body.isEmpty && !headers.contains(where: { $0.0.lowercased() == "content-type" }) {
+            headers.append(("Content-Type", "application/json"))
+        }
+        let names = headers.map { strdup($0.0) }
+        let values = headers.map { strdup($0.1) }
+        defer {
+            names.forEach { free($0) }
+            values.forEach { free($0) }
+        }
+        var pairs = (0..<headers.count).map { herald_mhd_header_pair(name: names[$0], value: values[$0]) }
+        let ok = response.body.withUnsafeBytes { body in
+            pairs.withUnsafeMutableBufferPointer { p in
+                herald_mhd_respond(connection, UInt32(response.status), body.baseAddress, body.count, p.baseAddress, p.count)
+            }
+        }
+        return ok == 1
+    }
+
+    private func completed(_ request: RequestContext) {
+        state.withLock { s in
+            s.active -= 1
+            s.suspended.removeValue(forKey: ObjectIdentifier(request))
+        }
+    }
+
+    private func connectionChanged(opened: Bool) {
+        if opened {
+            connections.add(1)
+            connectionsTotal.increment()
+        } else {
+            connections.add(-1)
+        }
+    }
+
+    // MARK: Lifecycle
+
+    /// Stops accepting connections; requests already received still get their answers.
+    public func stopAccepting() {
+        guard let daemon else { return }
+        let fd = herald_mhd_quiesce(daemon)
+        if fd >= 0 { close(fd) }
+    }
+
+    /// Requests received and not yet answered.
+    public var requestsInFlight: Int { state.withLock { $0.active } }
+
+    /// Stops the server: no new connections, waits up to `deadline` for in-flight requests,
+    /// answers the ones still waiting with 503, and closes every connection.
+    public func stop(deadline: TimeInterval) async {
+        guard daemon != nil else { return }
+        stopAccepting()
+        let end = Date().addingTimeInterval(deadline)
+        while Date() < end, state.withLock({ !$0.suspended.isEmpty }) {
+            try? await Task.sleep(nanoseconds: 5_000_000)
+        }
+        state.withLock { s in
+            s.stopping = true
+            for (_, context) in s.suspended {
+                context.setResponse(HTTPResponse.json(503, headers: [("Retry-After", "1")]) { o in
+                    o.object("error") { e in e.string("code", "shutting_down"); e.string("message", "the server is shutting down") }
+                })
+                herald_mhd_resume(context.connection)
+            }
+            s.suspended.removeAll()
+        }
+        // Let the server thread write the last answers before the connections close.
+        let flushEnd = Date().addingTimeInterval(min(1, max(0.05, deadline)))
+        while Date() < flushEnd, state.withLock({ $0.active > 0 }) {
+            try? await Task.sleep(nanoseconds: 5_000_000)
+        }
+        if let daemon { MHD_stop_daemon(daemon) }
+        daemon = nil
+    }
+}
+
+/// A server that cannot start; the message names the address and the reason.
+public struct HTTPServerError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    public var description: String { message }
+}
+
+/// Per-request state between libmicrohttpd callbacks.
+final class RequestContext: @unchecked Sendable {
+    let connection: OpaquePointer
+    let method: String
+    let url: String
+    var body: [UInt8] = []
+    var bodyTooLarge = false
+    var dispatched = false
+    private let response = Locked<HTTPResponse?>(nil)
+
+    init(connection: OpaquePointer, method: String, url: String) {
+        self.connection = connection
+        self.method = method
+        self.url = url
+    }
+
+    func setResponse(_ r: HTTPResponse) { response.withLock { $0 = r } }
+    func takeResponse() -> HTTPResponse? { response.withLock { r in defer { r = nil }; return r } }
+}
+
+/// Collects query arguments from libmicrohttpd's iterator.
+final class QueryCollector {
+    var values: [String: String] = [:]
+}

@@ -1,0 +1,374 @@
+import Foundation
+import HeraldCore
+import HeraldStore
+
+/// `herald serve`: the HTTP API, the durable queue, a worker per transport, housekeeping, and
+/// the lifecycle (SIGTERM/SIGINT stop it within a deadline, SIGHUP reloads the configuration).
+///
+/// ```swift
+/// let daemon = Daemon(configuration: try DaemonConfiguration.load(path: "config.json", …), registry: registry)
+/// let port = try await daemon.start()
+/// let code = await daemon.runUntilSignalled()
+/// ```
+public final class Daemon: Sendable {
+    /// What tests and embedders may replace.
+    public struct Options: Sendable {
+        public var clock: any WallClock
+        /// Jitter source in 0..<1 for retry backoff.
+        public var random: @Sendable () -> Double
+        /// Builds a transport from its spec (default: the registry).
+        public var makeTransport: (@Sendable (TransportSpec, TransportContext) throws -> any Transport)?
+        /// Where `${VAR}` values come from on reload.
+        public var environment: [String: String]
+        /// Wait between attempts to start a failing transport.
+        public var transportRestartDelay: TimeInterval
+        /// Take `<database>.daemon.lock` (one daemon per database).
+        public var lockDatabase: Bool
+        /// Print `listening on HOST:PORT` on standard output once serving.
+        public var announce: Bool
+
+        public init(clock: any WallClock = SystemClock(), random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+                    makeTransport: (@Sendable (TransportSpec, TransportContext) throws -> any Transport)? = nil,
+                    environment: [String: String] = ProcessInfo.processInfo.environment,
+                    transportRestartDelay: TimeInterval = 30, lockDatabase: Bool = true, announce: Bool = false) {
+            self.clock = clock
+            self.random = random
+            self.makeTransport = makeTransport
+            self.environment = environment
+            self.transportRestartDelay = transportRestartDelay
+            self.lockDatabase = lockDatabase
+            self.announce = announce
+        }
+    }
+
+    /// What a reload did.
+    public enum ReloadOutcome: Sendable, Equatable {
+        /// Applied; the transports started, restarted and stopped.
+        case applied(added: [String], changed: [String], removed: [String])
+        /// Refused; the old configuration stays. The reasons are logged too.
+        case refused([String])
+    }
+
+    private struct Running {
+        var current: DaemonConfiguration
+        var snapshot: RuntimeSnapshot
+        var store: SQLiteTokenStore
+        var queue: SQLiteDeliveryQueue
+        var server: HTTPServer
+        var lock: DatabaseLock?
+        var maintenance: Task<Void, Never>?
+    }
+
+    public let metrics: MetricsRegistry
+    private let registry: TransportRegistry
+    private let options: Options
+    private let logHandler: DaemonLogHandler
+    private let logger: Logger
+    private let serverMetrics: ServerMetrics
+    private let initial: DaemonConfiguration
+    private let running = Locked<Running?>(nil)
+    private let pool = WorkerPool()
+    private let reloading = Locked(false)
+
+    /// - Parameter logSink: where log records go instead of standard error (tests).
+    public init(configuration: DaemonConfiguration, registry: TransportRegistry, metrics: MetricsRegistry = MetricsRegistry(),
+                logSink: (any LogHandler)? = nil, options: Options = Options()) {
+        self.initial = configuration
+        self.registry = registry
+        self.options = options
+        self.metrics = metrics
+        let log = configuration.configuration.log
+        logHandler = DaemonLogHandler(level: log.level, format: log.format, sink: logSink)
+        logger = Logger(label: "herald", level: .trace, handler: logHandler)
+        serverMetrics = ServerMetrics(registry: metrics)
+    }
+
+    /// The configuration in force.
+    public var configuration: HeraldConfiguration { running.withLock { $0?.current.configuration } ?? initial.configuration }
+
+    /// The queue (for tests and tools).
+    public var queue: (any DeliveryQueue)? { running.withLock { $0?.queue } }
+
+    /// The port the API listens on (0 before ``start()``).
+    public var port: Int { running.withLock { $0?.server.port } ?? 0 }
+
+    // MARK: Start
+
+    /// Opens the store and queue, starts a worker per transport and the HTTP API.
+    /// - Returns: the port the API listens on.
+    /// - Throws: ``DaemonError`` naming what could not start.
+    @discardableResult
+    public func start() async throws(DaemonError) -> Int {
+        let config = initial.configuration
+        SQLiteDeliveryQueue.tuneProcess()
+        let lock = options.lockDatabase ? try DatabaseLock(database: config.storage.path) : nil
+        let store: SQLiteTokenStore
+        let queue: SQLiteDeliveryQueue
+        do {
+            store = try SQLiteTokenStore(configuration: config.storage)
+            queue = try SQLiteDeliveryQueue(configuration: config, metrics: metrics)
+        } catch {
+            lock?.release()
+            throw DaemonError("cannot open the store \(config.storage.path): \(error)")
+        }
+        let snapshot = RuntimeSnapshot(configuration: config, store: store)
+        let api = API(API.Dependencies(
+            snapshot: { [weak self] in self?.running.withLock { $0?.snapshot } ?? snapshot },
+            queue: queue, waitingAccepts: { queue.waitingAccepts }, store: store, clock: options.clock,
+            readiness: { [weak self] in Readiness(storeOpen: true, transports: self?.pool.statuses ?? [:]) },
+            wake: { [weak self] names in self?.pool.wake(names) }), metrics: metrics, logger: logger)
+        let server = HTTPServer(options: HTTPServer.Options(connectionLimit: config.server.connectionLimit,
+                                                            connectionTimeout: config.server.connectionTimeout,
+                                                            maxBodyBytes: config.api.maxBodyBytes),
+                                logger: logger, metrics: metrics, immediate: { api.immediate($0) }, handler: { await api.handle($0) })
+        running.withLock {
+            $0 = Running(current: initial, snapshot: snapshot, store: store, queue: queue, server: server, lock: lock)
+        }
+        for name in config.transports.keys.sorted() {
+            pool.add(makeWorker(name: name, spec: config.transports[name]!, queue: queue, store: store, started: false))
+        }
+        let port: Int
+        do { port = try server.start(config.api.listen) } catch {
+            _ = await stopWorkers(deadline: 1)
+            await queue.close()
+            lock?.release()
+            running.withLock { $0 = nil }
+            throw DaemonError(error.message)
+        }
+        let maintenance = Task.detached { [weak self] in
+            guard let self else { return }
+            await self.maintain()
+        }
+        running.withLock { $0?.maintenance = maintenance }
+        let address = ListenAddress(host: config.api.listen.host, port: port)
+        logger.notice("listening", ["address": address.description, "transports": config.transports.keys.sorted().joined(separator: ","),
+                                    "auth": config.api.keys.isEmpty ? "none (loopback only)" : "\(config.api.keys.count) key(s)"])
+        if options.announce {
+            FileHandle.standardOutput.write(Data("herald: listening on \(address)\n".utf8))
+        }
+        return port
+    }
+
+    private func transportContext(_ name: String) -> TransportContext {
+        TransportContext(logger: logger.labeled("transport.\(name)"), clock: options.clock, metrics: metrics)
+    }
+
+    private func buildTransport(_ spec: TransportSpec) -> any Transport {
+        let context = transportContext(spec.name)
+        do {
+            if let make = options.makeTransport { return try make(spec, context) }
+            return try registry.makeTransport(spec, context: context)
+        } catch {
+            return UnavailableTransport(name: spec.name, reason: String(describing: error))
+        }
+    }
+
+    private func makeWorker(name: String, spec: TransportSpec, queue: any DeliveryQueue, store: any TokenStore,
+                            started: Bool, transport: (any Transport)? = nil) -> TransportWorker {
+        let transport = transport ?? buildTransport(spec)
+        let preferred = transport.preferredBatchSize
+        let fallback = initial.configuration
+        return TransportWorker(
+            name: name, transport: transport, queue: queue, store: store, clock: options.clock, logger: logger,
+            metrics: serverMetrics, restartDelay: options.transportRestartDelay, alreadyStarted: started, random: options.random
+        ) { [weak self] in
+            let c = self?.configuration ?? fallback
+            return TransportWorker.Settings(retry: c.delivery.retry, batchSize: min(c.delivery.batchSize, preferred),
+                                            concurrency: c.server.concurrency(for: name), deadline: c.server.deadline(for: name),
+                                            lease: c.server.lease, linger: c.server.batchLinger)
+        }
+    }
+
+    // MARK: Housekeeping
+
+    /// Every `server.maintenanceInterval`: returns expired leases to the queue, prunes finished
+    /// notifications past the retention.
+    private func maintain() async {
+        while !Task.isCancelled {
+            let interval = configuration.server.maintenanceInterval
+            do { try await options.clock.sleep(for: interval) } catch { return }
+            await maintenanceOnce()
+        }
+    }
+
+    /// One round of housekeeping (public for tests driving a test clock).
+    public func maintenanceOnce() async {
+        guard let queue = running.withLock({ $0?.queue }) else { return }
+        let c = configuration.server
+        let now = options.clock.now
+        do {
+            let reclaimed = try await queue.reclaimExpiredLeases(now: now)
+            if reclaimed > 0 {
+                logger.warning("deliveries whose lease expired went back to the queue", ["count": String(reclaimed)])
+                pool.wakeAll()
+            }
+            let cutoff = now.addingTimeInterval(-max(c.retention, c.idempotencyWindow))
+            let pruned = try await queue.prune(createdBefore: cutoff)
+            if pruned > 0 { logger.info("pruned finished deliveries", ["count": String(pruned), "before": cutoff.iso8601]) }
+        } catch {
+            logger.error("housekeeping failed", ["error": String(describing: error)])
+        }
+    }
+
+    // MARK: Reload
+
+    /// Reloads the configuration file the daemon started with.
+    @discardableResult
+    public func reloadFromFile() async -> ReloadOutcome {
+        guard let path = initial.configuration.sourcePath else {
+            return refuse(["the configuration did not come from a file"])
+        }
+        let next: DaemonConfiguration
+        do {
+            next = try DaemonConfiguration.load(path: path, registry: registry, environment: options.environment)
+        } catch {
+            return refuse(error.errors.map { "\(path): \($0)" })
+        }
+        return await reload(next)
+    }
+
+    private func refuse(_ reasons: [String]) -> ReloadOutcome {
+        logger.error("configuration not reloaded; keeping the running one", ["reasons": reasons.joined(separator: "; ")])
+        return .refused(reasons)
+    }
+
+    /// Applies a new configuration: keys, apps, routes, tuning and log settings at once;
+    /// transports whose section changed are started anew (the others keep their connections).
+    /// Refused, keeping the old configuration, when a setting that needs a restart changed or
+    /// a new transport cannot start.
+    public func reload(_ next: DaemonConfiguration) async -> ReloadOutcome {
+        guard reloading.withLock({ r in defer { r = true }; return !r }) else { return refuse(["a reload is already running"]) }
+        defer { reloading.withLock { $0 = false } }
+        guard let (current, queue, store) = running.withLock({ r in r.map { ($0.current, $0.queue, $0.store) } }) else {
+            return refuse(["the daemon is not running"])
+        }
+        let old = current.configuration, new = next.configuration
+        var reasons: [String] = []
+        if old.storage != new.storage { reasons.append("storage changed: restart to apply") }
+        if old.api.listen != new.api.listen { reasons.append("api.listen changed (\(old.api.listen) → \(new.api.listen)): restart to apply") }
+        if old.api.maxBodyBytes != new.api.maxBodyBytes { reasons.append("api.maxBodyBytes changed: restart to apply") }
+        if old.server.connectionLimit != new.server.connectionLimit || old.server.connectionTimeout != new.server.connectionTimeout
+            || old.server.maxCommitBatch != new.server.maxCommitBatch {
+            reasons.append("server.connectionLimit, connectionTimeout or maxCommitBatch changed: restart to apply")
+        }
+        if !reasons.isEmpty { return refuse(reasons) }
+
+        let oldNames = Set(current.transportSections.keys).union(old.transports.keys)
+        let newNames = Set(new.transports.keys)
+        let removed = oldNames.subtracting(newNames).sorted()
+        let added = newNames.subtracting(oldNames).sorted()
+        let changed = newNames.intersection(oldNames).filter {
+            current.transportSections[$0] != next.transportSections[$0] || old.transports[$0]?.kind != new.transports[$0]?.kind
+        }.sorted()
+
+        // Start the new transports first: a reload must never replace a working one with a broken one.
+        var fresh: [String: any Transport] = [:]
+        for name in added + changed {
+            let transport = buildTransport(new.transports[name]!)
+            do {
+                try await transport.start()
+                fresh[name] = transport
+            } catch {
+                for t in fresh.values { await t.shutdown() }
+                await transport.shutdown()
+                return refuse(["transport \(name) cannot start: \(error)"])
+            }
+        }
+
+        let snapshot = RuntimeSnapshot(configuration: new, store: store)
+        running.withLock { r in
+            r?.current = next
+            r?.snapshot = snapshot
+        }
+        logHandler.update(level: new.log.level, format: new.log.format)
+        var retired: [TransportWorker] = []
+        for name in removed + changed {
+            if let w = pool.remove(name) { retired.append(w) }
+        }
+        for name in added + changed {
+            pool.add(makeWorker(name: name, spec: new.transports[name]!, queue: queue, store: store, started: true, transport: fresh[name]))
+        }
+        let deadline = new.server.shutdownDeadline
+        Task.detached { [logger] in
+            for w in retired {
+                await w.stop(deadline: deadline)
+                await w.transport.shutdown()
+                logger.info("transport retired after reload", ["transport": w.name])
+            }
+        }
+        let depth = queue.depth()
+        for name in removed where (depth[name]?.backlog ?? 0) > 0 {
+            logger.warning("deliveries wait for a transport that is no longer configured; they are sent if it comes back",
+                           ["transport": name, "count": String(depth[name]!.backlog)])
+        }
+        logger.notice("configuration reloaded", ["added": added.joined(separator: ","), "changed": changed.joined(separator: ","),
+                                                 "removed": removed.joined(separator: ","), "keys": String(new.api.keys.count),
+                                                 "apps": String(new.apps.count)])
+        return .applied(added: added, changed: changed, removed: removed)
+    }
+
+    // MARK: Stop
+
+    private func stopWorkers(deadline: TimeInterval) async -> Bool {
+        let workers = pool.all
+        let results = await withTaskGroup(of: Bool.self) { group in
+            for w in workers.values { group.addTask { await w.stop(deadline: deadline) } }
+            var all = true
+            for await ok in group { all = all && ok }
+            return all
+        }
+        for w in workers.values {
+            _ = pool.remove(w.name)
+            await w.transport.shutdown()
+        }
+        return results
+    }
+
+    /// Stops accepting, lets in-flight requests and batches finish within
+    /// `server.shutdownDeadline`, closes the transports and the queue.
+    /// - Returns: whether everything finished in time (unfinished batches are settled at the next start).
+    @discardableResult
+    public func shutdown() async -> Bool {
+        guard let r = running.withLock({ r in defer { r = nil }; return r }) else { return true }
+        let deadline = r.current.configuration.server.shutdownDeadline
+        let start = Date()
+        logger.notice("shutting down", ["deadline_s": String(deadline)])
+        await r.server.stop(deadline: deadline)
+        r.maintenance?.cancel()
+        let remaining = max(0.1, deadline - Date().timeIntervalSince(start))
+        let clean = await stopWorkers(deadline: remaining)
+        await r.queue.close()
+        r.lock?.release()
+        logger.notice("stopped", ["clean": String(clean), "seconds": String(format: "%.2f", Date().timeIntervalSince(start))])
+        return clean
+    }
+
+    /// Serves until SIGTERM or SIGINT (then shuts down); SIGHUP reloads the configuration file.
+    /// - Returns: the exit code (0).
+    public func runUntilSignalled() async -> Int32 {
+        let signals = SignalStream([SIGTERM, SIGINT, SIGHUP])
+        for await signal in signals.stream {
+            if signal == SIGHUP {
+                logger.notice("SIGHUP: reloading the configuration")
+                await reloadFromFile()
+                continue
+            }
+            logger.notice("\(signal == SIGTERM ? "SIGTERM" : "SIGINT"): stopping")
+            break
+        }
+        await shutdown()
+        return 0
+    }
+}
+
+/// A transport that could not even be built; its worker retries and reports the reason.
+final class UnavailableTransport: Transport {
+    let name: String
+    let reason: String
+    init(name: String, reason: String) {
+        self.name = name
+        self.reason = reason
+    }
+    func start() async throws { throw TransportError(transport: name, message: reason) }
+    func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] { batch.map { _ in .retry(after: nil, reason: reason) } }
+}

@@ -1,1 +1,0 @@
-// The daemon (HTTP API, durable queue, workers) lives here.

@@ -1,0 +1,35 @@
+import Foundation
+import HeraldCore
+
+/// The workers by transport name; replaced piecewise on reload.
+final class WorkerPool: Sendable {
+    private let workers = Locked<[String: TransportWorker]>([:])
+
+    var all: [String: TransportWorker] { workers.withLock { $0 } }
+
+    func worker(_ name: String) -> TransportWorker? { workers.withLock { $0[name] } }
+
+    func add(_ worker: TransportWorker) {
+        workers.withLock { $0[worker.name] = worker }
+        worker.start()
+    }
+
+    /// Removes a worker (the caller stops it).
+    func remove(_ name: String) -> TransportWorker? {
+        workers.withLock { $0.removeValue(forKey: name) }
+    }
+
+    func wake(_ names: Set<String>) {
+        let targets = workers.withLock { w in names.compactMap { w[$0] } }
+        for t in targets { t.wake() }
+    }
+
+    func wakeAll() {
+        for w in all.values { w.wake() }
+    }
+
+    /// Transport name → status text, for `/readyz`.
+    var statuses: [String: String] {
+        all.mapValues { $0.status.text }
+    }
+}

@@ -1,0 +1,388 @@
+internal import CSQLite
+import Foundation
+import HeraldCore
+
+/// The daemon's durable queue in the SQLite file (tables `notifications` and `deliveries`).
+///
+/// Every write goes through one writer thread that groups concurrent operations into one
+/// transaction (see ``SQLiteGroupCommitWriter``): accepts, claims and outcomes from many
+/// requests and workers share each commit. Reads (status, idempotency look-ups) use a second
+/// connection, which WAL lets run beside the writer.
+///
+/// - Important: one daemon per database file. Claims left `sent` by a previous run are
+///   treated as interrupted when the queue opens (see ``interrupted(transport:)``).
+public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
+    private let writer: SQLiteGroupCommitWriter
+    private let reader: SQLiteDatabase
+    private let readerLock = NSLock()
+    private let counts: Locked<[String: QueueDepth]>
+    /// Parsed content of recent notifications by `seq`; used only on the writer thread.
+    private var contentCache: [Int64: CachedNotification] = [:]
+    private let maxCachedNotifications = 20_000
+
+    private struct CachedNotification {
+        var id: String
+        var app: String
+        var topic: String
+        var content: NotificationContent
+        var payload: [UInt8]
+        var createdAt: Date
+    }
+
+    /// Turns off SQLite's allocator statistics (a global mutex on every allocation) for this
+    /// process. Call before the first database opens (the daemon does); later calls do nothing.
+    public static func tuneProcess() {
+        _ = herald_sqlite3_disable_memstatus()
+    }
+
+    /// Opens the queue in the database at `path` (migrating it), marking claims of a previous
+    /// run as interrupted.
+    /// - Parameters:
+    ///   - maxCommitBatch: most operations in one group commit.
+    ///   - metrics: receives `herald_queue_commits_total` and the commit size and time histograms.
+    public init(path: String, synchronous: StorageConfiguration.Synchronous = .full, busyTimeout: TimeInterval = 5,
+                maxCommitBatch: Int = 2000, metrics: MetricsRegistry = MetricsRegistry()) throws {
+        if path == ":memory:" {
+            throw StoreError("the delivery queue needs a database file (a reader connection runs beside the writer); \":memory:\" cannot be shared")
+        }
+        let db = try SQLiteDatabase(path: path, synchronous: synchronous.rawValue.uppercased(), busyTimeout: busyTimeout)
+        try HeraldSchema.migrations.apply(to: db)
+        // Claims of an earlier run: their lease is void, their outcome unknown.
+        try db.execute("UPDATE deliveries SET lease_until = NULL WHERE state = 'sent' AND lease_until IS NOT NULL",
+                       operation: "mark interrupted claims")
+        var depth: [String: QueueDepth] = [:]
+        let s = try db.statement("""
+            SELECT transport, state, count(*) FROM deliveries
+            WHERE state IN ('queued', 'sent') AND transport IS NOT NULL GROUP BY transport, state
+            """)
+        while try s.step() {
+            let n = Int(s.int64(2))
+            if s.string(1) == "queued" { depth[s.string(0), default: QueueDepth()].queued += n } else {
+                depth[s.string(0), default: QueueDepth()].inFlight += n
+            }
+        }
+        counts = Locked(depth)
+        reader = try SQLiteDatabase(path: path, synchronous: synchronous.rawValue.uppercased(), busyTimeout: busyTimeout)
+        let commits = metrics.counter("herald_queue_commits_total", help: "Group commits of the queue's writer.")
+        let sizes = metrics.histogram("herald_queue_commit_operations", help: "Operations (accepts, claims, outcomes) per group commit.",
+                                      buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000])
+        let times = metrics.histogram("herald_queue_commit_seconds", help: "Time of one group commit, fsync included.")
+        writer = SQLiteGroupCommitWriter(db: db, maxBatch: maxCommitBatch) { n, seconds in
+            commits.increment()
+            sizes.observe(Double(n))
+            times.observe(seconds)
+        }
+        writer.onRollback = { [unowned self] in contentCache.removeAll() }
+    }
+
+    /// Opens the queue a configuration names.
+    public convenience init(configuration: HeraldConfiguration, metrics: MetricsRegistry = MetricsRegistry()) throws {
+        try self.init(path: configuration.storage.path, synchronous: configuration.storage.synchronous,
+                      busyTimeout: configuration.storage.busyTimeout, maxCommitBatch: configuration.server.maxCommitBatch,
+                      metrics: metrics)
+    }
+
+    /// Accepts waiting for their group commit (the API refuses new ones past a bound).
+    public var waitingAccepts: Int { writer.waitingAccepts }
+
+    /// Group commits so far and the operations they carried.
+    public var commitStatistics: (commits: Int, operations: Int) {
+        let s = writer.statistics
+        return (s.commits, s.operations)
+    }
+
+    public func depth() -> [String: QueueDepth] { counts.withLock { $0 } }
+
+    private func adjust(_ changes: [String: (queued: Int, inFlight: Int)]) {
+        guard !changes.isEmpty else { return }
+        counts.withLock { c in
+            for (transport, change) in changes {
+                var d = c[transport, default: QueueDepth()]
+                d.queued += change.queued
+                d.inFlight += change.inFlight
+                c[transport] = d
+            }
+        }
+    }
+
+    // MARK: Accepting
+
+    public func enqueue(_ n: QueuedNotification, idempotencySince: Date) async throws -> EnqueueReceipt {
+        let contentJSON = String(decoding: n.content.apiJSON, as: UTF8.self)
+        let payload = APNsPayload.encode(n.content)
+        return try await writer.perform(isAccept: true) { [self] db in
+            if let key = n.idempotencyKey {
+                let s = try db.statement("SELECT seq, id, deliveries, created_at FROM notifications WHERE app = ? AND idempotency_key = ?")
+                s.bind(1, n.app).bind(2, key)
+                if try s.step() {
+                    if s.int64(3) >= idempotencySince.millisecondsSince1970 {
+                        let receipt = EnqueueReceipt(id: s.string(1), deliveries: Int(s.int64(2)), replayed: true)
+                        return (receipt, {})
+                    }
+                    let old = s.int64(0)
+                    let clear = try db.statement("UPDATE notifications SET idempotency_key = NULL WHERE seq = ?")
+                    clear.bind(1, old)
+                    try clear.run()
+                }
+            }
+            let created = n.createdAt.millisecondsSince1970
+            let insert = try db.statement("""
+                INSERT INTO notifications (id, app, topic, content, idempotency_key, deliveries, created_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                """)
+            insert.bind(1, n.id).bind(2, n.app).bind(3, n.topic).bind(4, contentJSON).bind(5, n.idempotencyKey)
+                .bind(6, n.deliveries.count).bind(7, created)
+            try insert.run()
+            let seq = db.lastInsertRowID
+            let row = try db.statement("""
+                INSERT INTO deliveries (notification, token, user, environment, transport, state, attempts,
+                                        next_attempt_at, last_reason, apns_id, updated_at)
+                VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
+                """)
+            var added: [String: (queued: Int, inFlight: Int)] = [:]
+            for d in n.deliveries {
+                row.reset()
+                row.bind(1, seq).bind(2, d.token).bind(3, d.user).bind(4, d.environment.rawValue).bind(5, d.transport)
+                    .bind(6, d.state.rawValue).bind(7, d.state == .queued ? created : nil).bind(8, d.reason)
+                    .bind(9, d.apnsID.uuidString.lowercased()).bind(10, created)
+                try row.run()
+                if d.state == .queued, let t = d.transport { added[t, default: (0, 0)].queued += 1 }
+            }
+            let receipt = EnqueueReceipt(id: n.id, deliveries: n.deliveries.count, replayed: false)
+            // Cached now, not after the commit: a claim in the same group commit reads it. A
+            // rollback clears the cache (row ids can be reused after one).
+            cache(seq, CachedNotification(id: n.id, app: n.app, topic: n.topic, content: n.content,
+                                          payload: payload, createdAt: n.createdAt))
+            return (receipt, { [self] in adjust(added) })
+        }
+    }
+
+    public func receipt(app: String, idempotencyKey: String, since: Date) async throws -> EnqueueReceipt? {
+        try read { db in
+            let s = try db.statement("SELECT id, deliveries, created_at FROM notifications WHERE app = ? AND idempotency_key = ?")
+            s.bind(1, app).bind(2, idempotencyKey)
+            defer { s.reset() }
+            guard try s.step(), s.int64(2) >= since.millisecondsSince1970 else { return nil }
+            return EnqueueReceipt(id: s.string(0), deliveries: Int(s.int64(1)), replayed: true)
+        }
+    }
+
+    // MARK: Working
+
+    public func claim(transport: String, limit: Int, now: Date, leaseUntil: Date) async throws -> [ClaimedDelivery] {
+        try await writer.perform { [self] db in
+            let s = try db.statement("""
+                UPDATE deliveries SET state = 'sent', attempts = attempts + 1, lease_until = ?1, updated_at = ?2
+                WHERE id IN (SELECT id FROM deliveries WHERE state = 'queued' AND transport = ?3 AND next_attempt_at <= ?2
+                             ORDER BY next_attempt_at, id LIMIT ?4)
+                RETURNING id, notification, token, user, environment, attempts, apns_id
+                """)
+            s.bind(1, leaseUntil.millisecondsSince1970).bind(2, now.millisecondsSince1970).bind(3, transport).bind(4, limit)
+            let deliveries = try readDeliveries(s, transport: transport, db: db)
+            let n = deliveries.count
+            return (deliveries.sorted { $0.delivery.id < $1.delivery.id }, { [self] in
+                if n > 0 { adjust([transport: (-n, n)]) }
+            })
+        }
+    }
+
+    public func interrupted(transport: String) async throws -> [ClaimedDelivery] {
+        try await writer.perform { [self] db in
+            let s = try db.statement("""
+                SELECT id, notification, token, user, environment, attempts, apns_id FROM deliveries
+                WHERE state = 'sent' AND transport = ? AND lease_until IS NULL ORDER BY id
+                """)
+            s.bind(1, transport)
+            return (try readDeliveries(s, transport: transport, db: db), {})
+        }
+    }
+
+    /// Builds deliveries from rows `id, notification, token, user, environment, attempts, apns_id`.
+    /// Runs on the writer thread (it uses the content cache).
+    private func readDeliveries(_ s: SQLiteStatement, transport: String, db: SQLiteDatabase) throws -> [ClaimedDelivery] {
+        var rows: [(id: Int64, seq: Int64, token: String, user: String?, environment: String, attempts: Int, apnsID: String)] = []
+        while try s.step() {
+            rows.append((s.int64(0), s.int64(1), s.string(2), s.optionalString(3), s.string(4), Int(s.int64(5)), s.string(6)))
+        }
+        var result: [ClaimedDelivery] = []
+        result.reserveCapacity(rows.count)
+        for r in rows {
+            let n = try notification(seq: r.seq, db: db)
+            result.append(ClaimedDelivery(delivery: Delivery(id: r.id, notificationID: n.id, app: n.app, topic: n.topic, token: r.token, user: r.user,
+                                   environment: APNsEnvironment(rawValue: r.environment) ?? .production,
+                                   transport: transport, attempt: r.attempts, apnsID: UUID(uuidString: r.apnsID) ?? UUID(),
+                                   content: n.content, payload: n.payload), acceptedAt: n.createdAt))
+        }
+        return result
+    }
+
+    private func cache(_ seq: Int64, _ n: CachedNotification) {
+        if contentCache.count >= maxCachedNotifications { contentCache.removeAll(keepingCapacity: true) }
+        contentCache[seq] = n
+    }
+
+    private func notification(seq: Int64, db: SQLiteDatabase) throws -> CachedNotification {
+        if let cached = contentCache[seq] { return cached }
+        let s = try db.statement("SELECT id, app, topic, content, created_at FROM notifications WHERE seq = ?")
+        s.bind(1, seq)
+        guard try s.step() else { throw StoreError("queue: delivery refers to notification \(seq), which is gone") }
+        let id = s.string(0), app = s.string(1), topic = s.string(2)
+        let content: NotificationContent
+        do { content = try NotificationContent.fromAPIJSON(Array(s.string(3).utf8)) } catch {
+            throw StoreError("queue: notification \(id) has content this Herald cannot read: \(error)")
+        }
+        let n = CachedNotification(id: id, app: app, topic: topic, content: content, payload: APNsPayload.encode(content),
+                                   createdAt: Date(millisecondsSince1970: s.int64(4)))
+        cache(seq, n)
+        return n
+    }
+
+    public func complete(_ completions: [DeliveryCompletion], now: Date) async throws {
+        guard !completions.isEmpty else { return }
+        try await writer.perform { [self] db in
+            let finish = try db.statement("""
+                UPDATE deliveries SET state = ?1, last_reason = ?2, apns_id = COALESCE(?3, apns_id), lease_until = NULL,
+                    next_attempt_at = NULL, updated_at = ?4
+                WHERE id = ?5 AND attempts = ?6 AND state = 'sent' RETURNING transport
+                """)
+            let retry = try db.statement("""
+                UPDATE deliveries SET state = 'queued', last_reason = ?1, lease_until = NULL, next_attempt_at = ?2, updated_at = ?3
+                WHERE id = ?4 AND attempts = ?5 AND state = 'sent' RETURNING transport
+                """)
+            let nowMs = now.millisecondsSince1970
+            var changes: [String: (queued: Int, inFlight: Int)] = [:]
+            for c in completions {
+                let s: SQLiteStatement
+                var requeued = false
+                switch c.disposition {
+                case .finished(let state, let reason, let apnsID):
+                    finish.reset()
+                    finish.bind(1, state.rawValue).bind(2, reason).bind(3, apnsID).bind(4, nowMs).bind(5, c.id).bind(6, c.attempt)
+                    s = finish
+                case .retry(let at, let reason):
+                    retry.reset()
+                    retry.bind(1, reason).bind(2, at.millisecondsSince1970).bind(3, nowMs).bind(4, c.id).bind(5, c.attempt)
+                    s = retry
+                    requeued = true
+                }
+                if try s.step(), let transport = s.optionalString(0) {
+                    changes[transport, default: (0, 0)].inFlight -= 1
+                    if requeued { changes[transport, default: (0, 0)].queued += 1 }
+                    try s.run()
+                }
+            }
+            return ((), { [self] in adjust(changes) })
+        }
+    }
+
+    public func reclaimExpiredLeases(now: Date) async throws -> Int {
+        try await writer.perform { [self] db in
+            let s = try db.statement("""
+                UPDATE deliveries SET state = 'queued', lease_until = NULL, next_attempt_at = ?1, updated_at = ?1,
+                    last_reason = 'lease expired before the transport answered'
+                WHERE state = 'sent' AND lease_until IS NOT NULL AND lease_until <= ?1 RETURNING transport
+                """)
+            s.bind(1, now.millisecondsSince1970)
+            var changes: [String: (queued: Int, inFlight: Int)] = [:]
+            var n = 0
+            while try s.step() {
+                n += 1
+                if let t = s.optionalString(0) {
+                    changes[t, default: (0, 0)].queued += 1
+                    changes[t, default: (0, 0)].inFlight -= 1
+                }
+            }
+            return (n, { [self] in adjust(changes) })
+        }
+    }
+
+    public func nextDue(transport: String) async throws -> Date? {
+        try read { db in
+            let s = try db.statement("SELECT min(next_attempt_at) FROM deliveries WHERE state = 'queued' AND transport = ?")
+            s.bind(1, transport)
+            defer { s.reset() }
+            guard try s.step(), let ms = s.optionalInt64(0) else { return nil }
+            return Date(millisecondsSince1970: ms)
+        }
+    }
+
+    // MARK: Reading and housekeeping
+
+    private func read<T>(_ body: (SQLiteDatabase) throws -> T) throws -> T {
+        readerLock.lock()
+        defer { readerLock.unlock() }
+        return try body(reader)
+    }
+
+    public func status(notificationID: String) async throws -> NotificationStatus? {
+        try read { db in
+            let n = try db.statement("SELECT seq, app, created_at, idempotency_key FROM notifications WHERE id = ?")
+            n.bind(1, notificationID)
+            guard try n.step() else { return nil }
+            let seq = n.int64(0), app = n.string(1), created = n.int64(2), key = n.optionalString(3)
+            n.reset()
+            let s = try db.statement("""
+                SELECT id, token, user, transport, state, attempts, last_reason, apns_id, updated_at, next_attempt_at
+                FROM deliveries WHERE notification = ? ORDER BY id
+                """)
+            s.bind(1, seq)
+            var deliveries: [DeliveryStatus] = []
+            while try s.step() {
+                deliveries.append(DeliveryStatus(
+                    id: s.int64(0), token: s.string(1), user: s.optionalString(2), transport: s.optionalString(3),
+                    state: DeliveryState(rawValue: s.string(4)) ?? .failed, attempts: Int(s.int64(5)),
+                    lastReason: s.optionalString(6), apnsID: s.string(7), updatedAt: Date(millisecondsSince1970: s.int64(8)),
+                    nextAttemptAt: s.optionalInt64(9).map { Date(millisecondsSince1970: $0) }))
+            }
+            return NotificationStatus(id: notificationID, app: app, createdAt: Date(millisecondsSince1970: created),
+                                      idempotencyKey: key, deliveries: deliveries)
+        }
+    }
+
+    public func prune(createdBefore cutoff: Date) async throws -> Int {
+        var total = 0
+        var cursor: Int64 = 0
+        // Small chunks, each its own write, so accepts are never held up for long.
+        while true {
+            let (removed, next, done) = try await writer.perform { [self] db -> ((Int, Int64, Bool), () -> Void) in
+                let s = try db.statement("SELECT seq, created_at FROM notifications WHERE seq > ? ORDER BY seq LIMIT 500")
+                s.bind(1, cursor)
+                var candidates: [Int64] = []
+                var done = false
+                var last = cursor
+                while try s.step() {
+                    if s.int64(1) >= cutoff.millisecondsSince1970 { done = true; break }
+                    candidates.append(s.int64(0))
+                    last = s.int64(0)
+                }
+                if candidates.count < 500 { done = true }
+                let open = try db.statement("SELECT 1 FROM deliveries WHERE notification = ? AND state IN ('queued', 'sent') LIMIT 1")
+                let deleteDeliveries = try db.statement("DELETE FROM deliveries WHERE notification = ?")
+                let deleteNotification = try db.statement("DELETE FROM notifications WHERE seq = ?")
+                var removed = 0
+                var gone: [Int64] = []
+                for seq in candidates {
+                    open.reset()
+                    open.bind(1, seq)
+                    if try open.step() { continue }
+                    deleteDeliveries.reset()
+                    deleteDeliveries.bind(1, seq)
+                    try deleteDeliveries.run()
+                    removed += db.changes
+                    deleteNotification.reset()
+                    deleteNotification.bind(1, seq)
+                    try deleteNotification.run()
+                    gone.append(seq)
+                }
+                return ((removed, last, done), { [self] in for seq in gone { contentCache[seq] = nil } })
+            }
+            total += removed
+            cursor = next
+            if done { return total }
+        }
+    }
+
+    public func close() async {
+        writer.close()
+    }
+}

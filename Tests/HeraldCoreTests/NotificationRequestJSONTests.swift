@@ -1,0 +1,65 @@
+import Foundation
+import HeraldCore
+import Testing
+
+/// The API's notification body: strict reading with field paths, and the stored form.
+struct NotificationRequestJSONTests {
+    func parse(_ text: String) throws -> NotificationRequest {
+        try NotificationRequest.fromAPI(try JSONValue.parse(text))
+    }
+
+    func issues(_ text: String) -> [JSONIssue] {
+        do { _ = try parse(text); return [] } catch let e as RequestIssues { return e.issues } catch { return [JSONIssue(path: "?", message: "\(error)")] }
+    }
+
+    @Test func readsEveryField() throws {
+        let r = try parse("""
+        {"app":"a","users":["u1","u2"],"tokens":["t1"],"environment":"sandbox","idempotency_key":"k",
+         "alert":{"title":"T","subtitle":"S","body":"B","launch_image":"L","title_loc_key":"tk","title_loc_args":["x"],
+                  "subtitle_loc_key":"sk","subtitle_loc_args":["y"],"loc_key":"lk","loc_args":["z"]},
+         "badge":2,"sound":{"critical":true,"name":"s.caf","volume":0.3},"data":{"order":{"id":7}},
+         "apns":{"push_type":"liveactivity","priority":5,"expiration":1800000000,"collapse_id":"c","thread_id":"th",
+                 "category":"cat","mutable_content":true,"interruption_level":"critical","relevance_score":0.25,
+                 "target_content_id":"tc","filter_criteria":"fc",
+                 "live_activity":{"event":"update","timestamp":1700000000,"content_state":{"score":3},"stale_date":1700000100}}}
+        """)
+        #expect(r.app == "a")
+        #expect(r.users == ["u1", "u2"])
+        #expect(r.tokens == ["t1"])
+        #expect(r.environment == .sandbox)
+        #expect(r.idempotencyKey == "k")
+        #expect(r.content.alert == .fields(Alert(title: "T", subtitle: "S", body: "B", launchImage: "L", titleLocKey: "tk", titleLocArgs: ["x"],
+                                                  subtitleLocKey: "sk", subtitleLocArgs: ["y"], locKey: "lk", locArgs: ["z"])))
+        #expect(r.content.sound == .critical(name: "s.caf", volume: 0.3))
+        #expect(r.content.data["order"] == ["id": 7])
+        #expect(r.content.apns.liveActivity?.contentState == ["score": 3])
+        #expect(r.content.apns.interruptionLevel == .critical)
+        #expect(r.content.pushType == .liveactivity)
+        // The stored form reads back to the same content.
+        #expect(try NotificationContent.fromAPIJSON(r.content.apiJSON) == r.content)
+    }
+
+    @Test func simpleForms() throws {
+        let r = try parse(#"{"app":"a","tokens":["t"],"alert":"hello","sound":"default"}"#)
+        #expect(r.content.alert == .text("hello"))
+        #expect(r.content.sound == .named("default"))
+        #expect(try NotificationContent.fromAPIJSON(r.content.apiJSON) == r.content)
+        let silent = try parse(#"{"app":"a","users":["u"],"apns":{"content_available":true}}"#)
+        #expect(silent.content.pushType == .background)
+    }
+
+    @Test func errorsNameTheirField() {
+        #expect(issues(#"{"app":"a","users":["u"],"alert":{"titel":"x"}}"#).first?.path == "alert.titel")
+        #expect(issues(#"{"app":"a","users":["u"],"alert":{"titel":"x"}}"#).first?.message.contains("did you mean \"title\"") == true)
+        #expect(issues(#"{"app":"a","users":["u"],"alert":"x","badge":1.5}"#).first?.path == "badge")
+        #expect(issues(#"{"app":"a","users":["u"],"alert":"x","apns":{"priority":3}}"#).first?.path == "apns.priority")
+        #expect(issues(#"{"app":"a","users":["u"],"alert":"x","apns":{"collapse_id":"\#(String(repeating: "c", count: 65))"}}"#).first?.path == "apns.collapse_id")
+        #expect(issues(#"{"app":"a","users":["u",""],"alert":"x"}"#).first?.path == "users[1]")
+        #expect(issues(#"{"app":"a","users":["u"],"alert":{"loc_args":["a",2]}}"#).first?.path == "alert.loc_args[1]")
+        #expect(issues(#"{"app":"a","users":["u"],"alert":"x","apns":{"live_activity":{"event":"start"}}}"#).first?.path == "apns.live_activity.timestamp")
+        #expect(issues(#"{"users":["u"],"alert":"x"}"#).first?.path == "app")
+        #expect(issues(#"{"app":"a","alert":"x"}"#).first?.path == "users")
+        #expect(issues(#"{"app":"a","users":["u"]}"#).first?.path == "alert")
+        #expect(issues(#"["app"]"#).first?.path == "")
+    }
+}

@@ -1,0 +1,182 @@
+import Foundation
+import HeraldCore
+import HeraldServer
+import HeraldStore
+import HeraldTestKit
+import Testing
+
+/// Workers driven by a test clock: retries, invalidation, expiry, deadlines, recovery.
+@Suite(.serialized) struct DeliveryWorkerTests {
+    func send(_ d: TestDaemon, _ body: String) async throws -> String {
+        let r = try await d.client.post("/v1/notifications", body)
+        #expect(r.status == 202, "\(r)")
+        return r.json?["id"]?.stringValue ?? ""
+    }
+
+    func delivery(_ d: TestDaemon, _ id: String) async throws -> JSONValue? {
+        try await d.client.get("/v1/notifications/\(id)").json?["deliveries"]?.arrayValue?.first
+    }
+
+    @Test func temporaryFailuresAreRetriedOnTheClock() async throws {
+        let clock = TestClock()
+        let transport = ScriptedTransport(name: "t", clock: clock) { d in
+            d.attempt < 3 ? .retry(after: nil, reason: "ServiceUnavailable") : .delivered(apnsID: nil)
+        }
+        let d = try await TestDaemon.start(clock: clock, transports: { _ in transport })
+        defer { Task { await d.stop() } }
+        try await d.register(user: "alice", token: TestDaemon.token(1))
+        let id = try await send(d, #"{"app":"com.example.app","users":["alice"],"alert":"x"}"#)
+
+        #expect(await eventually { transport.attempts.count == 1 })
+        #expect(await eventually { (try? await delivery(d, id)?["state"]) == "queued" })
+        #expect(try await delivery(d, id)?["reason"] == "ServiceUnavailable")
+        #expect(try await delivery(d, id)?["next_attempt_at"] != nil)
+        // Backoff 1 s (jitter 0): nothing happens until the clock passes it.
+        clock.advance(by: 0.5)
+        try await Task.sleep(nanoseconds: 50_000_000)
+        #expect(transport.attempts.count == 1)
+        clock.advance(by: 0.6)
+        #expect(await eventually { transport.attempts.count == 2 })
+        #expect(await eventually { (try? await delivery(d, id)?["attempts"]) == 2 })
+        clock.advance(by: 2.1)
+        #expect(await eventually { (try? await delivery(d, id)?["state"]) == "delivered" })
+        #expect(try await delivery(d, id)?["attempts"] == 3)
+        let metrics = try await d.client.get("/metrics").text
+        #expect(metrics.contains(#"herald_retries_total{transport="t"} 2"#))
+        #expect(metrics.contains(#"herald_deliveries_total{transport="t",outcome="delivered",reason=""} 1"#))
+        // Every attempt used the same apns-id.
+        #expect(Set(transport.attempts.map(\.delivery.apnsID)).count == 1)
+    }
+
+    @Test func deadTokensAreInvalidatedWithTheTimestampRule() async throws {
+        let clock = TestClock()
+        let since = clock.now.addingTimeInterval(-60)
+        let transport = ScriptedTransport(name: "t", clock: clock) { _ in .tokenInvalid(since: since, reason: "Unregistered") }
+        let d = try await TestDaemon.start(clock: clock, transports: { _ in transport })
+        defer { Task { await d.stop() } }
+        // Registered (at the clock's now) after Apple's timestamp: the store keeps the device.
+        try await d.register(user: "alice", token: TestDaemon.token(1))
+        let id = try await send(d, #"{"app":"com.example.app","users":["alice"],"alert":"x"}"#)
+        #expect(await eventually { (try? await delivery(d, id)?["state"]) == "invalid_token" })
+        #expect(try await delivery(d, id)?["reason"] == "Unregistered")
+        let metrics = try await d.client.get("/metrics").text
+        #expect(metrics.contains(#"herald_token_invalidations_total{app="com.example.app",result="keptReRegistered"} 1"#))
+        let devices = try await d.client.get("/v1/users/alice/devices?app=com.example.app").json?["devices"]?.arrayValue
+        #expect(devices?.first?["invalidated_at"] == .null)
+    }
+
+    @Test func invalidatedTokenIsMarkedInTheStore() async throws {
+        let transport = ScriptedTransport(name: "t", clock: SystemClock()) { _ in .tokenInvalid(since: nil, reason: "BadDeviceToken") }
+        let d = try await TestDaemon.start(transports: { _ in transport })
+        defer { Task { await d.stop() } }
+        try await d.register(user: "alice", token: TestDaemon.token(1))
+        let id = try await send(d, #"{"app":"com.example.app","users":["alice"],"alert":"x"}"#)
+        #expect(await eventually { (try? await delivery(d, id)?["state"]) == "invalid_token" })
+        let devices = try await d.client.get("/v1/users/alice/devices?app=com.example.app").json?["devices"]?.arrayValue
+        #expect(devices?.first?["invalidation_reason"] == "BadDeviceToken")
+        #expect(devices?.first?["invalidated_at"] != .null)
+        // The next notification skips the dead device.
+        let next = try await d.client.post("/v1/notifications", #"{"app":"com.example.app","users":["alice"],"alert":"x"}"#)
+        #expect(next.json?["deliveries"] == 0)
+    }
+
+    @Test func expiredNotificationsAreMarkedExpiredNotSent() async throws {
+        let clock = TestClock()
+        let transport = ScriptedTransport(name: "t", clock: clock) { _ in .retry(after: 30, reason: "TooManyRequests") }
+        let d = try await TestDaemon.start(clock: clock, transports: { _ in transport })
+        defer { Task { await d.stop() } }
+        try await d.register(user: "alice", token: TestDaemon.token(1))
+        let expiration = Int(clock.now.timeIntervalSince1970) + 10
+        let id = try await send(d, #"{"app":"com.example.app","users":["alice"],"alert":"x","apns":{"expiration":\#(expiration)}}"#)
+        // The retry (30 s asked) would come after the expiration: expired at once.
+        #expect(await eventually { (try? await delivery(d, id)?["state"]) == "expired" })
+        #expect(transport.attempts.count == 1)
+
+        // Already expired when claimed: never sent.
+        let past = Int(clock.now.timeIntervalSince1970) - 1
+        let id2 = try await send(d, #"{"app":"com.example.app","users":["alice"],"alert":"y","apns":{"expiration":\#(past)}}"#)
+        #expect(await eventually { (try? await delivery(d, id2)?["state"]) == "expired" })
+        #expect(try await delivery(d, id2)?["reason"] == "expired before sending")
+        #expect(transport.attempts.count == 1)
+    }
+
+    @Test func aStuckTransportMissesItsDeadlineAndOthersGoOn() async throws {
+        let clock = TestClock()
+        let stuck = GatedTransport(name: "slow")
+        let fine = ScriptedTransport(name: "fast", clock: clock)
+        let config = TestDaemon.configJSON(server: #""transportDeadline": "5s", "lease": "60s""#,
+                                           transports: #"{"slow": {"type": "test"}, "fast": {"type": "test"}}"#,
+                                           routes: #"["slow", "fast"]"#)
+        let d = try await TestDaemon.start(config: config, clock: clock, transports: { $0 == "slow" ? stuck as any Transport : fine })
+        defer { Task { await d.stop() } }
+        try await d.client.post("/v1/devices", #"{"app":"com.example.app","user":"a","token":"\#(TestDaemon.token(1))","transport":"slow"}"#)
+        try await d.client.post("/v1/devices", #"{"app":"com.example.app","user":"b","token":"\#(TestDaemon.token(2))","transport":"fast"}"#)
+        let slowID = try await send(d, #"{"app":"com.example.app","users":["a"],"alert":"x"}"#)
+        let fastID = try await send(d, #"{"app":"com.example.app","users":["b"],"alert":"x"}"#)
+        #expect(await eventually { (try? await delivery(d, fastID)?["state"]) == "delivered" })
+        #expect(await eventually { stuck.deliveries.count == 1 })
+        #expect(try await delivery(d, slowID)?["state"] == "sent")
+        // Past the deadline the batch is given up on and scheduled again.
+        #expect(await clock.waitForSleepers(1))
+        clock.advance(by: 5.1)
+        #expect(await eventually { (try? await delivery(d, slowID)?["state"]) == "queued" })
+        #expect(try await delivery(d, slowID)?["reason"]?.stringValue?.contains("did not answer within 5") == true)
+        stuck.open()
+    }
+
+    @Test func shutdownStopsCleanlyAndWaitingNotificationsSurviveARestart() async throws {
+        let gate = GatedTransport(name: "t")
+        let directory = try TemporaryDirectory(prefix: "herald-restart")
+        defer { directory.remove() }
+        let first = try await TestDaemon.start(config: TestDaemon.configJSON(server: #""shutdownDeadline": "200ms""#),
+                                               transports: { _ in gate }, directory: directory)
+        try await first.register(user: "alice", token: TestDaemon.token(1))
+        let id = try await send(first, #"{"app":"com.example.app","users":["alice"],"alert":"x"}"#)
+        #expect(await eventually { gate.deliveries.count == 1 })
+        let clean = await first.daemon.shutdown()
+        #expect(!clean)  // the batch was still with the transport
+        await #expect(throws: (any Error).self) { try await first.client.get("/healthz") }
+
+        // Restart: the interrupted delivery is sent again (the test transport keeps no ledger).
+        let again = ScriptedTransport(name: "t", clock: SystemClock())
+        let second = try await TestDaemon.start(config: TestDaemon.configJSON(), transports: { _ in again }, directory: directory)
+        defer { Task { await second.stop() } }
+        #expect(await eventually { (try? await delivery(second, id)?["state"]) == "delivered" })
+        #expect(again.attempts.first?.delivery.attempt == 2)
+        #expect(second.logs.text.contains("settled deliveries interrupted by a restart"))
+        gate.open()
+    }
+
+    @Test func aLedgerConfirmsInterruptedDeliveriesInsteadOfResending() async throws {
+        let gate = GatedTransport(name: "t")
+        let directory = try TemporaryDirectory(prefix: "herald-ledger")
+        defer { directory.remove() }
+        let first = try await TestDaemon.start(config: TestDaemon.configJSON(server: #""shutdownDeadline": "100ms""#),
+                                               transports: { _ in gate }, directory: directory)
+        try await first.register(user: "alice", token: TestDaemon.token(1))
+        try await first.register(user: "alice", token: TestDaemon.token(2))
+        let id = try await send(first, #"{"app":"com.example.app","users":["alice"],"alert":"x"}"#)
+        #expect(await eventually { gate.deliveries.count == 2 })
+        await first.daemon.shutdown()
+
+        // The transport "wrote" the first of the two before the crash; its ledger says so.
+        let written = gate.deliveries.first { $0.token == TestDaemon.token(1) }!.apnsID.uuidString.lowercased()
+        let ledger = LedgerTransport(name: "t", accepted: [written])
+        let second = try await TestDaemon.start(config: TestDaemon.configJSON(), transports: { _ in ledger }, directory: directory)
+        defer { Task { await second.stop() } }
+        let final = try await second.waitUntilFinal(id)
+        #expect(final["summary"]?["delivered"] == 2)
+        #expect(ledger.sent.map(\.token) == [TestDaemon.token(2)])
+        #expect(ledger.asked.count == 2)
+        #expect(second.logs.text.contains("confirmed=1"))
+        gate.open()
+    }
+
+    @Test func oneDaemonPerDatabase() async throws {
+        let d = try await TestDaemon.start()
+        defer { Task { await d.stop() } }
+        let other = Daemon(configuration: try TestDaemon.parse(TestDaemon.configJSON(), directory: d.directory),
+                           registry: TestDaemon.registry, logSink: RecordingLogHandler())
+        await #expect(throws: DaemonError.self) { try await other.start() }
+    }
+}

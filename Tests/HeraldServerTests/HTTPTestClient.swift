@@ -1,0 +1,99 @@
+import Foundation
+import HeraldCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A minimal HTTP/1.1 client over a real socket, for tests: one request per connection.
+struct HTTPTestClient {
+    struct Response: CustomStringConvertible {
+        var status: Int
+        var headers: [String: String]
+        var body: [UInt8]
+        var text: String { String(decoding: body, as: UTF8.self) }
+        var json: JSONValue? { try? JSONValue.parse(Data(body)) }
+        /// `error.field` of an error answer.
+        var errorField: String? { json?["error"]?["field"]?.stringValue }
+        var errorCode: String? { json?["error"]?["code"]?.stringValue }
+        var description: String { "\(status) \(text)" }
+    }
+
+    struct Failure: Error, CustomStringConvertible { var description: String }
+
+    let port: Int
+    var key: String?
+
+    init(port: Int, key: String? = nil) {
+        self.port = port
+        self.key = key
+    }
+
+    func get(_ path: String) async throws -> Response { try await request("GET", path) }
+    func delete(_ path: String) async throws -> Response { try await request("DELETE", path) }
+    func post(_ path: String, _ json: String, contentType: String? = "application/json") async throws -> Response {
+        try await request("POST", path, body: Array(json.utf8), contentType: contentType)
+    }
+
+    /// Sends a request on a thread of its own: blocking I/O must not hold one of the few
+    /// threads the daemon under test needs for its own tasks.
+    func request(_ method: String, _ path: String, body: [UInt8] = [], contentType: String? = nil,
+                 headers: [String: String] = [:]) async throws -> Response {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Response, any Error>) in
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try blockingRequest(method, path, body: body, contentType: contentType, headers: headers) })
+            }
+        }
+    }
+
+    func blockingRequest(_ method: String, _ path: String, body: [UInt8] = [], contentType: String? = nil,
+                         headers: [String: String] = [:]) throws -> Response {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(description: "socket failed") }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 20, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard rc == 0 else { throw Failure(description: "connect to 127.0.0.1:\(port) failed: \(String(cString: strerror(errno)))") }
+        var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
+        if let key { head += "Authorization: Bearer \(key)\r\n" }
+        if let contentType { head += "Content-Type: \(contentType)\r\n" }
+        for (k, v) in headers { head += "\(k): \(v)\r\n" }
+        if !body.isEmpty || method == "POST" { head += "Content-Length: \(body.count)\r\n" }
+        head += "\r\n"
+        let out = Array(head.utf8) + body
+        var sent = 0
+        while sent < out.count {
+            let n = out[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { break }  // the server may answer (413) and close before reading everything
+            sent += n
+        }
+        var data: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n <= 0 { break }
+            data += buffer[0..<n]
+        }
+        return try Self.parse(data)
+    }
+
+    static func parse(_ data: [UInt8]) throws -> Response {
+        let text = String(decoding: data, as: UTF8.self)
+        guard let split = text.range(of: "\r\n\r\n") else { throw Failure(description: "no HTTP response: \(text.prefix(200))") }
+        let lines = text[..<split.lowerBound].components(separatedBy: "\r\n")
+        let parts = lines[0].split(separator: " ")
+        guard parts.count >= 2, let status = Int(parts[1]) else { throw Failure(description: "bad status line \(lines[0])") }
+        var headers: [String: String] = [:]
+        for line in lines.dropFirst() {
+            if let colon = line.firstIndex(of: ":") {
+                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            }
+        }
+        let bodyStart = text.utf8.distance(from: text.utf8.startIndex, to: split.upperBound.samePosition(in: text.utf8)!)
+        return Response(status: status, headers: headers, body: Array(data[bodyStart...]))
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import HeraldCore
+import HeraldStore
+import HeraldTestKit
+import Testing
+
+/// The SQLite queue: claims, leases, retries, idempotency, recovery, pruning, group commit.
+struct SQLiteDeliveryQueueTests {
+    let t0 = Date(timeIntervalSince1970: 1_767_225_600)
+
+    func notification(_ id: String = UUID().uuidString.lowercased(), tokens: [String] = ["aa01", "aa02"], key: String? = nil,
+                      at time: Date? = nil) -> QueuedNotification {
+        QueuedNotification(id: id, app: "app", topic: "com.example.app",
+                           content: NotificationContent(alert: .text("hi"), badge: 1), idempotencyKey: key, createdAt: time ?? t0,
+                           deliveries: tokens.map { PlannedDelivery(token: $0, user: "u", transport: "t", environment: .production, apnsID: UUID()) })
+    }
+
+    func withQueue(_ body: (SQLiteDeliveryQueue, TemporaryDirectory) async throws -> Void) async throws {
+        let dir = try TemporaryDirectory(prefix: "herald-queue")
+        defer { dir.remove() }
+        let queue = try SQLiteDeliveryQueue(path: dir.file("q.db"), synchronous: .normal)
+        try await body(queue, dir)
+        await queue.close()
+    }
+
+    @Test func claimCompleteAndStatus() async throws {
+        try await withQueue { q, _ in
+            let receipt = try await q.enqueue(notification("n1"), idempotencySince: t0)
+            #expect(receipt == EnqueueReceipt(id: "n1", deliveries: 2, replayed: false))
+            #expect(q.depth()["t"] == QueueDepth(queued: 2, inFlight: 0))
+            let claimed = try await q.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0 + 60)
+            #expect(claimed.map(\.delivery.token) == ["aa01", "aa02"])
+            #expect(claimed.allSatisfy { $0.delivery.attempt == 1 && $0.delivery.content.badge == 1 && $0.delivery.topic == "com.example.app" })
+            #expect(q.depth()["t"] == QueueDepth(queued: 0, inFlight: 2))
+            #expect(try await q.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0 + 60).isEmpty)
+            try await q.complete([DeliveryCompletion(id: claimed[0].delivery.id, attempt: 1, disposition: .finished(.delivered, reason: nil, apnsID: nil)),
+                                  DeliveryCompletion(id: claimed[1].delivery.id, attempt: 1, disposition: .finished(.rejected, reason: "BadTopic", apnsID: nil))],
+                                 now: t0 + 1)
+            #expect(q.depth()["t"] == QueueDepth(queued: 0, inFlight: 0))
+            let status = try #require(try await q.status(notificationID: "n1"))
+            #expect(status.deliveries.map(\.state) == [.delivered, .rejected])
+            #expect(status.deliveries[1].lastReason == "BadTopic")
+            #expect(status.deliveries[0].apnsID == claimed[0].delivery.apnsID.uuidString.lowercased())
+            #expect(try await q.status(notificationID: "nope") == nil)
+        }
+    }
+
+    @Test func retriesWaitForTheirTimeAndStaleCompletionsAreIgnored() async throws {
+        try await withQueue { q, _ in
+            _ = try await q.enqueue(notification(tokens: ["aa01"]), idempotencySince: t0)
+            let first = try await q.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0 + 60)
+            try await q.complete([DeliveryCompletion(id: first[0].delivery.id, attempt: 1, disposition: .retry(at: t0 + 10, reason: "Busy"))], now: t0)
+            #expect(try await q.claim(transport: "t", limit: 10, now: t0 + 9, leaseUntil: t0 + 60).isEmpty)
+            #expect(try await q.nextDue(transport: "t") == t0 + 10)
+            let second = try await q.claim(transport: "t", limit: 10, now: t0 + 10, leaseUntil: t0 + 70)
+            #expect(second.first?.delivery.attempt == 2)
+            #expect(second.first?.delivery.apnsID == first[0].delivery.apnsID)
+            // A late answer to attempt 1 does not touch attempt 2.
+            try await q.complete([DeliveryCompletion(id: first[0].delivery.id, attempt: 1, disposition: .finished(.failed, reason: "late", apnsID: nil))], now: t0 + 11)
+            #expect(q.depth()["t"]?.inFlight == 1)
+        }
+    }
+
+    @Test func expiredLeasesComeBack() async throws {
+        try await withQueue { q, _ in
+            _ = try await q.enqueue(notification(tokens: ["aa01"]), idempotencySince: t0)
+            _ = try await q.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0 + 5)
+            #expect(try await q.reclaimExpiredLeases(now: t0 + 4) == 0)
+            #expect(try await q.reclaimExpiredLeases(now: t0 + 5) == 1)
+            #expect(q.depth()["t"] == QueueDepth(queued: 1, inFlight: 0))
+            #expect(try await q.claim(transport: "t", limit: 10, now: t0 + 5, leaseUntil: t0 + 10).first?.delivery.attempt == 2)
+        }
+    }
+
+    @Test func idempotencyKeyWithinTheWindow() async throws {
+        try await withQueue { q, _ in
+            let a = try await q.enqueue(notification("a", key: "k"), idempotencySince: t0 - 86_400)
+            let b = try await q.enqueue(notification("b", key: "k", at: t0 + 10), idempotencySince: t0 + 10 - 86_400)
+            #expect(b == EnqueueReceipt(id: "a", deliveries: 2, replayed: true))
+            #expect(try await q.receipt(app: "app", idempotencyKey: "k", since: t0 - 1) == EnqueueReceipt(id: "a", deliveries: 2, replayed: true))
+            #expect(q.depth()["t"]?.queued == 2)
+            // After the window the key names a new notification.
+            let c = try await q.enqueue(notification("c", key: "k", at: t0 + 90_000), idempotencySince: t0 + 90_000 - 86_400)
+            #expect(c == EnqueueReceipt(id: "c", deliveries: 2, replayed: false))
+            #expect(a.replayed == false)
+        }
+    }
+
+    @Test func claimsOfACrashedRunAreInterrupted() async throws {
+        let dir = try TemporaryDirectory(prefix: "herald-queue")
+        defer { dir.remove() }
+        var q = try SQLiteDeliveryQueue(path: dir.file("q.db"), synchronous: .normal)
+        _ = try await q.enqueue(notification("n", tokens: ["aa01", "aa02", "aa03"]), idempotencySince: t0)
+        _ = try await q.claim(transport: "t", limit: 2, now: t0, leaseUntil: t0 + 3600)
+        await q.close()  // as if the process died here
+        q = try SQLiteDeliveryQueue(path: dir.file("q.db"), synchronous: .normal)
+        #expect(q.depth()["t"] == QueueDepth(queued: 1, inFlight: 2))
+        let interrupted = try await q.interrupted(transport: "t")
+        #expect(interrupted.map(\.delivery.token) == ["aa01", "aa02"])
+        // The lease of the dead run does not matter; the sweeper leaves them to the recovery.
+        #expect(try await q.reclaimExpiredLeases(now: t0 + 7200) == 0)
+        try await q.complete(interrupted.map { DeliveryCompletion(id: $0.delivery.id, attempt: $0.delivery.attempt,
+                                                                  disposition: .retry(at: t0, reason: "interrupted")) }, now: t0)
+        #expect(try await q.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0 + 60).count == 3)
+        await q.close()
+    }
+
+    @Test func pruneRemovesOnlyFinishedOldNotifications() async throws {
+        try await withQueue { q, _ in
+            _ = try await q.enqueue(notification("old", tokens: ["aa01"]), idempotencySince: t0)
+            _ = try await q.enqueue(notification("open", tokens: ["aa02"]), idempotencySince: t0)
+            _ = try await q.enqueue(notification("new", tokens: ["aa03"], at: t0 + 1000), idempotencySince: t0)
+            let claimed = try await q.claim(transport: "t", limit: 10, now: t0 + 1000, leaseUntil: t0 + 2000)
+            let done = claimed.filter { $0.delivery.notificationID != "open" }
+            try await q.complete(done.map { DeliveryCompletion(id: $0.delivery.id, attempt: 1, disposition: .finished(.delivered, reason: nil, apnsID: nil)) }, now: t0)
+            #expect(try await q.prune(createdBefore: t0 + 500) == 1)
+            #expect(try await q.status(notificationID: "old") == nil)
+            #expect(try await q.status(notificationID: "open") != nil)
+            #expect(try await q.status(notificationID: "new") != nil)
+        }
+    }
+
+    @Test func concurrentAcceptsShareCommits() async throws {
+        try await withQueue { q, _ in
+            let n = 400
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for i in 0..<n {
+                    group.addTask { _ = try await q.enqueue(notification("n\(i)", tokens: ["aa01"]), idempotencySince: t0) }
+                }
+                try await group.waitForAll()
+            }
+            #expect(q.depth()["t"]?.queued == n)
+            let stats = q.commitStatistics
+            #expect(stats.operations == n)
+            #expect(stats.commits <= n)
+            #expect(try await q.claim(transport: "t", limit: 1000, now: t0, leaseUntil: t0 + 60).count == n)
+        }
+    }
+
+    @Test func rejectsAnInMemoryDatabase() {
+        #expect(throws: StoreError.self) { try SQLiteDeliveryQueue(path: ":memory:") }
+    }
+}

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# `make bench`: benchmarks, each printed next to a reference measured in the same run so the
+# ratio means something on any machine. Loopback only; every load is bounded in time.
+#
+#   scripts/bench.sh            all sections
+#   scripts/bench.sh bench_api  one section
+set -euo pipefail
+cd "$(dirname "$0")/.."
+HERALD=${HERALD:-.build/release/herald}
+DURATION=${BENCH_DURATION:-10}
+
+need() { command -v "$1" >/dev/null 2>&1 || { echo "bench: $1 is missing; run scripts/bootstrap.sh" >&2; exit 1; }; }
+metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" 'index($0, m) == 1 { s += $NF } END { printf "%d", s }'; }
+rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
+hwm_kb() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }
+wrk_rate() { awk '/^Requests\/sec/ { print int($2) }'; }
+
+# The daemon's HTTP API: accepted notifications/s with a durable commit, and end-to-end
+# deliveries/s with 10 devices per user. Deliveries go through the `log` transport (a file);
+# switch the transport to the APNs simulator once it exists to include HTTP/2 to APNs.
+bench_api() {
+  need wrk; need curl
+  local dir; dir=$(mktemp -d /tmp/herald-bench.XXXXXX)
+  cat > "$dir/config.json" <<JSON
+{
+  "storage": {"path": "herald.db", "synchronous": "full"},
+  "apps": {"com.example.app": {"routes": ["dry"]}},
+  "transports": {"dry": {"type": "log", "path": "deliveries.jsonl"}},
+  "api": {"listen": "127.0.0.1:0"},
+  "server": {"maxQueuedPerTransport": 50000000, "maxPendingAccepts": 100000},
+  "log": {"level": "warning"}
+}
+JSON
+  "$HERALD" serve --config "$dir/config.json" > "$dir/out.txt" 2> "$dir/err.txt" &
+  local pid=$!
+  trap "kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf '$dir'" RETURN
+  local port=""
+  for _ in $(seq 100); do port=$(grep -o '[0-9]*$' "$dir/out.txt" 2>/dev/null || true); [ -n "$port" ] && break; sleep 0.1; done
+  [ -n "$port" ] || { echo "bench_api: the daemon did not start: $(cat "$dir/err.txt")" >&2; return 1; }
+  local url="http://127.0.0.1:$port"
+  sleep 1
+  local idle_rss; idle_rss=$(rss_kb $pid)
+
+  # Devices: "solo" has 1; users u0…u199 have 10 each.
+  curl -s -o /dev/null -H 'Content-Type: application/json' \
+    -d '{"app":"com.example.app","user":"solo","token":"00000000000000000000000000000000000000000000000000000000000000aa"}' "$url/v1/devices"
+  cat > "$dir/register.lua" <<'LUA'
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local n = 0
+request = function()
+  n = n + 1
+  if n > 2000 then n = 1 end
+  return wrk.format(nil, nil, nil, string.format('{"app":"com.example.app","user":"u%d","token":"%064x"}', (n - 1) % 200, n + 4096))
+end
+LUA
+  wrk -t1 -c4 -d3s -s "$dir/register.lua" "$url/v1/devices" > "$dir/register.txt"
+  local registered; registered=$(curl -s "$url/v1/users/u199/devices?app=com.example.app" | grep -o '"token"' | wc -l)
+
+  # Reference: the same server answering /healthz (no store, no queue).
+  local health; health=$(wrk -t2 -c64 -d5s "$url/healthz" | wrk_rate)
+
+  # Accepted notifications/s: one device each, durable group commit, workers delivering meanwhile.
+  cat > "$dir/accept.lua" <<'LUA'
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = '{"app":"com.example.app","users":["solo"],"alert":{"title":"Hello","body":"Benchmark"},"data":{"k":"v"}}'
+LUA
+  local before; before=$(metric "$port" herald_notifications_accepted_total)
+  wrk -t2 -c128 -d"${DURATION}s" -s "$dir/accept.lua" "$url/v1/notifications" > "$dir/accept.txt" &
+  local wrk_pid=$! peak=0
+  while kill -0 $wrk_pid 2>/dev/null; do r=$(rss_kb $pid); [ "$r" -gt "$peak" ] && peak=$r; sleep 0.5; done
+  local accepted=$(( $(metric "$port" herald_notifications_accepted_total) - before ))
+  local accept_rate=$(( accepted / DURATION ))
+  local non2xx; non2xx=$(awk '/Non-2xx/ { print $NF }' "$dir/accept.txt"); non2xx=${non2xx:-0}
+  # Let the backlog drain before the next section.
+  for _ in $(seq 600); do [ "$(metric "$port" 'herald_queue_depth{')" = 0 ] && break; sleep 0.1; done
+
+  # End to end: 10 devices per user; deliveries/s from the first request until the queue is empty.
+  cat > "$dir/fanout.lua" <<'LUA'
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format(nil, nil, nil, string.format('{"app":"com.example.app","users":["u%d"],"alert":"fan-out %d"}', n % 200, n))
+end
+LUA
+  local d0; d0=$(metric "$port" 'herald_deliveries_total{transport="dry",outcome="delivered"')
+  local t0; t0=$(date +%s.%N)
+  wrk -t2 -c64 -d"${DURATION}s" -s "$dir/fanout.lua" "$url/v1/notifications" > "$dir/fanout.txt" &
+  wrk_pid=$!
+  while kill -0 $wrk_pid 2>/dev/null; do r=$(rss_kb $pid); [ "$r" -gt "$peak" ] && peak=$r; sleep 0.5; done
+  for _ in $(seq 1200); do [ "$(metric "$port" 'herald_queue_depth{')" = 0 ] && [ "$(metric "$port" 'herald_deliveries_in_flight{')" = 0 ] && break; sleep 0.1; done
+  local t1; t1=$(date +%s.%N)
+  local delivered=$(( $(metric "$port" 'herald_deliveries_total{transport="dry",outcome="delivered"') - d0 ))
+  local e2e_rate; e2e_rate=$(awk -v n=$delivered -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", n / (b - a) }')
+  local commits ops; commits=$(metric "$port" herald_queue_commit_operations_count); ops=$(metric "$port" herald_queue_commit_operations_sum)
+
+  echo "== bench_api (loopback, wrk, ${DURATION}s per load, $(nproc) cores, storage.synchronous=full)"
+  printf "  %-52s %10s\n" "reference: GET /healthz (same server, no store)" "$health req/s"
+  printf "  %-52s %10s   (target >= 20000; %s non-2xx)\n" "accepted notifications, durable commit" "$accept_rate /s" "$non2xx"
+  printf "  %-52s %10s   (target >= 50000; log transport)\n" "end-to-end deliveries, 10 devices per user" "$e2e_rate /s"
+  printf "  %-52s %10s\n" "accept / healthz ratio" "$(awk -v a=$accept_rate -v b=$health 'BEGIN { printf "%.2f", a / b }')"
+  printf "  %-52s %10s\n" "operations per group commit (mean)" "$(awk -v a=$ops -v b=$commits 'BEGIN { printf "%.1f", b ? a / b : 0 }')"
+  printf "  %-52s %10s   (target <= 30 MB)\n" "RSS idle" "$(( idle_rss / 1024 )) MB"
+  printf "  %-52s %10s\n" "RSS under load (peak sampled / VmHWM)" "$(( peak / 1024 )) / $(( $(hwm_kb $pid) / 1024 )) MB"
+  printf "  %-52s %10s\n" "devices registered for the fan-out (u199)" "$registered"
+}
+
+# The APNs HTTP/2 transport's own benchmark (its script, when present).
+bench_apns_http2() {
+  if [ -x scripts/bench-apns-http2.sh ]; then scripts/bench-apns-http2.sh; else echo "bench_apns_http2: scripts/bench-apns-http2.sh not present, skipped"; fi
+}
+
+sections=("$@")
+[ ${#sections[@]} -eq 0 ] && sections=(bench_api bench_apns_http2)
+for s in "${sections[@]}"; do "$s"; done
