@@ -51,13 +51,20 @@ import Testing
         // Send until SIGKILL lands, while workers deliver. Ids answered 202 were accepted.
         let accepted = Locked<[String]>([])
         let firstClient = client
+        // Four senders accept faster than one small-batch worker delivers, so a backlog builds up.
         let sender = Task.detached {
-            var n = 0
-            while !Task.isCancelled {
-                let body = #"{"app":"com.example.app","users":["user\#(n % users)","user\#((n + 7) % users)"],"alert":"n\#(n)"}"#
-                n += 1
-                guard let r = try? await firstClient.post("/v1/notifications", body) else { return }
-                if r.status == 202, let id = r.json?["id"]?.stringValue { accepted.withLock { $0.append(id) } }
+            await withTaskGroup(of: Void.self) { group in
+                for lane in 0..<4 {
+                    group.addTask {
+                        var n = lane
+                        while !Task.isCancelled {
+                            let body = #"{"app":"com.example.app","users":["user\#(n % users)","user\#((n + 7) % users)"],"alert":"n\#(n)"}"#
+                            n += 4
+                            guard let r = try? await firstClient.post("/v1/notifications", body) else { return }
+                            if r.status == 202, let id = r.json?["id"]?.stringValue { accepted.withLock { $0.append(id) } }
+                        }
+                    }
+                }
             }
         }
         let log = dir.file("deliveries.jsonl")
@@ -65,7 +72,10 @@ import Testing
             (try? String(contentsOfFile: log, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
         }
         // Kill once some notifications are accepted and some (not all) deliveries are written.
-        _ = await eventually(timeout: 60) { accepted.withLock { $0.count } >= 150 && lines().count >= 60 }
+        _ = await eventually(timeout: 60) {
+            let a = accepted.withLock { $0.count }, written = lines().count
+            return a >= 150 && written >= 60 && a * 2 * devicesPerUser - written >= 120
+        }
         child.signal(SIGKILL)
         _ = await child.waitForExit(timeout: 10)
         sender.cancel()
