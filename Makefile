@@ -26,6 +26,7 @@ test: bootstrap
 
 ## check: validate config.json and the credentials it names.
 check: build
+	@scripts/make-test-certs.sh var/certs
 	@HERALD_API_KEY=$${HERALD_API_KEY:-$$(cat var/api-key 2>/dev/null || echo unset-key-0123456789)} $(HERALD) check --config $(CONFIG)
 
 ## bench: benchmarks with reference tools measured in the same run.

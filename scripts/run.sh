@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
-# `make run`: start the Herald daemon on config.json (HTTP API on api.listen, default
-# 127.0.0.1:8080). Generates an API key on first run (kept in var/api-key) unless
-# HERALD_API_KEY is set. Stop with Ctrl-C (SIGINT) or SIGTERM; SIGHUP reloads the config.
+# `make run`: start Herald on config.json with a local APNs.
+#
+# The sample config sends through the `apns` transport (APNs HTTP/2 over TLS with token auth) to
+# Herald's own APNs simulator on 127.0.0.1:2197, which this script starts with throwaway
+# credentials in var/certs; what arrives is recorded in var/apns-received.jsonl. For Apple's
+# real servers, remove `endpoint` and `caFile` from the transport and point `keyFile`, `keyId`
+# and `teamId` at your key (docs/configuration.md).
+#
+# Generates an API key on first run (kept in var/api-key) unless HERALD_API_KEY is set.
+# Stop with Ctrl-C (SIGINT) or SIGTERM; SIGHUP to the daemon reloads the config.
 set -euo pipefail
 config="${1:-config.json}"
 herald=.build/release/herald
 mkdir -p var
+scripts/make-test-certs.sh var/certs
+
 if [ -z "${HERALD_API_KEY:-}" ]; then
   if [ ! -s var/api-key ]; then
     openssl rand -hex 24 > var/api-key
@@ -15,9 +24,27 @@ if [ -z "${HERALD_API_KEY:-}" ]; then
   export HERALD_API_KEY
   echo "run: API key in var/api-key (export HERALD_API_KEY to choose your own)" >&2
 fi
+
+# The local APNs: the HTTP/2 simulator with the test key's public half.
+"$herald" simulate apns-http2 --port 2197 --tls-cert var/certs/server.pem --tls-key var/certs/server.key \
+  --auth-key-pub ABC123DEFG=var/certs/AuthKey_ABC123DEFG.pub.pem --team DEF123GHIJ \
+  --record var/apns-received.jsonl > var/simulator.log 2>&1 &
+simulator=$!
+trap 'kill "$simulator" 2>/dev/null || true; wait "$simulator" 2>/dev/null || true' EXIT
+for _ in $(seq 1 50); do
+  grep -q "listening on" var/simulator.log 2>/dev/null && break
+  if ! kill -0 "$simulator" 2>/dev/null; then
+    echo "run: the APNs simulator did not start (port 2197 taken?):" >&2
+    cat var/simulator.log >&2
+    exit 1
+  fi
+  sleep 0.1
+done
+
 "$herald" check --config "$config" --quiet
 cat >&2 <<HINT
-run: starting the daemon; in another terminal:
+run: APNs simulator on 127.0.0.1:2197 (records to var/apns-received.jsonl); starting the daemon.
+In another terminal:
   KEY=\$(cat var/api-key)
   curl -s -H "Authorization: Bearer \$KEY" -H 'Content-Type: application/json' \\
        -d '{"app":"com.example.app","user":"demo-user","token":"0000000000000000000000000000000000000000000000000000000000000001"}' \\
@@ -25,6 +52,6 @@ run: starting the daemon; in another terminal:
   curl -s -H "Authorization: Bearer \$KEY" -H 'Content-Type: application/json' \\
        -d '{"app":"com.example.app","users":["demo-user"],"alert":{"title":"Herald","body":"It works"}}' \\
        http://127.0.0.1:8080/v1/notifications
-  deliveries are appended to var/deliveries.jsonl (the "log" transport)
+  tail -1 var/apns-received.jsonl
 HINT
-exec "$herald" serve --config "$config"
+"$herald" serve --config "$config"

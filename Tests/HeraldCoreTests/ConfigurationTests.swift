@@ -48,26 +48,6 @@ let minimal = """
 """
 
 @Suite struct ConfigurationTests {
-    @Test func shippedSampleConfigDecodes() throws {
-        let path = PackagePaths.root + "/config.json"
-        var registry = TransportRegistry()
-        registry.register(LogTransport.self)
-        // The sample names other plugins too once they exist; register what the executable registers.
-        let text = try String(contentsOfFile: path, encoding: .utf8)
-        let json = try JSONValue.parse(text)
-        let kinds = Set(json["transports"]?.objectValue?.values.compactMap { $0["type"]?.stringValue } ?? [])
-        try #require(kinds.isSubset(of: ["log", "apns-http2", "apns-binary", "local"]))
-        if kinds == ["log"] {
-            let configuration = try HeraldConfiguration.load(path: path, registry: registry,
-                                                             environment: ["HERALD_API_KEY": "a-test-key-of-enough-length"])
-            #expect(configuration.apps["com.example.app"]?.routes.isEmpty == false)
-            #expect(configuration.warnings.isEmpty)
-            #expect(configuration.storage.path.hasSuffix("/var/herald.db"))
-            #expect(configuration.storage.path.hasPrefix(PackagePaths.root))
-            #expect(configuration.api.keys.first?.secret.value == "a-test-key-of-enough-length")
-        }
-    }
-
     @Test func minimalConfigurationHasDefaults() throws {
         let c = try parse(minimal)
         let app = try #require(c.apps["com.example.app"])

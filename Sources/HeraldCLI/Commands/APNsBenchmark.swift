@@ -187,7 +187,7 @@ struct Server {
         let port = freePort()
         process.arguments = ["simulate", "apns-http2", "--port", String(port), "--tls-cert", certs + "/server.pem",
                              "--tls-key", certs + "/server.key", "--auth-key-pub", "ABC123DEFG=\(certs)/AuthKey_ABC123DEFG.pub.pem",
-                             "--team", "DEF123GHIJ", "--topic", "com.example.app"]
+                             "--team", "DEF123GHIJ", "--topic", "com.example.app", "--allow-streams-before-auth"]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
