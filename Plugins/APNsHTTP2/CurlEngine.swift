@@ -105,7 +105,8 @@ final class CurlEngine: @unchecked Sendable {
     private var watched: Set<Int32> = []
     private var curlTimerDeadline: UInt64? = nil
     private var pausedUntil: UInt64 = 0
-    private var backoff: Double = 0
+    /// Connection failures since the last answered request (a burst counts once).
+    private var incidentsSinceAnswer = 0
     private var lastIncident: UInt64 = 0
     private var lastError = ""
     private var stopping = false
@@ -114,8 +115,8 @@ final class CurlEngine: @unchecked Sendable {
     /// a valid token succeeds, and libcurl 7.88 closes the whole connection when a stream is
     /// refused, so sending more first would only churn connections.
     private var warm = false
-    /// libcurl stopped watching a socket (its connection closed) during this loop turn.
-    private var socketRemoved = false
+    /// libcurl closed a connection's socket during this loop turn.
+    private var socketClosed = false
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
@@ -224,7 +225,7 @@ final class CurlEngine: @unchecked Sendable {
                 curl_multi_socket_action(multi, curl_socket_t(CURL_SOCKET_TIMEOUT), 0, &running)
             }
             drainCompleted()
-            if socketRemoved || pendingAbort {
+            if socketClosed || pendingAbort {
                 // Let libcurl finish streams whose answers it already read (it completes other
                 // streams of a connection on its next timer run), then take back the rest.
                 for _ in 0..<4 {
@@ -233,7 +234,7 @@ final class CurlEngine: @unchecked Sendable {
                     drainCompleted()
                     if inFlight == before || inFlight == 0 { break }
                 }
-                socketRemoved = false
+                socketClosed = false
                 pendingAbort = false
                 if inFlight > 0 {
                     connectionLost(message: lastError.isEmpty ? "the connection closed" : lastError)
@@ -329,7 +330,7 @@ final class CurlEngine: @unchecked Sendable {
         if let reused = idle.popLast() {
             easy = reused
         } else {
-            easy = EasyHandle(settings: settings)
+            easy = EasyHandle(settings: settings, engine: Unmanaged.passUnretained(self).toOpaque())
             all.append(easy)
         }
         let shape = shape(for: r.shapeKey)
@@ -383,7 +384,7 @@ final class CurlEngine: @unchecked Sendable {
                 finish(r, .failed(reason: "\(settings.configuration.endpoint) did not negotiate HTTP/2; APNs requires it"))
                 return
             }
-            backoff = 0
+            incidentsSinceAnswer = 0
             lastError = ""
             if status != 403 { warm = true }
             responseCounter(status).increment()
@@ -454,14 +455,20 @@ final class CurlEngine: @unchecked Sendable {
     /// stream at once) counts as one incident.
     private func noteConnectionFailure(now: UInt64, message: String) {
         lastError = message
-        let window = UInt64(max(backoff, 0.05) * 1e9)
-        guard now > lastIncident + window else { return }
+        guard now > lastIncident + 50_000_000 else { return }
         lastIncident = now
-        backoff = backoff == 0 ? 0.1 : min(backoff * 2, 30)
+        settings.metrics.reconnects.increment()
+        incidentsSinceAnswer += 1
+        if incidentsSinceAnswer == 1 {
+            // A connection that worked and then closed (GOAWAY, idle close, a reset): reconnect at once.
+            settings.logger.info("APNs connection closed; reconnecting", ["error": message, "engine": String(index)])
+            return
+        }
+        // Failing again before any answer: back off exponentially, 100 ms up to 30 s, with jitter.
+        let backoff = min(0.1 * pow(2, Double(incidentsSinceAnswer - 2)), 30)
         let jittered = backoff * Double.random(in: 0.8...1.0)
         pausedUntil = max(pausedUntil, now + UInt64(jittered * 1e9))
-        settings.metrics.reconnects.increment()
-        settings.logger.warning("APNs connection failed; backing off",
+        settings.logger.warning("APNs connection failed again; backing off",
                                 ["error": message, "backoff_ms": String(Int(jittered * 1000)), "engine": String(index)])
     }
 
@@ -500,10 +507,7 @@ final class CurlEngine: @unchecked Sendable {
 
     fileprivate func socketChanged(_ fd: Int32, what: Int32) {
         if what == CURL_POLL_REMOVE {
-            if watched.remove(fd) != nil {
-                epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nil)
-                socketRemoved = true
-            }
+            if watched.remove(fd) != nil { epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nil) }
             return
         }
         var mask: UInt32 = 0
@@ -518,6 +522,12 @@ final class CurlEngine: @unchecked Sendable {
                 epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &event)
             }
         }
+    }
+
+    /// libcurl closes a connection: the next one must answer once before more streams go out.
+    func socketClosing(_ fd: Int32) {
+        if watched.remove(fd) != nil { epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nil) }
+        socketClosed = true
     }
 
     fileprivate func timerChanged(_ milliseconds: Int) {

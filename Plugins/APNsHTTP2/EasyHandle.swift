@@ -1,6 +1,9 @@
 import CCurl
 import Foundation
 import HeraldCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A reusable libcurl easy handle with the options every APNs request shares, and the
 /// response state of its current request.
@@ -14,7 +17,8 @@ final class EasyHandle {
     private let headers = RequestHeaders()
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
 
-    init(settings: EngineSettings) {
+    /// - Parameter engine: receives libcurl's close of a connection's socket.
+    init(settings: EngineSettings, engine: UnsafeMutableRawPointer) {
         handle = curl_easy_init()
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
         let c = settings.configuration
@@ -48,6 +52,8 @@ final class EasyHandle {
             herald_curl_easy_setopt_string(handle, CURLOPT_SSLCERTTYPE, "PEM")
             herald_curl_easy_setopt_string(handle, CURLOPT_SSLKEYTYPE, "PEM")
         }
+        herald_curl_easy_setopt_closesocket_callback(handle, closeSocketCallback)
+        herald_curl_easy_setopt_pointer(handle, CURLOPT_CLOSESOCKETDATA, engine)
         herald_curl_easy_setopt_data_callback(handle, CURLOPT_HEADERFUNCTION, headerCallback)
         herald_curl_easy_setopt_pointer(handle, CURLOPT_HEADERDATA, me)
         herald_curl_easy_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION, writeCallback)
@@ -123,4 +129,9 @@ private let writeCallback: herald_curl_data_callback = { pointer, size, count, u
     let data = UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: total)
     Unmanaged<EasyHandle>.fromOpaque(user).takeUnretainedValue().append(data)
     return total
+}
+
+private let closeSocketCallback: herald_curl_closesocket_callback = { engine, socket in
+    if let engine { Unmanaged<CurlEngine>.fromOpaque(engine).takeUnretainedValue().socketClosing(socket) }
+    return close(socket)
 }

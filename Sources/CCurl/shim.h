@@ -17,6 +17,9 @@ static inline CURLcode herald_curl_easy_setopt_blob(CURL *h, CURLoption o, struc
 typedef size_t (*herald_curl_data_callback)(char *ptr, size_t size, size_t nmemb, void *userdata);
 static inline CURLcode herald_curl_easy_setopt_data_callback(CURL *h, CURLoption o, herald_curl_data_callback cb) { return curl_easy_setopt(h, o, cb); }
 
+typedef int (*herald_curl_closesocket_callback)(void *clientp, curl_socket_t item);
+static inline CURLcode herald_curl_easy_setopt_closesocket_callback(CURL *h, herald_curl_closesocket_callback cb) { return curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, cb); }
+
 typedef int (*herald_curl_socket_callback)(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp);
 typedef int (*herald_curl_timer_callback)(CURLM *multi, long timeout_ms, void *userp);
 static inline CURLMcode herald_curl_multi_setopt_long(CURLM *m, CURLMoption o, long v) { return curl_multi_setopt(m, o, v); }

@@ -74,7 +74,7 @@ final class HTTP2Connection: @unchecked Sendable {
     func run() {
         var graceful = false
         defer {
-            stream.close(graceful: graceful)
+            stream.close(graceful: graceful, linger: graceful && goAwayLastStream != nil)
             if let session { nghttp2_session_del(session) }
             session = nil
             core.recorder.flush()

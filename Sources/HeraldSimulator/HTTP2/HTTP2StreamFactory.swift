@@ -50,10 +50,16 @@ final class TLSSocketStream: SocketByteStream {
     var negotiatedALPN: String? { tls.negotiatedALPN }
     var peerTopics: [String] { tls.peerCertificate?.topics ?? [] }
 
-    func close(graceful: Bool) {
+    func close(graceful: Bool, linger: Bool) {
         guard !isClosed else { return }
         isClosed = true
-        if graceful {
+        if graceful && linger {
+            // close_notify, then FIN and a short drain on a duplicate of the socket, so the
+            // client reads every answer (and the GOAWAY) before the connection goes away.
+            let copy = dup(tls.fd)
+            tls.shutdown()
+            LingeringClose.finish(copy)
+        } else if graceful {
             tls.shutdown()  // close_notify, then closes the socket
         } else {
             // FIN now, no close_notify; the socket itself is closed when `tls` goes away.
