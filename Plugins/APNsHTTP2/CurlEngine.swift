@@ -388,7 +388,7 @@ final class CurlEngine: @unchecked Sendable {
             lastError = ""
             if status != 403 { warm = true }
             responseCounter(status).increment()
-            switch ResponseMapping.outcome(status: status, body: easy.body, apnsID: easy.responseAPNsID, retryAfter: easy.retryAfter) {
+            switch ResponseMapping.outcome(status: status, body: easy.body, apnsID: r.delivery.apnsID.uuidString.lowercased(), retryAfter: easy.retryAfter) {
             case .outcome(let outcome):
                 finish(r, outcome)
             case .refreshProviderToken(let reason):

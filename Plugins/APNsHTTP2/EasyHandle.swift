@@ -12,7 +12,6 @@ final class EasyHandle {
     var request: PendingRequest?
     var shape: HeaderShape?
     private(set) var body: [UInt8] = []
-    private(set) var responseAPNsID: String?
     private(set) var retryAfter: TimeInterval?
     private let headers = RequestHeaders()
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
@@ -76,7 +75,6 @@ final class EasyHandle {
         request = r
         self.shape = shape
         body.removeAll(keepingCapacity: true)
-        responseAPNsID = nil
         retryAfter = nil
         errorBuffer[0] = 0
         herald_curl_easy_setopt_string(handle, CURLOPT_URL, r.url)
@@ -95,19 +93,23 @@ final class EasyHandle {
     }
 
     fileprivate func header(_ line: UnsafeBufferPointer<UInt8>) {
-        // "apns-id: <uuid>\r\n", "retry-after: 30\r\n"
-        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
-        let name = line[..<colon]
-        func matches(_ lower: StaticString) -> Bool {
-            guard name.count == lower.utf8CodeUnitCount else { return false }
-            return lower.withUTF8Buffer { expected in
-                zip(name, expected).allSatisfy { ($0 | 0x20) == $1 || $0 == $1 }
+        // Only `retry-after` matters: APNs echoes the `apns-id` Herald sent, so the answer's
+        // id is known already. Checked byte-wise: this runs for every header of every answer.
+        let name: StaticString = "retry-after:"
+        guard line.count > name.utf8CodeUnitCount, line[0] | 0x20 == UInt8(ascii: "r") else { return }
+        let matches = name.withUTF8Buffer { expected in
+            (0..<expected.count).allSatisfy { line[$0] | 0x20 == expected[$0] || line[$0] == expected[$0] }
+        }
+        guard matches else { return }
+        var seconds = 0
+        for byte in line[name.utf8CodeUnitCount...] {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): seconds = seconds * 10 + Int(byte - UInt8(ascii: "0"))
+            case UInt8(ascii: " "), 0x0D, 0x0A: continue
+            default: return  // an HTTP date: not what APNs sends; ignore
             }
         }
-        let isID = matches("apns-id"), isRetry = !isID && matches("retry-after")
-        guard isID || isRetry else { return }
-        let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        if isID { responseAPNsID = value.lowercased() } else { retryAfter = TimeInterval(value) }
+        retryAfter = TimeInterval(seconds)
     }
 
     fileprivate func append(_ data: UnsafeBufferPointer<UInt8>) {
