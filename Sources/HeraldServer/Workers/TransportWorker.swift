@@ -196,7 +196,7 @@ final class TransportWorker: Sendable {
         if let l = transport as? any DeliveryLedger {
             ledger = "checked"
             do {
-                confirmed = try await l.acceptedDeliveries(among: Set(interrupted.map { $0.delivery.apnsID.uuidString.lowercased() }))
+                confirmed = try await l.acceptedDeliveries(among: Set(interrupted.map { $0.delivery.apnsID.lowercasedString }))
             } catch {
                 ledger = "failed"
                 logger.warning("cannot read the transport's ledger; interrupted deliveries are sent again", ["error": String(describing: error)])
@@ -206,7 +206,7 @@ final class TransportWorker: Sendable {
         var completions: [DeliveryCompletion] = []
         for c in interrupted {
             let d = c.delivery
-            let id = d.apnsID.uuidString.lowercased()
+            let id = d.apnsID.lowercasedString
             if confirmed.contains(id) {
                 completions.append(DeliveryCompletion(id: d.id, attempt: d.attempt, disposition: .finished(.delivered, reason: nil, apnsID: id)))
                 metrics.finished(transport: name, state: .delivered, reason: nil)
@@ -265,7 +265,7 @@ final class TransportWorker: Sendable {
                 case .finish(let final, let reason):
                     let state = DeliveryState(final)
                     var apnsID: String? = nil
-                    if case .delivered(let id) = outcome { apnsID = id ?? d.apnsID.uuidString.lowercased() }
+                    if case .delivered(let id) = outcome { apnsID = id ?? d.apnsID.lowercasedString }
                     completions.append(DeliveryCompletion(id: d.id, attempt: d.attempt, disposition: .finished(state, reason: reason, apnsID: apnsID)))
                     metrics.finished(transport: name, state: state, reason: reason)
                     latency.observe(after.timeIntervalSince(c.acceptedAt))
