@@ -16,18 +16,10 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
     private let reader: SQLiteDatabase
     private let readerLock = NSLock()
     private let counts: Locked<[String: QueueDepth]>
-    /// Parsed content of recent notifications by `seq`; used only on the writer thread.
-    private var contentCache: [Int64: CachedNotification] = [:]
-    private let maxCachedNotifications = 20_000
-
-    private struct CachedNotification {
-        var id: String
-        var app: String
-        var topic: String
-        var content: NotificationContent
-        var payload: [UInt8]
-        var createdAt: Date
-    }
+    /// Notifications waiting for claims; used only on the writer thread.
+    private var cache = NotificationCache(limit: 20_000)
+    /// Statements of the writer thread, prepared once (see ``WriterStatements``).
+    private var statements = WriterStatements()
 
     /// Turns off SQLite's allocator statistics (a global mutex on every allocation) for this
     /// process. Call before the first database opens (the daemon does); later calls do nothing.
@@ -72,7 +64,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
             sizes.observe(Double(n))
             times.observe(seconds)
         }
-        writer.onRollback = { [unowned self] in contentCache.removeAll() }
+        writer.onRollback = { [unowned self] in cache.removeAll() }
     }
 
     /// Opens the queue a configuration names.
@@ -108,15 +100,24 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
     // MARK: Accepting
 
     public func enqueue(_ n: QueuedNotification, idempotencySince: Date) async throws -> EnqueueReceipt {
+        // Everything that needs no database is prepared here, off the writer thread.
         let contentJSON = String(decoding: n.content.apiJSON, as: UTF8.self)
         let payload = APNsPayload.encode(n.content)
-        return try await writer.perform(isAccept: true) { [self] db in
+        let rows = n.deliveries.map(DeliveryRow.init)
+        var added: [String: (queued: Int, inFlight: Int)] = [:]
+        for d in n.deliveries where d.state == .queued {
+            if let t = d.transport { added[t, default: (0, 0)].queued += 1 }
+        }
+        let waiting = added.values.reduce(0) { $0 + $1.queued }
+        let created = n.createdAt.millisecondsSince1970
+        return try await writer.perform(isAccept: true) { [self, added] db in
             if let key = n.idempotencyKey {
                 let s = try db.statement("SELECT seq, id, deliveries, created_at FROM notifications WHERE app = ? AND idempotency_key = ?")
                 s.bind(1, n.app).bind(2, key)
                 if try s.step() {
                     if s.int64(3) >= idempotencySince.millisecondsSince1970 {
                         let receipt = EnqueueReceipt(id: s.string(1), deliveries: Int(s.int64(2)), replayed: true)
+                        s.reset()
                         return (receipt, {})
                     }
                     let old = s.int64(0)
@@ -125,34 +126,30 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
                     try clear.run()
                 }
             }
-            let created = n.createdAt.millisecondsSince1970
-            let insert = try db.statement("""
-                INSERT INTO notifications (id, app, topic, content, idempotency_key, deliveries, created_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
-                """)
+            let insert = try statements.insertNotification(db)
             insert.bind(1, n.id).bind(2, n.app).bind(3, n.topic).bind(4, contentJSON).bind(5, n.idempotencyKey)
                 .bind(6, n.deliveries.count).bind(7, created)
             try insert.run()
             let seq = db.lastInsertRowID
-            let row = try db.statement("""
-                INSERT INTO deliveries (notification, token, user, environment, transport, state, attempts,
-                                        next_attempt_at, last_reason, apns_id, updated_at)
-                VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
-                """)
-            var added: [String: (queued: Int, inFlight: Int)] = [:]
-            for d in n.deliveries {
-                row.reset()
-                row.bind(1, seq).bind(2, d.token).bind(3, d.user).bind(4, d.environment.rawValue).bind(5, d.transport)
-                    .bind(6, d.state.rawValue).bind(7, d.state == .queued ? created : nil).bind(8, d.reason)
-                    .bind(9, d.apnsID.uuidString.lowercased()).bind(10, created)
-                try row.run()
-                if d.state == .queued, let t = d.transport { added[t, default: (0, 0)].queued += 1 }
+            var next = 0
+            while next < rows.count {
+                let chunk = rows[next..<min(next + WriterStatements.maxRowsPerInsert, rows.count)]
+                let s = try statements.insertDeliveries(chunk.count, db)
+                var p: Int32 = 1
+                for r in chunk {
+                    s.bind(p, seq).bind(p + 1, r.token).bind(p + 2, r.user).bind(p + 3, r.environment).bind(p + 4, r.transport)
+                        .bind(p + 5, r.state).bind(p + 6, r.queued ? created : nil).bind(p + 7, r.reason)
+                        .bind(p + 8, r.apnsID).bind(p + 9, created)
+                    p += WriterStatements.deliveryColumns
+                }
+                try s.run()
+                next += chunk.count
             }
             let receipt = EnqueueReceipt(id: n.id, deliveries: n.deliveries.count, replayed: false)
             // Cached now, not after the commit: a claim in the same group commit reads it. A
             // rollback clears the cache (row ids can be reused after one).
-            cache(seq, CachedNotification(id: n.id, app: n.app, topic: n.topic, content: n.content,
-                                          payload: payload, createdAt: n.createdAt))
+            cache.insert(seq, CachedNotification(id: n.id, app: n.app, topic: n.topic, content: n.content,
+                                                 payload: payload, createdAt: n.createdAt), unclaimed: waiting)
             return (receipt, { [self] in adjust(added) })
         }
     }
@@ -171,14 +168,9 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
 
     public func claim(transport: String, limit: Int, now: Date, leaseUntil: Date) async throws -> [ClaimedDelivery] {
         try await writer.perform { [self] db in
-            let s = try db.statement("""
-                UPDATE deliveries SET state = 'sent', attempts = attempts + 1, lease_until = ?1, updated_at = ?2
-                WHERE id IN (SELECT id FROM deliveries WHERE state = 'queued' AND transport = ?3 AND next_attempt_at <= ?2
-                             ORDER BY next_attempt_at, id LIMIT ?4)
-                RETURNING id, notification, token, user, environment, attempts, apns_id
-                """)
+            let s = try statements.claim(db)
             s.bind(1, leaseUntil.millisecondsSince1970).bind(2, now.millisecondsSince1970).bind(3, transport).bind(4, limit)
-            let deliveries = try readDeliveries(s, transport: transport, db: db)
+            let deliveries = try readDeliveries(s, transport: transport, claiming: true, db: db)
             let n = deliveries.count
             return (deliveries.sorted { $0.delivery.id < $1.delivery.id }, { [self] in
                 if n > 0 { adjust([transport: (-n, n)]) }
@@ -193,48 +185,49 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
                 WHERE state = 'sent' AND transport = ? AND lease_until IS NULL ORDER BY id
                 """)
             s.bind(1, transport)
-            return (try readDeliveries(s, transport: transport, db: db), {})
+            return (try readDeliveries(s, transport: transport, claiming: false, db: db), {})
         }
     }
 
     /// Builds deliveries from rows `id, notification, token, user, environment, attempts, apns_id`.
-    /// Runs on the writer thread (it uses the content cache).
-    private func readDeliveries(_ s: SQLiteStatement, transport: String, db: SQLiteDatabase) throws -> [ClaimedDelivery] {
+    /// Runs on the writer thread (it uses the cache); `claiming`: first claims, which the cache counts.
+    private func readDeliveries(_ s: SQLiteStatement, transport: String, claiming: Bool, db: SQLiteDatabase) throws -> [ClaimedDelivery] {
         var rows: [(id: Int64, seq: Int64, token: String, user: String?, environment: String, attempts: Int, apnsID: String)] = []
         while try s.step() {
             rows.append((s.int64(0), s.int64(1), s.string(2), s.optionalString(3), s.string(4), Int(s.int64(5)), s.string(6)))
         }
         var result: [ClaimedDelivery] = []
         result.reserveCapacity(rows.count)
+        var loaded: [Int64: CachedNotification] = [:]   // not cached: read once per claim
         for r in rows {
-            let n = try notification(seq: r.seq, db: db)
+            let n: CachedNotification
+            if let c = (claiming ? cache.claim(r.seq) : nil) ?? loaded[r.seq] {
+                n = c
+            } else {
+                n = try notification(seq: r.seq, db: db)
+                loaded[r.seq] = n
+            }
             result.append(ClaimedDelivery(delivery: Delivery(id: r.id, notificationID: n.id, app: n.app, topic: n.topic, token: r.token, user: r.user,
                                    environment: APNsEnvironment(rawValue: r.environment) ?? .production,
-                                   transport: transport, attempt: r.attempts, apnsID: UUID(uuidString: r.apnsID) ?? UUID(),
+                                   transport: transport, attempt: r.attempts, apnsID: UUID(uuidString: r.apnsID) ?? UUIDSource.random(),
                                    content: n.content, payload: n.payload), acceptedAt: n.createdAt))
         }
         return result
     }
 
-    private func cache(_ seq: Int64, _ n: CachedNotification) {
-        if contentCache.count >= maxCachedNotifications { contentCache.removeAll(keepingCapacity: true) }
-        contentCache[seq] = n
-    }
-
+    /// Reads a notification's row (one that is not cached).
     private func notification(seq: Int64, db: SQLiteDatabase) throws -> CachedNotification {
-        if let cached = contentCache[seq] { return cached }
-        let s = try db.statement("SELECT id, app, topic, content, created_at FROM notifications WHERE seq = ?")
-        s.bind(1, seq)
-        guard try s.step() else { throw StoreError("queue: delivery refers to notification \(seq), which is gone") }
-        let id = s.string(0), app = s.string(1), topic = s.string(2)
-        let content: NotificationContent
-        do { content = try NotificationContent.fromAPIJSON(Array(s.string(3).utf8)) } catch {
-            throw StoreError("queue: notification \(id) has content this Herald cannot read: \(error)")
+        try db.withStatement("SELECT id, app, topic, content, created_at FROM notifications WHERE seq = ?") { s in
+            s.bind(1, seq)
+            guard try s.step() else { throw StoreError("queue: delivery refers to notification \(seq), which is gone") }
+            let id = s.string(0), app = s.string(1), topic = s.string(2)
+            let content: NotificationContent
+            do { content = try NotificationContent.fromAPIJSON(Array(s.string(3).utf8)) } catch {
+                throw StoreError("queue: notification \(id) has content this Herald cannot read: \(error)")
+            }
+            return CachedNotification(id: id, app: app, topic: topic, content: content, payload: APNsPayload.encode(content),
+                                      createdAt: Date(millisecondsSince1970: s.int64(4)))
         }
-        let n = CachedNotification(id: id, app: app, topic: topic, content: content, payload: APNsPayload.encode(content),
-                                   createdAt: Date(millisecondsSince1970: s.int64(4)))
-        cache(seq, n)
-        return n
     }
 
     public func complete(_ completions: [DeliveryCompletion], now: Date) async throws {
@@ -374,7 +367,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
                     try deleteNotification.run()
                     gone.append(seq)
                 }
-                return ((removed, last, done), { [self] in for seq in gone { contentCache[seq] = nil } })
+                return ((removed, last, done), { [self] in for seq in gone { cache.remove(seq) } })
             }
             total += removed
             cursor = next
