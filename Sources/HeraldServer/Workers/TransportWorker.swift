@@ -261,7 +261,10 @@ final class TransportWorker: Sendable {
             let policy = OutcomePolicy(retry: s.retry)
             for (c, outcome) in zip(sendable, outcomes) {
                 let d = c.delivery
-                switch policy.action(for: outcome, attempt: d.attempt, content: d.content, now: after, random: random()) {
+                // Jitter matters only for a retry (the default source makes a system call).
+                let jitter: Double
+                if case .retry = outcome { jitter = random() } else { jitter = 0 }
+                switch policy.action(for: outcome, attempt: d.attempt, content: d.content, now: after, random: jitter) {
                 case .finish(let final, let reason):
                     let state = DeliveryState(final)
                     var apnsID: String? = nil
