@@ -136,7 +136,7 @@ public final class API: Sendable {
             let limit = deps.snapshot().configuration.api.maxBodyBytes
             return .failure(APIError(status: 413, code: "payload_too_large", message: "the request body is larger than api.maxBodyBytes (\(limit) bytes)"))
         }
-        if route.hasJSONBody {
+        if route.hasJSONBody, request.headers["content-type"] != "application/json" {
             let type = request.headers["content-type"].flatMap { $0.split(separator: ";").first }
                 .map { String($0.filter { $0 != " " && $0 != "\t" }).lowercased() }
             guard let type, type == "application/json" || type.hasSuffix("+json") else {
