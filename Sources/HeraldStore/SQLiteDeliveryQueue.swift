@@ -168,11 +168,22 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
 
     public func claim(transport: String, limit: Int, now: Date, leaseUntil: Date) async throws -> [ClaimedDelivery] {
         try await writer.perform { [self] db in
-            let s = try statements.claim(db)
-            s.bind(1, leaseUntil.millisecondsSince1970).bind(2, now.millisecondsSince1970).bind(3, transport).bind(4, limit)
-            let deliveries = try readDeliveries(s, transport: transport, claiming: true, db: db)
+            // A SELECT, then an UPDATE by row id for each: `UPDATE … WHERE id IN (SELECT …)
+            // RETURNING` builds two temporary tables per call, far costlier for small batches.
+            let due = try statements.due(db)
+            due.bind(1, transport).bind(2, now.millisecondsSince1970).bind(3, limit)
+            var rows = try Self.rows(due)
+            let mark = try statements.markSent(db)
+            for i in rows.indices {
+                mark.reset()
+                mark.bind(1, leaseUntil.millisecondsSince1970).bind(2, now.millisecondsSince1970).bind(3, rows[i].id)
+                try mark.run()
+                rows[i].attempts += 1
+            }
+            rows.sort { $0.id < $1.id }
+            let deliveries = try deliveries(rows, transport: transport, claiming: true, db: db)
             let n = deliveries.count
-            return (deliveries.sorted { $0.delivery.id < $1.delivery.id }, { [self] in
+            return (deliveries, { [self] in
                 if n > 0 { adjust([transport: (-n, n)]) }
             })
         }
@@ -185,17 +196,34 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
                 WHERE state = 'sent' AND transport = ? AND lease_until IS NULL ORDER BY id
                 """)
             s.bind(1, transport)
-            return (try readDeliveries(s, transport: transport, claiming: false, db: db), {})
+            return (try deliveries(Self.rows(s), transport: transport, claiming: false, db: db), {})
         }
     }
 
-    /// Builds deliveries from rows `id, notification, token, user, environment, attempts, apns_id`.
-    /// Runs on the writer thread (it uses the cache); `claiming`: first claims, which the cache counts.
-    private func readDeliveries(_ s: SQLiteStatement, transport: String, claiming: Bool, db: SQLiteDatabase) throws -> [ClaimedDelivery] {
-        var rows: [(id: Int64, seq: Int64, token: String, user: String?, environment: String, attempts: Int, apnsID: String)] = []
+    /// A delivery row as claims read it.
+    private struct ClaimRow {
+        var id: Int64
+        var seq: Int64
+        var token: String
+        var user: String?
+        var environment: String
+        var attempts: Int
+        var apnsID: String
+    }
+
+    /// Rows `id, notification, token, user, environment, attempts, apns_id`, read to the end.
+    private static func rows(_ s: SQLiteStatement) throws -> [ClaimRow] {
+        var rows: [ClaimRow] = []
         while try s.step() {
-            rows.append((s.int64(0), s.int64(1), s.string(2), s.optionalString(3), s.string(4), Int(s.int64(5)), s.string(6)))
+            rows.append(ClaimRow(id: s.int64(0), seq: s.int64(1), token: s.string(2), user: s.optionalString(3), environment: s.string(4),
+                                 attempts: Int(s.int64(5)), apnsID: s.string(6)))
         }
+        return rows
+    }
+
+    /// Builds deliveries from rows. Runs on the writer thread (it uses the cache); `claiming`:
+    /// first claims, which the cache counts.
+    private func deliveries(_ rows: [ClaimRow], transport: String, claiming: Bool, db: SQLiteDatabase) throws -> [ClaimedDelivery] {
         var result: [ClaimedDelivery] = []
         result.reserveCapacity(rows.count)
         var loaded: [Int64: CachedNotification] = [:]   // not cached: read once per claim
@@ -209,7 +237,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
             }
             result.append(ClaimedDelivery(delivery: Delivery(id: r.id, notificationID: n.id, app: n.app, topic: n.topic, token: r.token, user: r.user,
                                    environment: APNsEnvironment(rawValue: r.environment) ?? .production,
-                                   transport: transport, attempt: r.attempts, apnsID: UUID(uuidString: r.apnsID) ?? UUIDSource.random(),
+                                   transport: transport, attempt: r.attempts, apnsID: UUID(lowercasedString: r.apnsID) ?? UUIDSource.random(),
                                    content: n.content, payload: n.payload), acceptedAt: n.createdAt))
         }
         return result
@@ -233,36 +261,33 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
     public func complete(_ completions: [DeliveryCompletion], now: Date) async throws {
         guard !completions.isEmpty else { return }
         try await writer.perform { [self] db in
-            let finish = try db.statement("""
-                UPDATE deliveries SET state = ?1, last_reason = ?2, apns_id = COALESCE(?3, apns_id), lease_until = NULL,
-                    next_attempt_at = NULL, updated_at = ?4
-                WHERE id = ?5 AND attempts = ?6 AND state = 'sent' RETURNING transport
-                """)
-            let retry = try db.statement("""
-                UPDATE deliveries SET state = 'queued', last_reason = ?1, lease_until = NULL, next_attempt_at = ?2, updated_at = ?3
-                WHERE id = ?4 AND attempts = ?5 AND state = 'sent' RETURNING transport
-                """)
+            // No RETURNING (a temporary table per statement): the row count says whether the
+            // attempt still matched, and the transport is read only then.
+            let finish = try statements.finish(db), retry = try statements.retry(db), transportOf = try statements.transport(db)
             let nowMs = now.millisecondsSince1970
             var changes: [String: (queued: Int, inFlight: Int)] = [:]
             for c in completions {
-                let s: SQLiteStatement
-                var requeued = false
+                let requeued: Bool
                 switch c.disposition {
                 case .finished(let state, let reason, let apnsID):
                     finish.reset()
                     finish.bind(1, state.rawValue).bind(2, reason).bind(3, apnsID).bind(4, nowMs).bind(5, c.id).bind(6, c.attempt)
-                    s = finish
+                    try finish.run()
+                    requeued = false
                 case .retry(let at, let reason):
                     retry.reset()
                     retry.bind(1, reason).bind(2, at.millisecondsSince1970).bind(3, nowMs).bind(4, c.id).bind(5, c.attempt)
-                    s = retry
+                    try retry.run()
                     requeued = true
                 }
-                if try s.step(), let transport = s.optionalString(0) {
+                guard db.changes > 0 else { continue }
+                transportOf.reset()
+                transportOf.bind(1, c.id)
+                if try transportOf.step(), let transport = transportOf.optionalString(0) {
                     changes[transport, default: (0, 0)].inFlight -= 1
                     if requeued { changes[transport, default: (0, 0)].queued += 1 }
-                    try s.run()
                 }
+                transportOf.reset()
             }
             return ((), { [self] in adjust(changes) })
         }

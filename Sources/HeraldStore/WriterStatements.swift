@@ -36,7 +36,11 @@ struct WriterStatements {
 
     private var notification: SQLiteStatement?
     private var deliveries: [SQLiteStatement?] = Array(repeating: nil, count: maxRowsPerInsert + 1)
-    private var claimDue: SQLiteStatement?
+    private var dueDeliveries: SQLiteStatement?
+    private var sent: SQLiteStatement?
+    private var finished: SQLiteStatement?
+    private var retried: SQLiteStatement?
+    private var transportByID: SQLiteStatement?
 
     mutating func insertNotification(_ db: SQLiteDatabase) throws -> SQLiteStatement {
         try Self.reuse(&notification, db, """
@@ -57,14 +61,39 @@ struct WriterStatements {
             """)
     }
 
-    /// Claims due deliveries: `?1` lease until, `?2` now, `?3` transport, `?4` limit.
-    mutating func claim(_ db: SQLiteDatabase) throws -> SQLiteStatement {
-        try Self.reuse(&claimDue, db, """
-            UPDATE deliveries SET state = 'sent', attempts = attempts + 1, lease_until = ?1, updated_at = ?2
-            WHERE id IN (SELECT id FROM deliveries WHERE state = 'queued' AND transport = ?3 AND next_attempt_at <= ?2
-                         ORDER BY next_attempt_at, id LIMIT ?4)
-            RETURNING id, notification, token, user, environment, attempts, apns_id
+    /// Due deliveries, oldest first: `?1` transport, `?2` now, `?3` limit.
+    mutating func due(_ db: SQLiteDatabase) throws -> SQLiteStatement {
+        try Self.reuse(&dueDeliveries, db, """
+            SELECT id, notification, token, user, environment, attempts, apns_id FROM deliveries
+            WHERE state = 'queued' AND transport = ?1 AND next_attempt_at <= ?2 ORDER BY next_attempt_at, id LIMIT ?3
             """)
+    }
+
+    /// Claims one delivery: `?1` lease until, `?2` now, `?3` id.
+    mutating func markSent(_ db: SQLiteDatabase) throws -> SQLiteStatement {
+        try Self.reuse(&sent, db, "UPDATE deliveries SET state = 'sent', attempts = attempts + 1, lease_until = ?1, updated_at = ?2 WHERE id = ?3")
+    }
+
+    /// A final outcome: `?1` state, `?2` reason, `?3` apns-id (`NULL` keeps it), `?4` now, `?5` id, `?6` attempt.
+    mutating func finish(_ db: SQLiteDatabase) throws -> SQLiteStatement {
+        try Self.reuse(&finished, db, """
+            UPDATE deliveries SET state = ?1, last_reason = ?2, apns_id = COALESCE(?3, apns_id), lease_until = NULL,
+                next_attempt_at = NULL, updated_at = ?4
+            WHERE id = ?5 AND attempts = ?6 AND state = 'sent'
+            """)
+    }
+
+    /// Back to the queue: `?1` reason, `?2` due, `?3` now, `?4` id, `?5` attempt.
+    mutating func retry(_ db: SQLiteDatabase) throws -> SQLiteStatement {
+        try Self.reuse(&retried, db, """
+            UPDATE deliveries SET state = 'queued', last_reason = ?1, lease_until = NULL, next_attempt_at = ?2, updated_at = ?3
+            WHERE id = ?4 AND attempts = ?5 AND state = 'sent'
+            """)
+    }
+
+    /// A delivery's transport: `?1` id.
+    mutating func transport(_ db: SQLiteDatabase) throws -> SQLiteStatement {
+        try Self.reuse(&transportByID, db, "SELECT transport FROM deliveries WHERE id = ?1")
     }
 
     private static func reuse(_ slot: inout SQLiteStatement?, _ db: SQLiteDatabase, _ sql: @autoclosure () -> String) throws -> SQLiteStatement {

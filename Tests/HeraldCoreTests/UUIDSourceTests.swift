@@ -29,4 +29,16 @@ struct UUIDSourceTests {
             #expect(id.lowercasedString == id.uuidString.lowercased())
         }
     }
+
+    @Test func parsesTheCanonicalTextOnly() {
+        for id in [UUID(), UUIDSource.random(), UUIDSource.timeOrdered()] {
+            #expect(UUID(lowercasedString: id.lowercasedString) == id)
+            #expect(UUID(lowercasedString: id.uuidString) == id)
+        }
+        for text in ["", "0", "00000000-0000-0000-0000-00000000000", "00000000-0000-0000-0000-0000000000000",
+                     "00000000000000000000000000000000", "00000000-0000-0000-0000-00000000000g", "0000000-00000-0000-0000-000000000000",
+                     "{00000000-0000-0000-0000-000000000000}"] {
+            #expect(UUID(lowercasedString: text) == nil, "\(text)")
+        }
+    }
 }

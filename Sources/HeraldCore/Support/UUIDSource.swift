@@ -87,4 +87,29 @@ extension UUID {
             }
         }
     }
+
+    /// Parses the canonical text (`8-4-4-4-12` hex digits, either case) without `sscanf`, as
+    /// Foundation's `UUID(uuidString:)` does on Linux; `nil` for anything else.
+    public init?(lowercasedString text: String) {
+        var bytes = [UInt8](repeating: 0, count: 16)
+        var n = 0
+        var high: UInt8? = nil
+        for (i, c) in text.utf8.enumerated() {
+            if i == 8 || i == 13 || i == 18 || i == 23 {
+                guard c == UInt8(ascii: "-") else { return nil }
+                continue
+            }
+            let v: UInt8
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): v = c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): v = c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): v = c - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+            guard n < 16 else { return nil }
+            if let h = high { bytes[n] = h << 4 | v; n += 1; high = nil } else { high = v }
+        }
+        guard n == 16, high == nil, text.utf8.count == 36 else { return nil }
+        self = bytes.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
+    }
 }

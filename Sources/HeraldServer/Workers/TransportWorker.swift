@@ -268,7 +268,8 @@ final class TransportWorker: Sendable {
                 case .finish(let final, let reason):
                     let state = DeliveryState(final)
                     var apnsID: String? = nil
-                    if case .delivered(let id) = outcome { apnsID = id ?? d.apnsID.lowercasedString }
+                    // The id the peer confirmed; `nil` (keep the stored one) when it is the one sent.
+                    if case .delivered(let id?) = outcome, id != d.apnsID.lowercasedString { apnsID = id }
                     completions.append(DeliveryCompletion(id: d.id, attempt: d.attempt, disposition: .finished(state, reason: reason, apnsID: apnsID)))
                     metrics.finished(transport: name, state: state, reason: reason)
                     latency.observe(after.timeIntervalSince(c.acceptedAt))
