@@ -33,7 +33,7 @@ final class BinaryThreadedServer: Sendable {
         var active: Set<Int32> = []
     }
 
-    let listener: BinaryTCPListener
+    let listener: SocketListener
     private let opener: BinaryStreamOpener
     private let handler: Handler
     private let refusal: Refusal
@@ -42,7 +42,7 @@ final class BinaryThreadedServer: Sendable {
     private let state = Locked(State())
     private let threads = DispatchGroup()
 
-    init(listener: BinaryTCPListener, opener: @escaping BinaryStreamOpener, handshakeTimeout: Double = 10,
+    init(listener: SocketListener, opener: @escaping BinaryStreamOpener, handshakeTimeout: Double = 10,
          lingerSeconds: Double = 2, refusal: @escaping Refusal, handler: @escaping Handler) {
         self.listener = listener
         self.opener = opener
@@ -63,7 +63,7 @@ final class BinaryThreadedServer: Sendable {
     }
 
     private func acceptLoop() {
-        defer { listener.close() }
+        defer { listener.release() }
         while let fd = listener.accept() {
             let number: Int? = state.withLock { s in
                 if s.stopping { return nil }
@@ -135,7 +135,7 @@ final class BinaryThreadedServer: Sendable {
             for fd in s.active { BinarySocket.shutdownBoth(fd) }
             return true
         }
-        if first { listener.shutdown() }
+        if first { listener.close() }
         _ = threads.wait(timeout: .now() + timeout)
     }
 }

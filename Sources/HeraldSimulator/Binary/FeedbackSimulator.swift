@@ -87,7 +87,12 @@ public final class FeedbackSimulator: Sendable {
         } else {
             opener = BinaryPlainStream.opener
         }
-        let listener = try BinaryTCPListener(host: configuration.host, port: configuration.port)
+        let listener: SocketListener
+        do {
+            listener = try SocketListener(host: configuration.host, port: configuration.port, backlog: 128, accepted: .blocking)
+        } catch {
+            throw BinarySimulatorError(error)
+        }
         let server = BinaryThreadedServer(
             listener: listener, opener: opener, handshakeTimeout: configuration.handshakeTimeout,
             refusal: { [self] connection, reason in refused(connection, reason) },

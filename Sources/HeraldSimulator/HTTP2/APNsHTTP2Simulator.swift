@@ -78,7 +78,12 @@ public final class APNsHTTP2Simulator: Sendable {
     /// Binds the port and starts accepting connections.
     /// - Throws: ``HTTP2SimulatorError`` when the address cannot be bound, or when called twice.
     public func start() throws(HTTP2SimulatorError) {
-        let listener = try SocketListener(host: configuration.host, port: configuration.port)
+        let listener: SocketListener
+        do {
+            listener = try SocketListener(host: configuration.host, port: configuration.port, backlog: 512, accepted: .nonBlocking)
+        } catch {
+            throw HTTP2SimulatorError(error)
+        }
         let done = DispatchSemaphore(value: 0)
         try state.withLock { (s: inout RunState) throws(HTTP2SimulatorError) in
             guard s.listener == nil, !s.stopped else {
