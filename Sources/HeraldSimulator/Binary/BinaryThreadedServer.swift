@@ -35,6 +35,7 @@ final class BinaryThreadedServer: Sendable {
 
     let listener: SocketListener
     private let opener: BinaryStreamOpener
+    private let usesTLS: Bool
     private let handler: Handler
     private let refusal: Refusal
     private let handshakeTimeout: Double
@@ -42,17 +43,29 @@ final class BinaryThreadedServer: Sendable {
     private let state = Locked(State())
     private let threads = DispatchGroup()
 
-    init(listener: SocketListener, opener: @escaping BinaryStreamOpener, handshakeTimeout: Double = 10,
-         lingerSeconds: Double = 2, refusal: @escaping Refusal, handler: @escaping Handler) {
-        self.listener = listener
-        self.opener = opener
+    /// Sets up TLS (mutual, from `tls`; plaintext TCP when `nil`) and binds `host:port`; does not
+    /// accept yet. - Throws: naming the address or file at fault.
+    init(host: String, port: Int, tls: APNsBinaryTLSFiles?, handshakeTimeout: Double = 10,
+         lingerSeconds: Double = 2, refusal: @escaping Refusal, handler: @escaping Handler) throws(BinarySimulatorError) {
+        if let tls {
+            opener = try BinaryTLS.makeOpener(tls)
+        } else {
+            opener = BinaryPlainStream.opener
+        }
+        do {
+            listener = try SocketListener(host: host, port: port, backlog: 128, accepted: .blocking)
+        } catch {
+            throw BinarySimulatorError(error)
+        }
+        self.usesTLS = tls != nil
         self.handler = handler
         self.refusal = refusal
         self.handshakeTimeout = handshakeTimeout
         self.lingerSeconds = lingerSeconds
     }
 
-    func start() {
+    /// Starts accepting, then logs `message` (info) with the address and whether TLS is on.
+    func start(announcing message: String, to logger: Logger) {
         threads.enter()
         let thread = Thread { [self] in
             acceptLoop()
@@ -60,6 +73,7 @@ final class BinaryThreadedServer: Sendable {
         }
         thread.name = "binary-accept-\(listener.port)"
         thread.start()
+        logger.info(message, ["address": "\(listener.host):\(listener.port)", "tls": usesTLS ? "mutual" : "off"])
     }
 
     private func acceptLoop() {
