@@ -132,8 +132,7 @@ final class BinaryThreadedServer: Sendable {
             }
             stream.close()
             guard copy >= 0 else { return }
-            BinarySocket.shutdownWrite(copy)
-            BinarySocket.drain(copy, seconds: lingerSeconds)
+            LingeringClose.drain(copy, seconds: lingerSeconds)
             release(copy)
             BinarySocket.close(copy)
         }
