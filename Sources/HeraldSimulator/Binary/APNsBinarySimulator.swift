@@ -157,12 +157,7 @@ public final class APNsBinarySimulator: Sendable {
     }
 
     private func poll(timeout: Double, _ condition: @Sendable (State) -> Bool) async -> Bool {
-        let end = Date().addingTimeInterval(timeout)
-        while true {
-            if state.withLock({ condition($0) }) { return true }
-            if Date() >= end { return false }
-            try? await Task.sleep(nanoseconds: 5_000_000)
-        }
+        await SimulatorWait.until(timeout: timeout, every: 5_000_000) { state.withLock { condition($0) } }
     }
 
     // MARK: Rules and faults (apply at once, also to open connections)

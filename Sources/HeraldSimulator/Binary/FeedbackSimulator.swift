@@ -121,22 +121,12 @@ public final class FeedbackSimulator: Sendable {
 
     /// Waits until at least `count` connections were served; `false` on timeout.
     public func waitForDeliveries(count: Int, timeout: Double = 10) async -> Bool {
-        let end = Date().addingTimeInterval(timeout)
-        while state.withLock({ $0.deliveries.count }) < count {
-            if Date() >= end { return false }
-            try? await Task.sleep(nanoseconds: 5_000_000)
-        }
-        return true
+        await SimulatorWait.until(timeout: timeout, every: 5_000_000) { state.withLock { $0.deliveries.count } >= count }
     }
 
     /// Waits until at least `count` clients were refused at the handshake; `false` on timeout.
     public func waitForRefusals(count: Int, timeout: Double = 10) async -> Bool {
-        let end = Date().addingTimeInterval(timeout)
-        while state.withLock({ $0.refused.count }) < count {
-            if Date() >= end { return false }
-            try? await Task.sleep(nanoseconds: 5_000_000)
-        }
-        return true
+        await SimulatorWait.until(timeout: timeout, every: 5_000_000) { state.withLock { $0.refused.count } >= count }
     }
 
     private func refused(_ connection: Int, _ reason: String) {

@@ -133,12 +133,9 @@ public final class APNsHTTP2Simulator: Sendable {
     /// Waits (up to `timeout` seconds) until at least `count` notifications were accepted.
     /// - Returns: the accepted notifications, or `nil` on timeout.
     public func waitForNotifications(count: Int, timeout: TimeInterval = 10) async -> [ReceivedNotification]? {
-        let end = Date().addingTimeInterval(timeout)
-        while true {
+        await SimulatorWait.value(timeout: timeout, every: 2_000_000) {
             let r = received
-            if r.count >= count { return r }
-            if Date() >= end { return nil }
-            try? await Task.sleep(nanoseconds: 2_000_000)
+            return r.count >= count ? r : nil
         }
     }
 
