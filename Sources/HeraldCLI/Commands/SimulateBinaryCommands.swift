@@ -175,14 +175,8 @@ enum SimulateBinaryCommands {
             guard given.isEmpty else { throw .usage("--plaintext cannot be combined with --\(given[0])", command: command) }
             return nil
         }
-        let files = APNsBinaryTLSFiles(certificateFile: try arguments.required("tls-cert", command: command),
-                                       keyFile: try arguments.required("tls-key", command: command),
-                                       clientCAFile: try arguments.required("client-ca", command: command))
-        for (option, file) in [("tls-cert", files.certificateFile), ("tls-key", files.keyFile), ("client-ca", files.clientCAFile)]
-        where !FileManager.default.isReadableFile(atPath: file) {
-            throw .usage("--\(option): cannot read \"\(file)\"", command: command)
-        }
-        return files
+        let files = try arguments.readableFiles(["tls-cert", "tls-key", "client-ca"], command: command)
+        return APNsBinaryTLSFiles(certificateFile: files[0], keyFile: files[1], clientCAFile: files[2])
     }
 
     private static func deadTokens(_ arguments: ParsedArguments, command: String) throws(CLIError) -> [FeedbackSimulator.Entry] {

@@ -84,12 +84,8 @@ enum SimulateHTTP2Command {
                 throw .usage("--h2c serves cleartext; drop --tls-cert/--tls-key or --h2c", command: path)
             }
         } else {
-            let cert = try arguments.required("tls-cert", command: path)
-            let key = try arguments.required("tls-key", command: path)
-            for (option, file) in [("tls-cert", cert), ("tls-key", key)] where !FileManager.default.isReadableFile(atPath: file) {
-                throw .usage("--\(option): cannot read \"\(file)\"", command: path)
-            }
-            tls = APNsHTTP2Simulator.TLS(certificateFile: cert, keyFile: key, clientCAFile: arguments.value("client-ca"))
+            let files = try arguments.readableFiles(["tls-cert", "tls-key"], command: path)
+            tls = APNsHTTP2Simulator.TLS(certificateFile: files[0], keyFile: files[1], clientCAFile: arguments.value("client-ca"))
         }
 
         let keySpecs = arguments.all("auth-key-pub")
