@@ -2,8 +2,8 @@ import HeraldCore
 
 /// Appends one JSON object per line to a file (`--record out.jsonl`), from any thread.
 ///
-/// The file is created or truncated when the sink opens. Each line is written with a single
-/// `write(2)`, so lines from several connections never interleave.
+/// The file is created or truncated when the sink opens. Each line is written whole under one
+/// lock (``RecordFile``), so lines from several connections never interleave.
 public final class BinaryRecordSink: Sendable {
     private let file: RecordFile
     public let path: String
