@@ -132,7 +132,7 @@ public final class APNsHTTP2Simulator: Sendable {
 
     /// Waits (up to `timeout` seconds) until at least `count` notifications were accepted.
     /// - Returns: the accepted notifications, or `nil` on timeout.
-    public func waitForNotifications(count: Int, timeout: TimeInterval = 10) async -> [ReceivedNotification]? {
+    public func waitForNotifications(count: Int, timeout: TimeInterval = 30) async -> [ReceivedNotification]? {
         await SimulatorWait.value(timeout: timeout, every: 2_000_000) {
             let r = received
             return r.count >= count ? r : nil
