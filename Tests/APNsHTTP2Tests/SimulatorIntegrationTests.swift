@@ -205,9 +205,9 @@ struct TransportFixture {
         #expect(f.apns.simulator.counters.rejected["TooManyProviderTokenUpdates"] == nil)
     }
 
-    @Test func goAwayLosesNothingAndSendsNothingTwice() async throws {
-        var faults = HTTP2Faults()
-        faults.goAwayAfterStreams = 120
+    /// Sends 500 notifications through connections the simulator keeps ending (per `faults`),
+    /// expects every one delivered, and returns what the simulator received.
+    func deliverAllThrough(_ faults: HTTP2Faults) async throws -> (received: [ReceivedNotification], counters: HTTP2SimulatorCounters) {
         let f = try TransportFixture.tokenAuth(faults: faults)
         defer { f.apns.stop() }
         let transport = try f.transport(["connectionRetries": 5, "maxConcurrentStreams": 50])
@@ -218,29 +218,26 @@ struct TransportFixture {
         for (d, o) in zip(batch, outcomes) {
             #expect(o == .delivered(apnsID: d.apnsID.uuidString.lowercased()), "\(d.token): \(o)")
         }
+        return (f.apns.simulator.received, f.apns.simulator.counters)
+    }
+
+    @Test func goAwayLosesNothingAndSendsNothingTwice() async throws {
+        var faults = HTTP2Faults()
+        faults.goAwayAfterStreams = 120
+        let (received, counters) = try await deliverAllThrough(faults)
         // A graceful GOAWAY names the last stream it answered: nothing arrives twice.
-        let ids = f.apns.simulator.received.map(\.apnsID)
+        let ids = received.map(\.apnsID)
         #expect(ids.count == 500)
         #expect(Set(ids).count == 500)
-        #expect(f.apns.simulator.counters.goAways >= 4)
+        #expect(counters.goAways >= 4)
     }
 
     @Test func droppedConnectionsLoseNothingAndResendOnlyWhatWasNotAnswered() async throws {
         var faults = HTTP2Faults()
         faults.closeAfterStreams = 70
-        let f = try TransportFixture.tokenAuth(faults: faults)
-        defer { f.apns.stop() }
-        let transport = try f.transport(["connectionRetries": 5, "maxConcurrentStreams": 50])
-        try await transport.start()
-        let batch = (1...500).map { TransportFixture.delivery($0) }
-        let outcomes = await transport.deliver(batch)
-        await transport.shutdown()
-        for (d, o) in zip(batch, outcomes) {
-            #expect(o == .delivered(apnsID: d.apnsID.uuidString.lowercased()), "\(d.token): \(o)")
-        }
-        let received = f.apns.simulator.received
+        let (received, counters) = try await deliverAllThrough(faults)
         #expect(Set(received.map(\.apnsID)).count == 500)
-        #expect(f.apns.simulator.counters.abruptCloses >= 4)
+        #expect(counters.abruptCloses >= 4)
         // A socket closed without GOAWAY can take answers already written with it; only those
         // are sent again: the first copy of a repeat is among the last answers of a connection
         // the server dropped (at most one window of streams before the close).
