@@ -96,7 +96,7 @@ public final class ChildProcess: Sendable {
     public var pid: Int32 { process.processIdentifier }
 
     /// Waits for a stdout line containing `text`; returns the line, or `nil` on timeout or exit.
-    public func waitForLine(containing text: String, timeout: TimeInterval = 20) async -> String? {
+    public func waitForLine(containing text: String, timeout: TimeInterval = 60) async -> String? {
         let end = Date().addingTimeInterval(timeout)
         while Date() < end {
             if let line = stdout.split(separator: "\n").first(where: { $0.contains(text) }) { return String(line) }
@@ -109,7 +109,7 @@ public final class ChildProcess: Sendable {
     }
 
     /// The port in a `listening on HOST:PORT` line, waiting for it.
-    public func listeningPort(timeout: TimeInterval = 20) async -> Int? {
+    public func listeningPort(timeout: TimeInterval = 60) async -> Int? {
         guard let line = await waitForLine(containing: "listening on", timeout: timeout),
               let colon = line.lastIndex(of: ":") else { return nil }
         return Int(line[line.index(after: colon)...].prefix { $0.isNumber })
@@ -119,7 +119,7 @@ public final class ChildProcess: Sendable {
     public func signal(_ signal: Int32 = SIGTERM) { kill(process.processIdentifier, signal) }
 
     /// Waits for the process to exit (up to `timeout`); returns its status, or `nil` if still running.
-    public func waitForExit(timeout: TimeInterval = 20) async -> Int32? {
+    public func waitForExit(timeout: TimeInterval = 60) async -> Int32? {
         let end = Date().addingTimeInterval(timeout)
         while process.isRunning && Date() < end { try? await Task.sleep(nanoseconds: 10_000_000) }
         return process.isRunning ? nil : process.terminationStatus

@@ -75,9 +75,13 @@ public final class TestClock: WallClock, Sendable {
     public var nextDeadline: Date? { state.withLock { $0.sleepers.map(\.deadline).min() } }
 
     /// Waits (in real time, up to `timeout`) until at least `count` tasks sleep on this clock.
+    ///
+    /// The default timeout is long on purpose: on a 2-core machine, tests that run child
+    /// processes can hold both cooperative threads for seconds, and a short timeout would then
+    /// fail a test that is only waiting its turn.
     /// - Returns: whether they did.
     @discardableResult
-    public func waitForSleepers(_ count: Int = 1, timeout: TimeInterval = 10) async -> Bool {
+    public func waitForSleepers(_ count: Int = 1, timeout: TimeInterval = 60) async -> Bool {
         let end = Date().addingTimeInterval(timeout)
         while Date() < end {
             if sleeperCount >= count { return true }

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import HeraldCore
 import HeraldCrypto
 import HeraldSimulator
@@ -202,9 +205,9 @@ struct TransportFixture {
         #expect(f.apns.simulator.counters.rejected["TooManyProviderTokenUpdates"] == nil)
     }
 
-    @Test func goAwayLosesNothingAndSendsNothingTwice() async throws {
-        var faults = HTTP2Faults()
-        faults.goAwayAfterStreams = 120
+    /// Sends 500 notifications through connections the simulator keeps ending (per `faults`),
+    /// expects every one delivered, and returns what the simulator received.
+    func deliverAllThrough(_ faults: HTTP2Faults) async throws -> (received: [ReceivedNotification], counters: HTTP2SimulatorCounters) {
         let f = try TransportFixture.tokenAuth(faults: faults)
         defer { f.apns.stop() }
         let transport = try f.transport(["connectionRetries": 5, "maxConcurrentStreams": 50])
@@ -215,29 +218,26 @@ struct TransportFixture {
         for (d, o) in zip(batch, outcomes) {
             #expect(o == .delivered(apnsID: d.apnsID.uuidString.lowercased()), "\(d.token): \(o)")
         }
+        return (f.apns.simulator.received, f.apns.simulator.counters)
+    }
+
+    @Test func goAwayLosesNothingAndSendsNothingTwice() async throws {
+        var faults = HTTP2Faults()
+        faults.goAwayAfterStreams = 120
+        let (received, counters) = try await deliverAllThrough(faults)
         // A graceful GOAWAY names the last stream it answered: nothing arrives twice.
-        let ids = f.apns.simulator.received.map(\.apnsID)
+        let ids = received.map(\.apnsID)
         #expect(ids.count == 500)
         #expect(Set(ids).count == 500)
-        #expect(f.apns.simulator.counters.goAways >= 4)
+        #expect(counters.goAways >= 4)
     }
 
     @Test func droppedConnectionsLoseNothingAndResendOnlyWhatWasNotAnswered() async throws {
         var faults = HTTP2Faults()
         faults.closeAfterStreams = 70
-        let f = try TransportFixture.tokenAuth(faults: faults)
-        defer { f.apns.stop() }
-        let transport = try f.transport(["connectionRetries": 5, "maxConcurrentStreams": 50])
-        try await transport.start()
-        let batch = (1...500).map { TransportFixture.delivery($0) }
-        let outcomes = await transport.deliver(batch)
-        await transport.shutdown()
-        for (d, o) in zip(batch, outcomes) {
-            #expect(o == .delivered(apnsID: d.apnsID.uuidString.lowercased()), "\(d.token): \(o)")
-        }
-        let received = f.apns.simulator.received
+        let (received, counters) = try await deliverAllThrough(faults)
         #expect(Set(received.map(\.apnsID)).count == 500)
-        #expect(f.apns.simulator.counters.abruptCloses >= 4)
+        #expect(counters.abruptCloses >= 4)
         // A socket closed without GOAWAY can take answers already written with it; only those
         // are sent again: the first copy of a repeat is among the last answers of a connection
         // the server dropped (at most one window of streams before the close).
@@ -320,5 +320,155 @@ struct TransportFixture {
         await unreachable.shutdown()
         guard case .retry(_, let reason) = outcome[0] else { Issue.record("expected retry, got \(outcome[0])"); return }
         #expect(reason.contains("connect") || reason.contains("Connection refused"), "\(reason)")
+    }
+}
+
+/// A minimal HTTP CONNECT proxy on 127.0.0.1 port 0: reads the CONNECT line, connects upstream,
+/// answers 200 and relays bytes both ways. Counts the tunnels it opened.
+final class ConnectProxy: @unchecked Sendable {
+    let port: Int
+    private let listener: Int32
+    private let tunnels = Locked<[String]>([])
+
+    init() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.listener = listener
+        var one: Int32 = 1
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
+        listen(listener, 16)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Accepts connections on a background thread until ``stop()``.
+    func start() {
+        let fd = listener
+        Thread.detachNewThread { [self] in
+            while true {
+                let client = accept(fd, nil, nil)
+                if client < 0 { return }
+                Thread.detachNewThread { self.serve(client) }
+            }
+        }
+    }
+
+    var targets: [String] { tunnels.withLock { $0 } }
+
+    func stop() { shutdown(listener, Int32(SHUT_RDWR)); close(listener) }
+
+    private func serve(_ client: Int32) {
+        var request = [UInt8]()
+        var byte: UInt8 = 0
+        while !request.suffix(4).elementsEqual([13, 10, 13, 10]) {
+            guard recv(client, &byte, 1, 0) == 1 else { close(client); return }
+            request.append(byte)
+        }
+        let line = String(decoding: request, as: UTF8.self).split(separator: "\r\n").first ?? ""
+        let parts = line.split(separator: " ")
+        guard parts.count >= 2, parts[0] == "CONNECT", let colon = parts[1].lastIndex(of: ":"),
+              let upstreamPort = UInt16(parts[1][parts[1].index(after: colon)...]) else { close(client); return }
+        tunnels.withLock { $0.append(String(parts[1])) }
+        let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = upstreamPort.bigEndian
+        let rc = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard rc == 0 else { close(client); close(upstream); return }
+        let ok = Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8)
+        _ = ok.withUnsafeBytes { send(client, $0.baseAddress, $0.count, 0) }
+        Thread.detachNewThread { Self.relay(from: upstream, to: client) }
+        Self.relay(from: client, to: upstream)
+    }
+
+    private static func relay(from a: Int32, to b: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(a, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            _ = buffer.withUnsafeBytes { send(b, $0.baseAddress, n, Int32(MSG_NOSIGNAL)) }
+        }
+        shutdown(b, Int32(SHUT_WR))
+    }
+}
+
+@Suite(.serialized) struct ConnectionBehaviourTests {
+    @Test func throughAnHTTPConnectProxy() async throws {
+        let f = try TransportFixture.tokenAuth()
+        defer { f.apns.stop() }
+        let proxy = try ConnectProxy()
+        proxy.start()
+        defer { proxy.stop() }
+        let transport = try f.transport(["proxy": .string("http://127.0.0.1:\(proxy.port)")])
+        try await transport.start()
+        let outcomes = await transport.deliver((1...20).map { TransportFixture.delivery($0) })
+        await transport.shutdown()
+        #expect(outcomes.allSatisfy { if case .delivered = $0 { return true }; return false }, "\(outcomes)")
+        #expect(proxy.targets == ["127.0.0.1:\(f.apns.port)"])
+        #expect(f.apns.simulator.received.count == 20)
+    }
+
+    @Test func idleConnectionsAreClosedAndReplaced() async throws {
+        let f = try TransportFixture.tokenAuth()
+        defer { f.apns.stop() }
+        let transport = try f.transport(["idleTimeout": 1])
+        try await transport.start()
+        _ = await transport.deliver([TransportFixture.delivery(1)])
+        _ = await transport.deliver([TransportFixture.delivery(2)])
+        try await Task.sleep(nanoseconds: 2_100_000_000)
+        let late = await transport.deliver([TransportFixture.delivery(3)])
+        await transport.shutdown()
+        if case .delivered = late[0] {} else { Issue.record("expected delivered, got \(late[0])") }
+        let connections = f.apns.simulator.received.map(\.connectionID)
+        #expect(connections[0] == connections[1])
+        #expect(connections[2] != connections[1], "a connection idle longer than idleTimeout must not be reused")
+    }
+
+    @Test func anUnreachableTransportDoesNotHoldUpAnother() async throws {
+        let f = try TransportFixture.tokenAuth()
+        defer { f.apns.stop() }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        var registry = TransportRegistry()
+        registry.register(APNsHTTP2Transport.self)
+        // "prod" points at a port where nothing listens; "sand" at the simulator.
+        let configuration = try HeraldConfiguration.parse(Data("""
+        {"apps": {"com.example.app": {"routes": ["prod", "sand"]}},
+         "transports": {
+           "prod": {"type": "apns-http2", "environment": "production", "endpoint": "https://127.0.0.1:1", "caFile": "\(f.certs.caFile)",
+                    "keyFile": "\(f.certs.authKey)", "keyId": "ABC123DEFG", "teamId": "DEF123GHIJ", "timeout": "2s"},
+           "sand": {"type": "apns-http2", "environment": "sandbox", "endpoint": "\(f.apns.baseURL)", "caFile": "\(f.certs.caFile)",
+                    "keyFile": "\(f.certs.authKey)", "keyId": "ABC123DEFG", "teamId": "DEF123GHIJ"}},
+         "delivery": {"maxAttempts": 3, "initialBackoff": "300ms"}}
+        """.utf8), baseDirectory: dir.path, registry: registry, environment: [:])
+        var transports: [String: any Transport] = [:]
+        for name in ["prod", "sand"] {
+            let t = try registry.makeTransport(configuration.transports[name]!, context: TransportContext(logger: .disabled))
+            try await t.start()
+            transports[name] = t
+        }
+        let store = try SQLiteTokenStore(path: dir.file("h.db"))
+        for (n, env) in [(1, APNsEnvironment.production), (2, .sandbox)] {
+            _ = try await store.register(DeviceRegistration(app: "com.example.app", token: TransportFixture.token(n), user: "alice",
+                                                            transport: env == .production ? "prod" : "sand", environment: env), at: Date())
+        }
+        let arrivals = Locked<[String: Date]>([:])
+        let started = Date()
+        let dispatcher = Dispatcher(configuration: configuration, store: store, transports: transports, logger: .disabled)
+        let reports = try await dispatcher.send(NotificationRequest(app: "com.example.app", users: ["alice"],
+                                                                    content: NotificationContent(alert: .text("x")))) { report in
+            arrivals.withLock { $0[report.transport ?? ""] = Date() }
+        }
+        for t in transports.values { await t.shutdown() }
+        #expect(reports.first { $0.transport == "sand" }?.outcome == .delivered)
+        #expect(reports.first { $0.transport == "prod" }?.outcome == .failed)
+        let sandAt = try #require(arrivals.value["sand"]), prodAt = try #require(arrivals.value["prod"])
+        #expect(sandAt.timeIntervalSince(started) < 2, "the working transport finished only after \(sandAt.timeIntervalSince(started)) s")
+        #expect(prodAt > sandAt)
     }
 }

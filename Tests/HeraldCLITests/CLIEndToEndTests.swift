@@ -205,3 +205,21 @@ struct CLIFixture {
         #expect(try f.deliveries.isEmpty)
     }
 }
+
+@Suite struct ProgressBarTests {
+    /// On a terminal (a pseudo-terminal made by `script`), the bulk send draws a progress bar
+    /// on stderr; piped, it does not.
+    @Test func progressBarOnATerminalOnly() throws {
+        let f = try CLIFixture()
+        defer { f.dir.remove() }
+        let file = try f.dir.write("tokens.txt", (1...200).map { f.token($0) }.joined(separator: "\n"))
+        let command = "\(PackagePaths.heraldBinary) send --config \(f.config) --app com.example.app --tokens-file \(file) --alert hi"
+        let onTerminal = try Run.program("/usr/bin/script", ["-qec", command, "/dev/null"], environment: f.env)
+        #expect(onTerminal.status == 0, "\(onTerminal.stdout)")
+        #expect(onTerminal.stdout.contains("] 200/200"), "\(onTerminal.stdout)")
+        #expect(onTerminal.stdout.contains("delivered 200"))
+        let piped = try f.run(["send", "--app", "com.example.app", "--tokens-file", file, "--alert", "hi"])
+        #expect(!piped.stderr.contains("200/200"))
+        #expect(piped.stdout.contains("200 devices: 200 delivered"))
+    }
+}

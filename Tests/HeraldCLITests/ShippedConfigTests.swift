@@ -60,7 +60,7 @@ import Testing
         #expect(line["outcome"]?.stringValue == "delivered", "\(send.stdout)\(send.stderr)")
         #expect(line["transport"]?.stringValue == "apns")
         simulator.signal(SIGTERM)
-        _ = await simulator.waitForExit(timeout: 10)
+        _ = await simulator.waitForExit(timeout: 30)
         #expect(simulator.stdout.contains("accepted 1") || simulator.stdout.contains("1 accepted"), "\(simulator.stdout)")
     }
 }

@@ -144,7 +144,7 @@ struct DispatchFixture: Sendable {
         let task = Task { try await dispatcher.send(f.request(users: ["alice"], content: first)) }
         for _ in 0..<3 {
             #expect(await f.clock.waitForSleepers(1))
-            f.clock.advance(to: f.clock.nextDeadline!)
+            f.clock.advance(to: try #require(f.clock.nextDeadline))
         }
         let reports = try await task.value
         #expect(reports[0].outcome == .failed)

@@ -77,7 +77,7 @@ import Testing
             return a >= 150 && written >= 60 && a * 2 * devicesPerUser - written >= 120
         }
         child.signal(SIGKILL)
-        _ = await child.waitForExit(timeout: 10)
+        _ = await child.waitForExit(timeout: 30)
         sender.cancel()
         _ = await sender.value
         let acceptedIDs = accepted.withLock { $0 }

@@ -151,7 +151,7 @@ struct TestDaemon {
 }
 
 /// Waits (real time) until `condition` holds; returns whether it did.
-func eventually(timeout: TimeInterval = 10, _ condition: () async throws -> Bool) async rethrows -> Bool {
+func eventually(timeout: TimeInterval = 60, _ condition: () async throws -> Bool) async rethrows -> Bool {
     let end = Date().addingTimeInterval(timeout)
     while Date() < end {
         if try await condition() { return true }

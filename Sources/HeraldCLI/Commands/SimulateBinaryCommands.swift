@@ -124,6 +124,7 @@ enum SimulateBinaryCommands {
         configuration.feedback = feedback
 
         let gateway = APNsBinarySimulator(configuration: configuration)
+        TerminationSignal.install()
         do {
             try gateway.start()
             try feedback?.start()
@@ -133,8 +134,8 @@ enum SimulateBinaryCommands {
         }
         context.console.out("listening on \(display(host)):\(gateway.port)")
         if let feedback { context.console.out("feedback listening on \(display(host)):\(feedback.port)") }
-        let signal = await waitForTermination()
-        logger.info("stopping", ["signal": "\(signal)"])
+        await TerminationSignal.waitAsync()
+        logger.info("stopping")
         gateway.stop()
         feedback?.stop()
         record?.close()
@@ -152,10 +153,11 @@ enum SimulateBinaryCommands {
         let record = try openRecord(arguments, command: path)
         configuration.record = record
         let service = FeedbackSimulator(configuration: configuration)
+        TerminationSignal.install()
         do { try service.start() } catch { throw .runtime(error.description) }
         context.console.out("listening on \(display(host)):\(service.port)")
-        let signal = await waitForTermination()
-        logger.info("stopping", ["signal": "\(signal)"])
+        await TerminationSignal.waitAsync()
+        logger.info("stopping")
         service.stop()
         record?.close()
     }
@@ -175,14 +177,8 @@ enum SimulateBinaryCommands {
             guard given.isEmpty else { throw .usage("--plaintext cannot be combined with --\(given[0])", command: command) }
             return nil
         }
-        let files = APNsBinaryTLSFiles(certificateFile: try arguments.required("tls-cert", command: command),
-                                       keyFile: try arguments.required("tls-key", command: command),
-                                       clientCAFile: try arguments.required("client-ca", command: command))
-        for (option, file) in [("tls-cert", files.certificateFile), ("tls-key", files.keyFile), ("client-ca", files.clientCAFile)]
-        where !FileManager.default.isReadableFile(atPath: file) {
-            throw .usage("--\(option): cannot read \"\(file)\"", command: command)
-        }
-        return files
+        let files = try arguments.readableFiles(["tls-cert", "tls-key", "client-ca"], command: command)
+        return APNsBinaryTLSFiles(certificateFile: files[0], keyFile: files[1], clientCAFile: files[2])
     }
 
     private static func deadTokens(_ arguments: ParsedArguments, command: String) throws(CLIError) -> [FeedbackSimulator.Entry] {
@@ -193,40 +189,5 @@ enum SimulateBinaryCommands {
     private static func openRecord(_ arguments: ParsedArguments, command: String) throws(CLIError) -> BinaryRecordSink? {
         guard let file = arguments.value("record") else { return nil }
         do { return try BinaryRecordSink(path: file) } catch { throw .usage("--record: \(error.description)", command: command) }
-    }
-
-    /// Blocks until SIGINT or SIGTERM; returns the signal.
-    private static func waitForTermination() async -> Int32 {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
-            let resumed = Locked(false)
-            let queue = DispatchQueue(label: "herald.simulate.signals")
-            for number in [SIGINT, SIGTERM] {
-                signal(number, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-                source.setEventHandler {
-                    let first = resumed.withLock { done in
-                        defer { done = true }
-                        return !done
-                    }
-                    if first { continuation.resume(returning: number) }
-                }
-                source.resume()
-                SignalSources.keep(source)
-            }
-        }
-    }
-}
-
-/// Keeps signal sources alive for the life of the process.
-private enum SignalSources {
-    /// A source is only retained here, never used again, so sharing the box is safe.
-    private final class Box: @unchecked Sendable {
-        let source: any DispatchSourceSignal
-        init(_ source: any DispatchSourceSignal) { self.source = source }
-    }
-    private static let sources = Locked<[Box]>([])
-    static func keep(_ source: any DispatchSourceSignal) {
-        let box = Box(source)
-        sources.withLock { $0.append(box) }
     }
 }

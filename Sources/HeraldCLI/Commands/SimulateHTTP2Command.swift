@@ -72,7 +72,7 @@ enum SimulateHTTP2Command {
         }
         TerminationSignal.install()
         context.console.out("listening on \(configuration.host):\(simulator.port)")
-        await waitForTermination()
+        await TerminationSignal.waitAsync()
         simulator.stop()
         context.console.out(simulator.summary)
     }
@@ -84,12 +84,8 @@ enum SimulateHTTP2Command {
                 throw .usage("--h2c serves cleartext; drop --tls-cert/--tls-key or --h2c", command: path)
             }
         } else {
-            let cert = try arguments.required("tls-cert", command: path)
-            let key = try arguments.required("tls-key", command: path)
-            for (option, file) in [("tls-cert", cert), ("tls-key", key)] where !FileManager.default.isReadableFile(atPath: file) {
-                throw .usage("--\(option): cannot read \"\(file)\"", command: path)
-            }
-            tls = APNsHTTP2Simulator.TLS(certificateFile: cert, keyFile: key, clientCAFile: arguments.value("client-ca"))
+            let files = try arguments.readableFiles(["tls-cert", "tls-key"], command: path)
+            tls = APNsHTTP2Simulator.TLS(certificateFile: files[0], keyFile: files[1], clientCAFile: arguments.value("client-ca"))
         }
 
         let keySpecs = arguments.all("auth-key-pub")
@@ -161,47 +157,4 @@ enum SimulateHTTP2Command {
         c.faults = faults
         return c
     }
-
-    /// Returns once SIGTERM or SIGINT arrives.
-    static func waitForTermination() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let thread = Thread {
-                TerminationSignal.wait()
-                continuation.resume()
-            }
-            thread.name = "herald-signals"
-            thread.start()
-        }
-    }
 }
-
-/// SIGTERM/SIGINT through a self-pipe: the handler only writes one byte.
-enum TerminationSignal {
-    /// Installs the handlers; call once, before announcing readiness.
-    static func install() {
-        var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { return }
-        terminationPipeRead = fds[0]
-        terminationPipeWrite = fds[1]
-        signal(SIGPIPE, SIG_IGN)
-        for sig in [SIGTERM, SIGINT] {
-            var action = sigaction()
-            action.__sigaction_handler.sa_handler = { _ in
-                var byte: UInt8 = 1
-                _ = write(terminationPipeWrite, &byte, 1)
-            }
-            sigemptyset(&action.sa_mask)
-            sigaction(sig, &action, nil)
-        }
-    }
-
-    /// Blocks until SIGTERM or SIGINT arrives (after ``install()``).
-    static func wait() {
-        var byte: UInt8 = 0
-        while read(terminationPipeRead, &byte, 1) < 0 && errno == EINTR {}
-    }
-}
-
-/// The self-pipe (set once, before the handlers are installed).
-nonisolated(unsafe) private var terminationPipeWrite: Int32 = -1
-nonisolated(unsafe) private var terminationPipeRead: Int32 = -1

@@ -100,21 +100,13 @@ public final class APNsBinarySimulator: Sendable {
 
     /// Binds and starts serving. - Throws: ``BinarySimulatorError`` naming the address or file at fault.
     public func start() throws(BinarySimulatorError) {
-        let opener: BinaryStreamOpener
-        if let tls = configuration.tls {
-            opener = try BinaryTLS.makeOpener(tls)
-        } else {
-            opener = BinaryPlainStream.opener
-        }
-        let listener = try BinaryTCPListener(host: configuration.host, port: configuration.port)
-        let server = BinaryThreadedServer(
-            listener: listener, opener: opener, handshakeTimeout: configuration.handshakeTimeout,
+        let server = try BinaryThreadedServer(
+            host: configuration.host, port: configuration.port, tls: configuration.tls,
+            handshakeTimeout: configuration.handshakeTimeout,
             refusal: { [self] connection, reason in refused(connection, reason) },
             handler: { [self] stream, connection in serve(stream, connection: connection) })
         state.withLock { $0.server = server }
-        server.start()
-        configuration.logger.info("binary gateway listening", ["address": "\(configuration.host):\(listener.port)",
-                                                                "tls": configuration.tls == nil ? "off" : "mutual"])
+        server.start(announcing: "binary gateway listening", to: configuration.logger)
     }
 
     /// The bound port (0 before ``start()``).
@@ -165,12 +157,7 @@ public final class APNsBinarySimulator: Sendable {
     }
 
     private func poll(timeout: Double, _ condition: @Sendable (State) -> Bool) async -> Bool {
-        let end = Date().addingTimeInterval(timeout)
-        while true {
-            if state.withLock({ condition($0) }) { return true }
-            if Date() >= end { return false }
-            try? await Task.sleep(nanoseconds: 5_000_000)
-        }
+        await SimulatorWait.until(timeout: timeout, every: 5_000_000) { state.withLock { condition($0) } }
     }
 
     // MARK: Rules and faults (apply at once, also to open connections)

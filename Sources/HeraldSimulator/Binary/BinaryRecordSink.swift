@@ -1,24 +1,20 @@
-import Foundation
 import HeraldCore
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// Appends one JSON object per line to a file (`--record out.jsonl`), from any thread.
 ///
-/// The file is created or truncated when the sink opens. Each line is written with a single
-/// `write(2)`, so lines from several connections never interleave.
+/// The file is created or truncated when the sink opens. Each line is written whole under one
+/// lock (``RecordFile``), so lines from several connections never interleave.
 public final class BinaryRecordSink: Sendable {
-    private let fd: Locked<Int32>
+    private let file: RecordFile
     public let path: String
 
     /// Opens (creating or truncating) `path`.
     public init(path: String) throws(BinarySimulatorError) {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0o644)
-        guard fd >= 0 else {
-            throw BinarySimulatorError("cannot open record file \"\(path)\": \(String(cString: strerror(errno)))")
+        do {
+            file = try RecordFile(path: path, truncate: true)
+        } catch {
+            throw BinarySimulatorError(error)
         }
-        self.fd = Locked(fd)
         self.path = path
     }
 
@@ -28,21 +24,11 @@ public final class BinaryRecordSink: Sendable {
         writer.object(body)
         var bytes = writer.bytes
         bytes.append(UInt8(ascii: "\n"))
-        fd.withLock { fd in
-            guard fd >= 0 else { return }
-            _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        }
+        file.write(bytes)
     }
 
     /// Closes the file; later writes are dropped.
-    public func close() {
-        fd.withLock { fd in
-            if fd >= 0 { Glibc.close(fd) }
-            fd = -1
-        }
-    }
-
-    deinit { close() }
+    public func close() { file.close() }
 }
 
 extension ObjectWriter {

@@ -33,8 +33,9 @@ final class BinaryThreadedServer: Sendable {
         var active: Set<Int32> = []
     }
 
-    let listener: BinaryTCPListener
+    let listener: SocketListener
     private let opener: BinaryStreamOpener
+    private let usesTLS: Bool
     private let handler: Handler
     private let refusal: Refusal
     private let handshakeTimeout: Double
@@ -42,17 +43,29 @@ final class BinaryThreadedServer: Sendable {
     private let state = Locked(State())
     private let threads = DispatchGroup()
 
-    init(listener: BinaryTCPListener, opener: @escaping BinaryStreamOpener, handshakeTimeout: Double = 10,
-         lingerSeconds: Double = 2, refusal: @escaping Refusal, handler: @escaping Handler) {
-        self.listener = listener
-        self.opener = opener
+    /// Sets up TLS (mutual, from `tls`; plaintext TCP when `nil`) and binds `host:port`; does not
+    /// accept yet. - Throws: naming the address or file at fault.
+    init(host: String, port: Int, tls: APNsBinaryTLSFiles?, handshakeTimeout: Double = 10,
+         lingerSeconds: Double = 2, refusal: @escaping Refusal, handler: @escaping Handler) throws(BinarySimulatorError) {
+        if let tls {
+            opener = try BinaryTLS.makeOpener(tls)
+        } else {
+            opener = BinaryPlainStream.opener
+        }
+        do {
+            listener = try SocketListener(host: host, port: port, backlog: 128, accepted: .blocking)
+        } catch {
+            throw BinarySimulatorError(error)
+        }
+        self.usesTLS = tls != nil
         self.handler = handler
         self.refusal = refusal
         self.handshakeTimeout = handshakeTimeout
         self.lingerSeconds = lingerSeconds
     }
 
-    func start() {
+    /// Starts accepting, then logs `message` (info) with the address and whether TLS is on.
+    func start(announcing message: String, to logger: Logger) {
         threads.enter()
         let thread = Thread { [self] in
             acceptLoop()
@@ -60,10 +73,11 @@ final class BinaryThreadedServer: Sendable {
         }
         thread.name = "binary-accept-\(listener.port)"
         thread.start()
+        logger.info(message, ["address": "\(listener.host):\(listener.port)", "tls": usesTLS ? "mutual" : "off"])
     }
 
     private func acceptLoop() {
-        defer { listener.close() }
+        defer { listener.release() }
         while let fd = listener.accept() {
             let number: Int? = state.withLock { s in
                 if s.stopping { return nil }
@@ -118,8 +132,7 @@ final class BinaryThreadedServer: Sendable {
             }
             stream.close()
             guard copy >= 0 else { return }
-            BinarySocket.shutdownWrite(copy)
-            BinarySocket.drain(copy, seconds: lingerSeconds)
+            LingeringClose.drain(copy, seconds: lingerSeconds)
             release(copy)
             BinarySocket.close(copy)
         }
@@ -135,7 +148,7 @@ final class BinaryThreadedServer: Sendable {
             for fd in s.active { BinarySocket.shutdownBoth(fd) }
             return true
         }
-        if first { listener.shutdown() }
+        if first { listener.close() }
         _ = threads.wait(timeout: .now() + timeout)
     }
 }

@@ -81,21 +81,13 @@ public final class FeedbackSimulator: Sendable {
 
     /// Binds and starts serving. - Throws: ``BinarySimulatorError`` naming the address or file at fault.
     public func start() throws(BinarySimulatorError) {
-        let opener: BinaryStreamOpener
-        if let tls = configuration.tls {
-            opener = try BinaryTLS.makeOpener(tls)
-        } else {
-            opener = BinaryPlainStream.opener
-        }
-        let listener = try BinaryTCPListener(host: configuration.host, port: configuration.port)
-        let server = BinaryThreadedServer(
-            listener: listener, opener: opener, handshakeTimeout: configuration.handshakeTimeout,
+        let server = try BinaryThreadedServer(
+            host: configuration.host, port: configuration.port, tls: configuration.tls,
+            handshakeTimeout: configuration.handshakeTimeout,
             refusal: { [self] connection, reason in refused(connection, reason) },
             handler: { [self] stream, connection in serve(stream, connection: connection) })
         state.withLock { $0.server = server }
-        server.start()
-        configuration.logger.info("feedback service listening", ["address": "\(configuration.host):\(listener.port)",
-                                                                  "tls": configuration.tls == nil ? "off" : "mutual"])
+        server.start(announcing: "feedback service listening", to: configuration.logger)
     }
 
     /// The bound port (0 before ``start()``).
@@ -129,22 +121,12 @@ public final class FeedbackSimulator: Sendable {
 
     /// Waits until at least `count` connections were served; `false` on timeout.
     public func waitForDeliveries(count: Int, timeout: Double = 10) async -> Bool {
-        let end = Date().addingTimeInterval(timeout)
-        while state.withLock({ $0.deliveries.count }) < count {
-            if Date() >= end { return false }
-            try? await Task.sleep(nanoseconds: 5_000_000)
-        }
-        return true
+        await SimulatorWait.until(timeout: timeout, every: 5_000_000) { state.withLock { $0.deliveries.count } >= count }
     }
 
     /// Waits until at least `count` clients were refused at the handshake; `false` on timeout.
     public func waitForRefusals(count: Int, timeout: Double = 10) async -> Bool {
-        let end = Date().addingTimeInterval(timeout)
-        while state.withLock({ $0.refused.count }) < count {
-            if Date() >= end { return false }
-            try? await Task.sleep(nanoseconds: 5_000_000)
-        }
-        return true
+        await SimulatorWait.until(timeout: timeout, every: 5_000_000) { state.withLock { $0.refused.count } >= count }
     }
 
     private func refused(_ connection: Int, _ reason: String) {

@@ -78,7 +78,12 @@ public final class APNsHTTP2Simulator: Sendable {
     /// Binds the port and starts accepting connections.
     /// - Throws: ``HTTP2SimulatorError`` when the address cannot be bound, or when called twice.
     public func start() throws(HTTP2SimulatorError) {
-        let listener = try SocketListener(host: configuration.host, port: configuration.port)
+        let listener: SocketListener
+        do {
+            listener = try SocketListener(host: configuration.host, port: configuration.port, backlog: 512, accepted: .nonBlocking)
+        } catch {
+            throw HTTP2SimulatorError(error)
+        }
         let done = DispatchSemaphore(value: 0)
         try state.withLock { (s: inout RunState) throws(HTTP2SimulatorError) in
             guard s.listener == nil, !s.stopped else {
@@ -127,13 +132,10 @@ public final class APNsHTTP2Simulator: Sendable {
 
     /// Waits (up to `timeout` seconds) until at least `count` notifications were accepted.
     /// - Returns: the accepted notifications, or `nil` on timeout.
-    public func waitForNotifications(count: Int, timeout: TimeInterval = 10) async -> [ReceivedNotification]? {
-        let end = Date().addingTimeInterval(timeout)
-        while true {
+    public func waitForNotifications(count: Int, timeout: TimeInterval = 30) async -> [ReceivedNotification]? {
+        await SimulatorWait.value(timeout: timeout, every: 2_000_000) {
             let r = received
-            if r.count >= count { return r }
-            if Date() >= end { return nil }
-            try? await Task.sleep(nanoseconds: 2_000_000)
+            return r.count >= count ? r : nil
         }
     }
 

@@ -1,8 +1,5 @@
 import Foundation
 import HeraldCore
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// A notification the HTTP/2 simulator accepted (answered 200).
 public struct ReceivedNotification: Sendable {
@@ -131,25 +128,24 @@ final class HTTP2Recorder: Sendable {
     }
 
     private let state = Locked(State())
-    private let fd: Int32
+    /// The JSONL file (appended), if any.
+    private let file: RecordFile?
     let retains: Bool
     /// Whether accepted notifications must be turned into ``ReceivedNotification`` values.
-    var wantsNotifications: Bool { retains || fd >= 0 }
+    var wantsNotifications: Bool { retains || file != nil }
 
     init(recordFile: String?, retains: Bool) throws(HTTP2SimulatorError) {
         self.retains = retains
-        if let recordFile {
-            let fd = open(recordFile, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-            guard fd >= 0 else {
-                throw HTTP2SimulatorError("cannot open the record file \"\(recordFile)\": \(String(cString: strerror(errno))); check the folder exists and is writable")
-            }
-            self.fd = fd
-        } else {
-            fd = -1
+        guard let recordFile else {
+            file = nil
+            return
+        }
+        do {
+            file = try RecordFile(path: recordFile, truncate: false)
+        } catch {
+            throw HTTP2SimulatorError(error)
         }
     }
-
-    deinit { if fd >= 0 { close(fd) } }
 
     func connectionOpened() { state.withLock { $0.connections += 1 } }
     func goAwaySent() { state.withLock { $0.goAways += 1 } }
@@ -157,7 +153,7 @@ final class HTTP2Recorder: Sendable {
 
     /// Counts one answered request; `notification` is the accepted one (when wanted).
     func answered(_ reason: APNsHTTP2Reason?, notification: ReceivedNotification?) {
-        let line = fd >= 0 ? notification?.jsonLine : nil
+        let line = file != nil ? notification?.jsonLine : nil
         state.withLock { s in
             s.requests += 1
             if let reason {
@@ -172,16 +168,10 @@ final class HTTP2Recorder: Sendable {
 
     /// Writes buffered JSONL records to the file.
     func flush() {
-        guard fd >= 0 else { return }
+        guard let file else { return }
         state.withLock { s in
             guard !s.pending.isEmpty else { return }
-            s.pending.withUnsafeBytes { b in
-                var off = 0
-                while off < b.count {
-                    let n = write(fd, b.baseAddress! + off, b.count - off)
-                    if n > 0 { off += n } else if n < 0 && errno == EINTR { continue } else { break }
-                }
-            }
+            file.write(s.pending)
             s.pending.removeAll(keepingCapacity: true)
         }
     }
