@@ -72,7 +72,7 @@ public final class LogTransport: TransportPlugin {
             let reason = "cannot write to \(configuration.summary): \(error.localizedDescription)"
             return batch.map { _ in .retry(after: nil, reason: reason) }
         }
-        return batch.map { .delivered(apnsID: $0.apnsID.uuidString.lowercased()) }
+        return batch.map { .delivered(apnsID: $0.apnsID.lowercasedString) }
     }
 
     private func write(_ bytes: [UInt8]) throws {
@@ -93,7 +93,7 @@ public final class LogTransport: TransportPlugin {
             o.string("environment", d.environment.rawValue)
             o.int("attempt", d.attempt)
             o.object("headers") { h in
-                h.string("apns-id", d.apnsID.uuidString.lowercased())
+                h.string("apns-id", d.apnsID.lowercasedString)
                 h.string("apns-push-type", d.content.pushType.rawValue)
                 h.string("apns-topic", d.apnsTopic)
                 h.string("apns-priority", String(d.content.priority))

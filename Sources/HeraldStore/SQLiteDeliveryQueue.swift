@@ -16,18 +16,10 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
     private let reader: SQLiteDatabase
     private let readerLock = NSLock()
     private let counts: Locked<[String: QueueDepth]>
-    /// Parsed content of recent notifications by `seq`; used only on the writer thread.
-    private var contentCache: [Int64: CachedNotification] = [:]
-    private let maxCachedNotifications = 20_000
-
-    private struct CachedNotification {
-        var id: String
-        var app: String
-        var topic: String
-        var content: NotificationContent
-        var payload: [UInt8]
-        var createdAt: Date
-    }
+    /// Notifications waiting for claims; used only on the writer thread.
+    private var cache = NotificationCache(limit: 20_000)
+    /// Statements of the writer thread, prepared once (see ``WriterStatements``).
+    private var statements = WriterStatements()
 
     /// Turns off SQLite's allocator statistics (a global mutex on every allocation) for this
     /// process. Call before the first database opens (the daemon does); later calls do nothing.
@@ -47,6 +39,11 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
         }
         let db = try SQLiteDatabase(path: path, synchronous: synchronous.rawValue.uppercased(), busyTimeout: busyTimeout)
         try HeraldSchema.migrations.apply(to: db)
+        // SQLite checks `deliveries.state IN (…seven states…)` by building a temporary index for
+        // every statement that writes `state` (a new pager each time: more than half the cost of
+        // a claim or an outcome). This connection writes states only from `DeliveryState`, so
+        // the check cannot fail here; other connections (the CLI) still enforce it.
+        try db.execute("PRAGMA ignore_check_constraints = ON", operation: "tune the queue writer")
         // Claims of an earlier run: their lease is void, their outcome unknown.
         try db.execute("UPDATE deliveries SET lease_until = NULL WHERE state = 'sent' AND lease_until IS NOT NULL",
                        operation: "mark interrupted claims")
@@ -72,7 +69,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
             sizes.observe(Double(n))
             times.observe(seconds)
         }
-        writer.onRollback = { [unowned self] in contentCache.removeAll() }
+        writer.onRollback = { [unowned self] in cache.removeAll() }
     }
 
     /// Opens the queue a configuration names.
@@ -108,15 +105,24 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
     // MARK: Accepting
 
     public func enqueue(_ n: QueuedNotification, idempotencySince: Date) async throws -> EnqueueReceipt {
+        // Everything that needs no database is prepared here, off the writer thread.
         let contentJSON = String(decoding: n.content.apiJSON, as: UTF8.self)
         let payload = APNsPayload.encode(n.content)
-        return try await writer.perform(isAccept: true) { [self] db in
+        let rows = n.deliveries.map(DeliveryRow.init)
+        var added: [String: (queued: Int, inFlight: Int)] = [:]
+        for d in n.deliveries where d.state == .queued {
+            if let t = d.transport { added[t, default: (0, 0)].queued += 1 }
+        }
+        let waiting = added.values.reduce(0) { $0 + $1.queued }
+        let created = n.createdAt.millisecondsSince1970
+        return try await writer.perform(isAccept: true) { [self, added] db in
             if let key = n.idempotencyKey {
                 let s = try db.statement("SELECT seq, id, deliveries, created_at FROM notifications WHERE app = ? AND idempotency_key = ?")
                 s.bind(1, n.app).bind(2, key)
                 if try s.step() {
                     if s.int64(3) >= idempotencySince.millisecondsSince1970 {
                         let receipt = EnqueueReceipt(id: s.string(1), deliveries: Int(s.int64(2)), replayed: true)
+                        s.reset()
                         return (receipt, {})
                     }
                     let old = s.int64(0)
@@ -125,34 +131,30 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
                     try clear.run()
                 }
             }
-            let created = n.createdAt.millisecondsSince1970
-            let insert = try db.statement("""
-                INSERT INTO notifications (id, app, topic, content, idempotency_key, deliveries, created_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
-                """)
+            let insert = try statements.insertNotification(db)
             insert.bind(1, n.id).bind(2, n.app).bind(3, n.topic).bind(4, contentJSON).bind(5, n.idempotencyKey)
                 .bind(6, n.deliveries.count).bind(7, created)
             try insert.run()
             let seq = db.lastInsertRowID
-            let row = try db.statement("""
-                INSERT INTO deliveries (notification, token, user, environment, transport, state, attempts,
-                                        next_attempt_at, last_reason, apns_id, updated_at)
-                VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
-                """)
-            var added: [String: (queued: Int, inFlight: Int)] = [:]
-            for d in n.deliveries {
-                row.reset()
-                row.bind(1, seq).bind(2, d.token).bind(3, d.user).bind(4, d.environment.rawValue).bind(5, d.transport)
-                    .bind(6, d.state.rawValue).bind(7, d.state == .queued ? created : nil).bind(8, d.reason)
-                    .bind(9, d.apnsID.uuidString.lowercased()).bind(10, created)
-                try row.run()
-                if d.state == .queued, let t = d.transport { added[t, default: (0, 0)].queued += 1 }
+            var next = 0
+            while next < rows.count {
+                let chunk = rows[next..<min(next + WriterStatements.maxRowsPerInsert, rows.count)]
+                let s = try statements.insertDeliveries(chunk.count, db)
+                var p: Int32 = 1
+                for r in chunk {
+                    s.bind(p, seq).bind(p + 1, r.token).bind(p + 2, r.user).bind(p + 3, r.environment).bind(p + 4, r.transport)
+                        .bind(p + 5, r.state).bind(p + 6, r.queued ? created : nil).bind(p + 7, r.reason)
+                        .bind(p + 8, r.apnsID).bind(p + 9, created)
+                    p += WriterStatements.deliveryColumns
+                }
+                try s.run()
+                next += chunk.count
             }
             let receipt = EnqueueReceipt(id: n.id, deliveries: n.deliveries.count, replayed: false)
             // Cached now, not after the commit: a claim in the same group commit reads it. A
             // rollback clears the cache (row ids can be reused after one).
-            cache(seq, CachedNotification(id: n.id, app: n.app, topic: n.topic, content: n.content,
-                                          payload: payload, createdAt: n.createdAt))
+            cache.insert(seq, CachedNotification(id: n.id, app: n.app, topic: n.topic, content: n.content,
+                                                 payload: payload, createdAt: n.createdAt), unclaimed: waiting)
             return (receipt, { [self] in adjust(added) })
         }
     }
@@ -171,16 +173,22 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
 
     public func claim(transport: String, limit: Int, now: Date, leaseUntil: Date) async throws -> [ClaimedDelivery] {
         try await writer.perform { [self] db in
-            let s = try db.statement("""
-                UPDATE deliveries SET state = 'sent', attempts = attempts + 1, lease_until = ?1, updated_at = ?2
-                WHERE id IN (SELECT id FROM deliveries WHERE state = 'queued' AND transport = ?3 AND next_attempt_at <= ?2
-                             ORDER BY next_attempt_at, id LIMIT ?4)
-                RETURNING id, notification, token, user, environment, attempts, apns_id
-                """)
-            s.bind(1, leaseUntil.millisecondsSince1970).bind(2, now.millisecondsSince1970).bind(3, transport).bind(4, limit)
-            let deliveries = try readDeliveries(s, transport: transport, db: db)
+            // A SELECT, then an UPDATE by row id for each: `UPDATE … WHERE id IN (SELECT …)
+            // RETURNING` builds two temporary tables per call, far costlier for small batches.
+            let due = try statements.due(db)
+            due.bind(1, transport).bind(2, now.millisecondsSince1970).bind(3, limit)
+            var rows = try Self.rows(due)
+            let mark = try statements.markSent(db)
+            for i in rows.indices {
+                mark.reset()
+                mark.bind(1, leaseUntil.millisecondsSince1970).bind(2, now.millisecondsSince1970).bind(3, rows[i].id)
+                try mark.run()
+                rows[i].attempts += 1
+            }
+            rows.sort { $0.id < $1.id }
+            let deliveries = try deliveries(rows, transport: transport, claiming: true, db: db)
             let n = deliveries.count
-            return (deliveries.sorted { $0.delivery.id < $1.delivery.id }, { [self] in
+            return (deliveries, { [self] in
                 if n > 0 { adjust([transport: (-n, n)]) }
             })
         }
@@ -193,83 +201,98 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
                 WHERE state = 'sent' AND transport = ? AND lease_until IS NULL ORDER BY id
                 """)
             s.bind(1, transport)
-            return (try readDeliveries(s, transport: transport, db: db), {})
+            return (try deliveries(Self.rows(s), transport: transport, claiming: false, db: db), {})
         }
     }
 
-    /// Builds deliveries from rows `id, notification, token, user, environment, attempts, apns_id`.
-    /// Runs on the writer thread (it uses the content cache).
-    private func readDeliveries(_ s: SQLiteStatement, transport: String, db: SQLiteDatabase) throws -> [ClaimedDelivery] {
-        var rows: [(id: Int64, seq: Int64, token: String, user: String?, environment: String, attempts: Int, apnsID: String)] = []
+    /// A delivery row as claims read it.
+    private struct ClaimRow {
+        var id: Int64
+        var seq: Int64
+        var token: String
+        var user: String?
+        var environment: String
+        var attempts: Int
+        var apnsID: String
+    }
+
+    /// Rows `id, notification, token, user, environment, attempts, apns_id`, read to the end.
+    private static func rows(_ s: SQLiteStatement) throws -> [ClaimRow] {
+        var rows: [ClaimRow] = []
         while try s.step() {
-            rows.append((s.int64(0), s.int64(1), s.string(2), s.optionalString(3), s.string(4), Int(s.int64(5)), s.string(6)))
+            rows.append(ClaimRow(id: s.int64(0), seq: s.int64(1), token: s.string(2), user: s.optionalString(3), environment: s.string(4),
+                                 attempts: Int(s.int64(5)), apnsID: s.string(6)))
         }
+        return rows
+    }
+
+    /// Builds deliveries from rows. Runs on the writer thread (it uses the cache); `claiming`:
+    /// first claims, which the cache counts.
+    private func deliveries(_ rows: [ClaimRow], transport: String, claiming: Bool, db: SQLiteDatabase) throws -> [ClaimedDelivery] {
         var result: [ClaimedDelivery] = []
         result.reserveCapacity(rows.count)
+        var loaded: [Int64: CachedNotification] = [:]   // not cached: read once per claim
         for r in rows {
-            let n = try notification(seq: r.seq, db: db)
+            let n: CachedNotification
+            if let c = (claiming ? cache.claim(r.seq) : nil) ?? loaded[r.seq] {
+                n = c
+            } else {
+                n = try notification(seq: r.seq, db: db)
+                loaded[r.seq] = n
+            }
             result.append(ClaimedDelivery(delivery: Delivery(id: r.id, notificationID: n.id, app: n.app, topic: n.topic, token: r.token, user: r.user,
                                    environment: APNsEnvironment(rawValue: r.environment) ?? .production,
-                                   transport: transport, attempt: r.attempts, apnsID: UUID(uuidString: r.apnsID) ?? UUID(),
+                                   transport: transport, attempt: r.attempts, apnsID: UUID(lowercasedString: r.apnsID) ?? UUIDSource.random(),
                                    content: n.content, payload: n.payload), acceptedAt: n.createdAt))
         }
         return result
     }
 
-    private func cache(_ seq: Int64, _ n: CachedNotification) {
-        if contentCache.count >= maxCachedNotifications { contentCache.removeAll(keepingCapacity: true) }
-        contentCache[seq] = n
-    }
-
+    /// Reads a notification's row (one that is not cached).
     private func notification(seq: Int64, db: SQLiteDatabase) throws -> CachedNotification {
-        if let cached = contentCache[seq] { return cached }
-        let s = try db.statement("SELECT id, app, topic, content, created_at FROM notifications WHERE seq = ?")
-        s.bind(1, seq)
-        guard try s.step() else { throw StoreError("queue: delivery refers to notification \(seq), which is gone") }
-        let id = s.string(0), app = s.string(1), topic = s.string(2)
-        let content: NotificationContent
-        do { content = try NotificationContent.fromAPIJSON(Array(s.string(3).utf8)) } catch {
-            throw StoreError("queue: notification \(id) has content this Herald cannot read: \(error)")
+        try db.withStatement("SELECT id, app, topic, content, created_at FROM notifications WHERE seq = ?") { s in
+            s.bind(1, seq)
+            guard try s.step() else { throw StoreError("queue: delivery refers to notification \(seq), which is gone") }
+            let id = s.string(0), app = s.string(1), topic = s.string(2)
+            let content: NotificationContent
+            do { content = try NotificationContent.fromAPIJSON(Array(s.string(3).utf8)) } catch {
+                throw StoreError("queue: notification \(id) has content this Herald cannot read: \(error)")
+            }
+            return CachedNotification(id: id, app: app, topic: topic, content: content, payload: APNsPayload.encode(content),
+                                      createdAt: Date(millisecondsSince1970: s.int64(4)))
         }
-        let n = CachedNotification(id: id, app: app, topic: topic, content: content, payload: APNsPayload.encode(content),
-                                   createdAt: Date(millisecondsSince1970: s.int64(4)))
-        cache(seq, n)
-        return n
     }
 
     public func complete(_ completions: [DeliveryCompletion], now: Date) async throws {
         guard !completions.isEmpty else { return }
         try await writer.perform { [self] db in
-            let finish = try db.statement("""
-                UPDATE deliveries SET state = ?1, last_reason = ?2, apns_id = COALESCE(?3, apns_id), lease_until = NULL,
-                    next_attempt_at = NULL, updated_at = ?4
-                WHERE id = ?5 AND attempts = ?6 AND state = 'sent' RETURNING transport
-                """)
-            let retry = try db.statement("""
-                UPDATE deliveries SET state = 'queued', last_reason = ?1, lease_until = NULL, next_attempt_at = ?2, updated_at = ?3
-                WHERE id = ?4 AND attempts = ?5 AND state = 'sent' RETURNING transport
-                """)
+            // No RETURNING (a temporary table per statement): the row count says whether the
+            // attempt still matched, and the transport is read only then.
+            let finish = try statements.finish(db), retry = try statements.retry(db), transportOf = try statements.transport(db)
             let nowMs = now.millisecondsSince1970
             var changes: [String: (queued: Int, inFlight: Int)] = [:]
             for c in completions {
-                let s: SQLiteStatement
-                var requeued = false
+                let requeued: Bool
                 switch c.disposition {
                 case .finished(let state, let reason, let apnsID):
                     finish.reset()
                     finish.bind(1, state.rawValue).bind(2, reason).bind(3, apnsID).bind(4, nowMs).bind(5, c.id).bind(6, c.attempt)
-                    s = finish
+                    try finish.run()
+                    requeued = false
                 case .retry(let at, let reason):
                     retry.reset()
                     retry.bind(1, reason).bind(2, at.millisecondsSince1970).bind(3, nowMs).bind(4, c.id).bind(5, c.attempt)
-                    s = retry
+                    try retry.run()
                     requeued = true
                 }
-                if try s.step(), let transport = s.optionalString(0) {
+                guard db.changes > 0 else { continue }
+                transportOf.reset()
+                transportOf.bind(1, c.id)
+                if try transportOf.step(), let transport = transportOf.optionalString(0) {
                     changes[transport, default: (0, 0)].inFlight -= 1
                     if requeued { changes[transport, default: (0, 0)].queued += 1 }
-                    try s.run()
                 }
+                transportOf.reset()
             }
             return ((), { [self] in adjust(changes) })
         }
@@ -374,7 +397,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
                     try deleteNotification.run()
                     gone.append(seq)
                 }
-                return ((removed, last, done), { [self] in for seq in gone { contentCache[seq] = nil } })
+                return ((removed, last, done), { [self] in for seq in gone { cache.remove(seq) } })
             }
             total += removed
             cursor = next

@@ -7,9 +7,9 @@ import HeraldCore
 /// One writer thread that owns a SQLite connection and runs every write it is handed,
 /// batching whatever arrived meanwhile into one transaction (group commit).
 ///
-/// Concurrent callers each pay a share of one fsync instead of one each. Every operation runs
-/// under its own savepoint, so one failing operation does not undo the others; its result is
-/// delivered only after the shared `COMMIT` succeeded.
+/// Concurrent callers each pay a share of one fsync instead of one each. One failing operation
+/// does not undo the others (the batch is then run again with a savepoint around each); every
+/// result is delivered only after the shared `COMMIT` succeeded.
 final class SQLiteGroupCommitWriter: @unchecked Sendable {
     /// One unit of work: runs inside the batch transaction and returns what to do once the
     /// batch is committed. Throwing rolls back only this operation.
@@ -118,15 +118,51 @@ final class SQLiteGroupCommitWriter: @unchecked Sendable {
 
     private func runBatch(_ batch: [Operation]) {
         let start = DispatchTime.now().uptimeNanoseconds
+        // Operations rarely fail, so the batch first runs without a savepoint per operation (two
+        // more statements each). When one fails, that transaction is rolled back and the batch
+        // runs again with each operation under its own savepoint, so only the failing one is refused.
+        var outcome = transaction(batch, isolated: false)
+        if case .retryIsolated = outcome { outcome = transaction(batch, isolated: true) }
+        guard case .committed(let done) = outcome else { return }
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        stats.withLock {
+            $0.commits += 1
+            $0.operations += batch.count
+        }
+        observe(batch.count, seconds)
+        for after in done { after() }
+    }
+
+    private enum Outcome {
+        /// Committed: what to run now for each operation that succeeded.
+        case committed([() -> Void])
+        /// Nothing was written and every operation has been told why.
+        case abandoned
+        /// An operation failed without isolation; nothing was written and nobody was told.
+        case retryIsolated
+    }
+
+    /// Runs `batch` in one transaction. `isolated`: each operation under its own savepoint; a
+    /// failing one is told at once and the others go on.
+    private func transaction(_ batch: [Operation], isolated: Bool) -> Outcome {
         do {
-            try db.execute("BEGIN IMMEDIATE", operation: "begin queue transaction")
+            try db.statement("BEGIN IMMEDIATE").run()
         } catch {
             for op in batch { op.fail(error) }
-            return
+            return .abandoned
         }
         var done: [(after: () -> Void, fail: (any Error) -> Void)] = []
         done.reserveCapacity(batch.count)
         for op in batch {
+            if !isolated {
+                do {
+                    done.append((try op.run(db), op.fail))
+                } catch {
+                    rollback()
+                    return .retryIsolated
+                }
+                continue
+            }
             do {
                 try db.statement("SAVEPOINT op").run()
                 do {
@@ -144,19 +180,17 @@ final class SQLiteGroupCommitWriter: @unchecked Sendable {
             }
         }
         do {
-            try db.execute("COMMIT", operation: "commit queue transaction")
+            try db.statement("COMMIT").run()
         } catch {
-            try? db.execute("ROLLBACK", operation: "rollback queue transaction")
-            onRollback()
+            rollback()
             for d in done { d.fail(error) }
-            return
+            return .abandoned
         }
-        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-        stats.withLock {
-            $0.commits += 1
-            $0.operations += batch.count
-        }
-        observe(batch.count, seconds)
-        for d in done { d.after() }
+        return .committed(done.map(\.after))
+    }
+
+    private func rollback() {
+        try? db.execute("ROLLBACK", operation: "rollback queue transaction")
+        onRollback()
     }
 }

@@ -137,6 +137,41 @@ struct SQLiteDeliveryQueueTests {
         }
     }
 
+    @Test func aFailingAcceptDoesNotUndoTheOthersInItsCommit() async throws {
+        try await withQueue { q, _ in
+            _ = try await q.enqueue(notification("dup", tokens: ["aa01"]), idempotencySince: t0)
+            let n = 200
+            let failures = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for i in 0..<n {
+                    // Every 50th reuses an id: the UNIQUE constraint refuses it inside a shared commit.
+                    let id = i % 50 == 25 ? "dup" : "n\(i)"
+                    group.addTask {
+                        do { _ = try await q.enqueue(notification(id, tokens: ["aa02", "aa03"]), idempotencySince: t0); return false } catch { return true }
+                    }
+                }
+                return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            }
+            #expect(failures == 4)
+            #expect(q.depth()["t"]?.queued == 1 + 2 * (n - 4))
+            let claimed = try await q.claim(transport: "t", limit: 10_000, now: t0, leaseUntil: t0 + 60)
+            #expect(claimed.count == 1 + 2 * (n - 4))
+            #expect(Set(claimed.map(\.delivery.notificationID)).count == 1 + n - 4)
+            #expect(try await q.status(notificationID: "dup")?.deliveries.count == 1)
+        }
+    }
+
+    @Test func manyDevicesGoInChunksAndComeBackInOrder() async throws {
+        try await withQueue { q, _ in
+            let tokens = (1...37).map { String(format: "aa%02d", $0) }
+            _ = try await q.enqueue(notification("big", tokens: tokens), idempotencySince: t0)
+            let claimed = try await q.claim(transport: "t", limit: 100, now: t0, leaseUntil: t0 + 60)
+            #expect(claimed.map(\.delivery.token) == tokens)
+            #expect(Set(claimed.map(\.delivery.apnsID)).count == 37)
+            let status = try #require(try await q.status(notificationID: "big"))
+            #expect(status.deliveries.map(\.apnsID) == claimed.map { $0.delivery.apnsID.uuidString.lowercased() })
+        }
+    }
+
     @Test func rejectsAnInMemoryDatabase() {
         #expect(throws: StoreError.self) { try SQLiteDeliveryQueue(path: ":memory:") }
     }

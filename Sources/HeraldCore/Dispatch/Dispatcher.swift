@@ -131,7 +131,7 @@ public final class Dispatcher: Sendable {
                 switch policy.action(for: outcome, attempt: delivery.attempt, content: delivery.content, now: after, random: random()) {
                 case .finish(let final, let reason):
                     var apnsID: String? = nil
-                    if case .delivered(let id) = outcome { apnsID = id ?? delivery.apnsID.uuidString.lowercased() }
+                    if case .delivered(let id) = outcome { apnsID = id ?? delivery.apnsID.lowercasedString }
                     finish(delivery, final, reason, apnsID: apnsID)
                 case .retry(let at, let reason):
                     metrics.retried(transport: transportName)

@@ -44,7 +44,7 @@ public struct FanOut: Sendable {
 
     /// Plans the deliveries of `request`.
     /// - Throws: ``DispatchError`` for an unknown app, a request with no target, or a store failure.
-    public func plan(_ request: NotificationRequest, notificationID: String = UUID().uuidString.lowercased())
+    public func plan(_ request: NotificationRequest, notificationID: String = UUIDSource.timeOrdered().lowercasedString)
         async throws(DispatchError) -> DispatchPlan
     {
         guard let app = configuration.app(request.app) else {
@@ -72,7 +72,7 @@ public struct FanOut: Sendable {
             }
             deliveries.append(Delivery(id: Int64(deliveries.count + 1), notificationID: notificationID, app: app.id,
                                        topic: app.topic, token: token, user: user, environment: environment,
-                                       transport: route, apnsID: UUID(), content: request.content, payload: payload))
+                                       transport: route, apnsID: UUIDSource.random(), content: request.content, payload: payload))
         }
 
         if !request.users.isEmpty {

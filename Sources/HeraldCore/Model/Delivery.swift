@@ -25,7 +25,7 @@ public struct Delivery: Sendable, Equatable {
     public var payload: [UInt8]
 
     public init(id: Int64, notificationID: String, app: String, topic: String, token: String, user: String?,
-                environment: APNsEnvironment, transport: String, attempt: Int = 1, apnsID: UUID = UUID(),
+                environment: APNsEnvironment, transport: String, attempt: Int = 1, apnsID: UUID = UUIDSource.random(),
                 content: NotificationContent, payload: [UInt8]? = nil) {
         self.id = id
         self.notificationID = notificationID

@@ -125,7 +125,7 @@ public struct QueuedNotification: Sendable {
         }
         for r in plan.reports {
             planned.append(PlannedDelivery(token: r.token, user: r.user, transport: r.transport,
-                                           environment: .production, apnsID: UUID(), state: DeliveryState(r.outcome),
+                                           environment: .production, apnsID: UUIDSource.random(), state: DeliveryState(r.outcome),
                                            reason: r.reason))
         }
         self.init(id: plan.notificationID, app: plan.app.id, topic: plan.app.topic, content: content,

@@ -136,7 +136,7 @@ public final class API: Sendable {
             let limit = deps.snapshot().configuration.api.maxBodyBytes
             return .failure(APIError(status: 413, code: "payload_too_large", message: "the request body is larger than api.maxBodyBytes (\(limit) bytes)"))
         }
-        if route.hasJSONBody {
+        if route.hasJSONBody, request.headers["content-type"] != "application/json" {
             let type = request.headers["content-type"].flatMap { $0.split(separator: ";").first }
                 .map { String($0.filter { $0 != " " && $0 != "\t" }).lowercased() }
             guard let type, type == "application/json" || type.hasSuffix("+json") else {
@@ -149,7 +149,11 @@ public final class API: Sendable {
 
     /// Answers at once (on the server thread) what needs no store or queue; `nil` otherwise.
     public func immediate(_ request: HTTPRequest) -> HTTPResponse? {
-        switch check(request) {
+        immediate(request, checked: check(request))
+    }
+
+    private func immediate(_ request: HTTPRequest, checked: Result<Route, APIError>) -> HTTPResponse? {
+        switch checked {
         case .failure(let e):
             let route = (try? Self.route(request).get())?.label ?? "other"
             metrics.request(route: route, status: e.status)
@@ -169,8 +173,9 @@ public final class API: Sendable {
 
     /// Answers any request.
     public func handle(_ request: HTTPRequest) async -> HTTPResponse {
-        if let response = immediate(request) { return response }
-        guard case .success(let route) = check(request) else { return APIError.notFound("no route").response }
+        let checked = check(request)
+        if let response = immediate(request, checked: checked) { return response }
+        guard case .success(let route) = checked else { return APIError.notFound("no route").response }
         let response: HTTPResponse
         do {
             switch route {

@@ -4,9 +4,13 @@ import HeraldCore
 /// `POST /v1/notifications` and `GET /v1/notifications/{id}`.
 extension API {
     func sendNotification(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let json = try parseBody(request)
         let notification: NotificationRequest
-        do { notification = try NotificationRequest.fromAPI(json) } catch { throw Self.issuesError(error.issues) }
+        if let common = NotificationBody.decodeCommon(request.body) {
+            notification = common
+        } else {
+            let json = try parseBody(request)
+            do { notification = try NotificationRequest.fromAPI(json) } catch { throw Self.issuesError(error.issues) }
+        }
         let snapshot = dependencies.snapshot()
         let configuration = snapshot.configuration
         let server = configuration.server

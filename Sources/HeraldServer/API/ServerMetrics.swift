@@ -7,15 +7,35 @@ import HeraldCore
 final class ServerMetrics: Sendable {
     let registry: MetricsRegistry
     /// Handles by name and label values: looking one up in the registry renders and escapes
-    /// the labels, too slow for every request.
-    private let counters = Locked<[String: Counter]>([:])
-    private let histograms = Locked<[String: Histogram]>([:])
+    /// the labels, too slow for every request; the key here is built without allocating.
+    private let counters = Locked<[Key: Counter]>([:])
+    private let histograms = Locked<[Key: Histogram]>([:])
+
+    /// A metric name with up to three label values.
+    private struct Key: Hashable {
+        var name: String
+        var values: (String, String, String)
+
+        init(_ name: String, _ labels: [(String, String)]) {
+            self.name = name
+            values = (labels.count > 0 ? labels[0].1 : "", labels.count > 1 ? labels[1].1 : "", labels.count > 2 ? labels[2].1 : "")
+        }
+
+        static func == (a: Key, b: Key) -> Bool { a.name == b.name && a.values == b.values }
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(name)
+            hasher.combine(values.0)
+            hasher.combine(values.1)
+            hasher.combine(values.2)
+        }
+    }
 
     init(registry: MetricsRegistry) { self.registry = registry }
 
     private func counter(_ name: String, _ help: String, _ labels: [(String, String)]) -> Counter {
-        var key = name
-        for (_, v) in labels { key += "\u{1}" + v }
+        precondition(labels.count <= 3, "ServerMetrics keys hold three labels")
+        let key = Key(name, labels)
         if let c = counters.withLock({ $0[key] }) { return c }
         let c = registry.counter(name, help: help, labels: labels)
         counters.withLock { $0[key] = c }
@@ -23,8 +43,8 @@ final class ServerMetrics: Sendable {
     }
 
     private func histogram(_ name: String, _ help: String, _ labels: [(String, String)], buckets: [Double]) -> Histogram {
-        var key = name
-        for (_, v) in labels { key += "\u{1}" + v }
+        precondition(labels.count <= 3, "ServerMetrics keys hold three labels")
+        let key = Key(name, labels)
         if let h = histograms.withLock({ $0[key] }) { return h }
         let h = registry.histogram(name, help: help, labels: labels, buckets: buckets)
         histograms.withLock { $0[key] = h }

@@ -25,7 +25,8 @@ enum StrictJSON {
         }
     }
 
-    private struct Parser {
+    /// The parser; ``NotificationBody`` drives it directly for its fast path.
+    struct Parser {
         let bytes: UnsafeBufferPointer<UInt8>
         var index = 0
 

@@ -27,6 +27,10 @@ public struct HTTPRequest: Sendable {
     public var pathSegments: [String]? {
         var result: [String] = []
         for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            if !part.utf8.contains(UInt8(ascii: "%")) {
+                result.append(String(part))
+                continue
+            }
             guard let decoded = PercentEncoding.decode(part) else { return nil }
             result.append(decoded)
         }

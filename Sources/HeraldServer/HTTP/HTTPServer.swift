@@ -177,8 +177,8 @@ public final class HTTPServer: @unchecked Sendable {
     private func dispatch(_ context: RequestContext, immediateOnly: Bool) -> HTTPResponse? {
         let connection = context.connection
         var headers: [String: String] = [:]
-        for name in ["Authorization", "Content-Type", "Content-Length"] {
-            if let v = herald_mhd_header(connection, name) { headers[name.lowercased()] = String(cString: v) }
+        for (name, key) in [("Authorization", "authorization"), ("Content-Type", "content-type"), ("Content-Length", "content-length")] {
+            if let v = herald_mhd_header(connection, name) { headers[key] = String(cString: v) }
         }
         let query = QueryCollector()
         let box = Unmanaged.passUnretained(query).toOpaque()

@@ -53,6 +53,8 @@ public final class Daemon: Sendable {
         var current: DaemonConfiguration
         var snapshot: RuntimeSnapshot
         var store: SQLiteTokenStore
+        /// The store as fan-out reads it (concurrent look-ups share a query).
+        var lookups: CoalescingTokenStore
         var queue: SQLiteDeliveryQueue
         var server: HTTPServer
         var lock: DatabaseLock?
@@ -111,7 +113,8 @@ public final class Daemon: Sendable {
             lock?.release()
             throw DaemonError("cannot open the store \(config.storage.path): \(error)")
         }
-        let snapshot = RuntimeSnapshot(configuration: config, store: store)
+        let lookups = CoalescingTokenStore(store)
+        let snapshot = RuntimeSnapshot(configuration: config, store: lookups)
         let api = API(API.Dependencies(
             snapshot: { [weak self] in self?.running.withLock { $0?.snapshot } ?? snapshot },
             queue: queue, waitingAccepts: { queue.waitingAccepts }, store: store, clock: options.clock,
@@ -122,7 +125,7 @@ public final class Daemon: Sendable {
                                                             maxBodyBytes: config.api.maxBodyBytes),
                                 logger: logger, metrics: metrics, immediate: { api.immediate($0) }, handler: { await api.handle($0) })
         running.withLock {
-            $0 = Running(current: initial, snapshot: snapshot, store: store, queue: queue, server: server, lock: lock)
+            $0 = Running(current: initial, snapshot: snapshot, store: store, lookups: lookups, queue: queue, server: server, lock: lock)
         }
         for name in config.transports.keys.sorted() {
             pool.add(makeWorker(name: name, spec: config.transports[name]!, queue: queue, store: store, started: false))
@@ -239,7 +242,7 @@ public final class Daemon: Sendable {
     public func reload(_ next: DaemonConfiguration) async -> ReloadOutcome {
         guard reloading.withLock({ r in defer { r = true }; return !r }) else { return refuse(["a reload is already running"]) }
         defer { reloading.withLock { $0 = false } }
-        guard let (current, queue, store) = running.withLock({ r in r.map { ($0.current, $0.queue, $0.store) } }) else {
+        guard let (current, queue, store, lookups) = running.withLock({ r in r.map { ($0.current, $0.queue, $0.store, $0.lookups) } }) else {
             return refuse(["the daemon is not running"])
         }
         let old = current.configuration, new = next.configuration
@@ -275,7 +278,7 @@ public final class Daemon: Sendable {
             }
         }
 
-        let snapshot = RuntimeSnapshot(configuration: new, store: store)
+        let snapshot = RuntimeSnapshot(configuration: new, store: lookups)
         running.withLock { r in
             r?.current = next
             r?.snapshot = snapshot

@@ -196,7 +196,7 @@ final class TransportWorker: Sendable {
         if let l = transport as? any DeliveryLedger {
             ledger = "checked"
             do {
-                confirmed = try await l.acceptedDeliveries(among: Set(interrupted.map { $0.delivery.apnsID.uuidString.lowercased() }))
+                confirmed = try await l.acceptedDeliveries(among: Set(interrupted.map { $0.delivery.apnsID.lowercasedString }))
             } catch {
                 ledger = "failed"
                 logger.warning("cannot read the transport's ledger; interrupted deliveries are sent again", ["error": String(describing: error)])
@@ -206,7 +206,7 @@ final class TransportWorker: Sendable {
         var completions: [DeliveryCompletion] = []
         for c in interrupted {
             let d = c.delivery
-            let id = d.apnsID.uuidString.lowercased()
+            let id = d.apnsID.lowercasedString
             if confirmed.contains(id) {
                 completions.append(DeliveryCompletion(id: d.id, attempt: d.attempt, disposition: .finished(.delivered, reason: nil, apnsID: id)))
                 metrics.finished(transport: name, state: .delivered, reason: nil)
@@ -261,11 +261,15 @@ final class TransportWorker: Sendable {
             let policy = OutcomePolicy(retry: s.retry)
             for (c, outcome) in zip(sendable, outcomes) {
                 let d = c.delivery
-                switch policy.action(for: outcome, attempt: d.attempt, content: d.content, now: after, random: random()) {
+                // Jitter matters only for a retry (the default source makes a system call).
+                let jitter: Double
+                if case .retry = outcome { jitter = random() } else { jitter = 0 }
+                switch policy.action(for: outcome, attempt: d.attempt, content: d.content, now: after, random: jitter) {
                 case .finish(let final, let reason):
                     let state = DeliveryState(final)
                     var apnsID: String? = nil
-                    if case .delivered(let id) = outcome { apnsID = id ?? d.apnsID.uuidString.lowercased() }
+                    // The id the peer confirmed; `nil` (keep the stored one) when it is the one sent.
+                    if case .delivered(let id?) = outcome, id != d.apnsID.lowercasedString { apnsID = id }
                     completions.append(DeliveryCompletion(id: d.id, attempt: d.attempt, disposition: .finished(state, reason: reason, apnsID: apnsID)))
                     metrics.finished(transport: name, state: state, reason: reason)
                     latency.observe(after.timeIntervalSince(c.acceptedAt))

@@ -1,0 +1,108 @@
+import Foundation
+import HeraldCore
+
+/// A delivery row to insert, its text prepared before it reaches the writer thread.
+struct DeliveryRow: Sendable {
+    var token: String
+    var user: String?
+    var environment: String
+    var transport: String?
+    var state: String
+    var queued: Bool
+    var reason: String?
+    var apnsID: String
+
+    init(_ d: PlannedDelivery) {
+        token = d.token
+        user = d.user
+        environment = d.environment.rawValue
+        transport = d.transport
+        state = d.state.rawValue
+        queued = d.state == .queued
+        reason = d.reason
+        apnsID = d.apnsID.lowercasedString
+    }
+}
+
+/// The queue writer's frequent statements, kept at hand rather than looked up by their SQL
+/// text for every use. Each comes back reset, its bindings cleared.
+///
+/// - Important: only for the writer thread's connection.
+struct WriterStatements {
+    /// Parameters per row of ``insertDeliveries(_:_:)``.
+    static let deliveryColumns: Int32 = 10
+    /// Most rows in one `INSERT` (a notification's deliveries go in chunks of this size).
+    static let maxRowsPerInsert = 16
+
+    private var notification: SQLiteStatement?
+    private var deliveries: [SQLiteStatement?] = Array(repeating: nil, count: maxRowsPerInsert + 1)
+    private var dueDeliveries: SQLiteStatement?
+    private var sent: SQLiteStatement?
+    private var finished: SQLiteStatement?
+    private var retried: SQLiteStatement?
+    private var transportByID: SQLiteStatement?
+
+    mutating func insertNotification(_ db: SQLiteDatabase) throws -> SQLiteStatement {
+        try Self.reuse(&notification, db, """
+            INSERT INTO notifications (id, app, topic, content, idempotency_key, deliveries, created_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            """)
+    }
+
+    /// `INSERT INTO deliveries` of `rows` rows (1…``maxRowsPerInsert``), ``deliveryColumns``
+    /// parameters each: notification, token, user, environment, transport, state,
+    /// next_attempt_at, last_reason, apns_id, updated_at.
+    mutating func insertDeliveries(_ rows: Int, _ db: SQLiteDatabase) throws -> SQLiteStatement {
+        let values = Array(repeating: "(?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
+        return try Self.reuse(&deliveries[rows], db, """
+            INSERT INTO deliveries (notification, token, user, environment, transport, state, attempts,
+                                    next_attempt_at, last_reason, apns_id, updated_at)
+            VALUES \(values)
+            """)
+    }
+
+    /// Due deliveries, oldest first: `?1` transport, `?2` now, `?3` limit.
+    mutating func due(_ db: SQLiteDatabase) throws -> SQLiteStatement {
+        try Self.reuse(&dueDeliveries, db, """
+            SELECT id, notification, token, user, environment, attempts, apns_id FROM deliveries
+            WHERE state = 'queued' AND transport = ?1 AND next_attempt_at <= ?2 ORDER BY next_attempt_at, id LIMIT ?3
+            """)
+    }
+
+    /// Claims one delivery: `?1` lease until, `?2` now, `?3` id.
+    mutating func markSent(_ db: SQLiteDatabase) throws -> SQLiteStatement {
+        try Self.reuse(&sent, db, "UPDATE deliveries SET state = 'sent', attempts = attempts + 1, lease_until = ?1, updated_at = ?2 WHERE id = ?3")
+    }
+
+    /// A final outcome: `?1` state, `?2` reason, `?3` apns-id (`NULL` keeps it), `?4` now, `?5` id, `?6` attempt.
+    mutating func finish(_ db: SQLiteDatabase) throws -> SQLiteStatement {
+        try Self.reuse(&finished, db, """
+            UPDATE deliveries SET state = ?1, last_reason = ?2, apns_id = COALESCE(?3, apns_id), lease_until = NULL,
+                next_attempt_at = NULL, updated_at = ?4
+            WHERE id = ?5 AND attempts = ?6 AND state = 'sent'
+            """)
+    }
+
+    /// Back to the queue: `?1` reason, `?2` due, `?3` now, `?4` id, `?5` attempt.
+    mutating func retry(_ db: SQLiteDatabase) throws -> SQLiteStatement {
+        try Self.reuse(&retried, db, """
+            UPDATE deliveries SET state = 'queued', last_reason = ?1, lease_until = NULL, next_attempt_at = ?2, updated_at = ?3
+            WHERE id = ?4 AND attempts = ?5 AND state = 'sent'
+            """)
+    }
+
+    /// A delivery's transport: `?1` id.
+    mutating func transport(_ db: SQLiteDatabase) throws -> SQLiteStatement {
+        try Self.reuse(&transportByID, db, "SELECT transport FROM deliveries WHERE id = ?1")
+    }
+
+    private static func reuse(_ slot: inout SQLiteStatement?, _ db: SQLiteDatabase, _ sql: @autoclosure () -> String) throws -> SQLiteStatement {
+        if let s = slot {
+            s.reset()
+            return s
+        }
+        let s = try db.statement(sql())
+        slot = s
+        return s
+    }
+}
