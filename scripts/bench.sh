@@ -3,7 +3,7 @@
 # ratio means something on any machine. Loopback only; every load is bounded in time.
 #
 #   scripts/bench.sh            all sections
-#   scripts/bench.sh bench_api  one section
+#   scripts/bench.sh bench_api  one section (bench_api, bench_apns_http2, bench_transport)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HERALD=${HERALD:-.build/release/herald}
@@ -16,16 +16,32 @@ hwm_kb() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }
 wrk_rate() { awk '/^Requests\/sec/ { print int($2) }'; }
 
 # The daemon's HTTP API: accepted notifications/s with a durable commit, and end-to-end
-# deliveries/s with 10 devices per user. Deliveries go through the `log` transport (a file);
-# switch the transport to the APNs simulator once it exists to include HTTP/2 to APNs.
+# deliveries/s with 10 devices per user, twice: through the `log` transport (a file; the
+# daemon's own ceiling) and through the `apns-http2` transport to the APNs HTTP/2 simulator
+# (TLS, token auth), which is the deployment's real path.
 bench_api() {
   need wrk; need curl
   local dir; dir=$(mktemp -d /tmp/herald-bench.XXXXXX)
+  scripts/make-test-certs.sh "$dir/certs" > /dev/null
+  "$HERALD" simulate apns-http2 --port 0 --tls-cert "$dir/certs/server.pem" --tls-key "$dir/certs/server.key" \
+    --auth-key-pub "ABC123DEFG=$dir/certs/AuthKey_ABC123DEFG.pub.pem" --team DEF123GHIJ > "$dir/sim.txt" 2>&1 &
+  local sim=$!
+  local sim_port=""
+  for _ in $(seq 100); do sim_port=$(grep -o 'listening on .*' "$dir/sim.txt" 2>/dev/null | grep -o '[0-9]*$' || true); [ -n "$sim_port" ] && break; sleep 0.1; done
+  [ -n "$sim_port" ] || { echo "bench_api: the simulator did not start: $(cat "$dir/sim.txt")" >&2; kill $sim; return 1; }
   cat > "$dir/config.json" <<JSON
 {
   "storage": {"path": "herald.db", "synchronous": "full"},
-  "apps": {"com.example.app": {"routes": ["dry"]}},
-  "transports": {"dry": {"type": "log", "path": "deliveries.jsonl"}},
+  "apps": {
+    "com.example.app": {"routes": ["dry"]},
+    "com.example.apns": {"routes": ["apns"]}
+  },
+  "transports": {
+    "dry": {"type": "log", "path": "deliveries.jsonl"},
+    "apns": {"type": "apns-http2", "environment": "sandbox", "endpoint": "https://127.0.0.1:$sim_port",
+             "caFile": "certs/ca.pem", "keyFile": "certs/AuthKey_ABC123DEFG.p8", "keyId": "ABC123DEFG",
+             "teamId": "DEF123GHIJ", "connections": 2}
+  },
   "api": {"listen": "127.0.0.1:0"},
   "server": {"maxQueuedPerTransport": 50000000, "maxPendingAccepts": 100000},
   "log": {"level": "warning"}
@@ -33,7 +49,7 @@ bench_api() {
 JSON
   "$HERALD" serve --config "$dir/config.json" > "$dir/out.txt" 2> "$dir/err.txt" &
   local pid=$!
-  trap "kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf '$dir'" RETURN
+  trap "kill -TERM $pid $sim 2>/dev/null; wait $pid $sim 2>/dev/null; rm -rf '$dir'" RETURN
   local port=""
   for _ in $(seq 100); do port=$(grep -o '[0-9]*$' "$dir/out.txt" 2>/dev/null || true); [ -n "$port" ] && break; sleep 0.1; done
   [ -n "$port" ] || { echo "bench_api: the daemon did not start: $(cat "$dir/err.txt")" >&2; return 1; }
@@ -44,18 +60,20 @@ JSON
   # Devices: "solo" has 1; users u0…u199 have 10 each.
   curl -s -o /dev/null -H 'Content-Type: application/json' \
     -d '{"app":"com.example.app","user":"solo","token":"00000000000000000000000000000000000000000000000000000000000000aa"}' "$url/v1/devices"
-  cat > "$dir/register.lua" <<'LUA'
+  for app in com.example.app com.example.apns; do
+    cat > "$dir/register.lua" <<LUA
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 local n = 0
 request = function()
   n = n + 1
   if n > 2000 then n = 1 end
-  return wrk.format(nil, nil, nil, string.format('{"app":"com.example.app","user":"u%d","token":"%064x"}', (n - 1) % 200, n + 4096))
+  return wrk.format(nil, nil, nil, string.format('{"app":"$app","user":"u%d","token":"%064x"}', (n - 1) % 200, n + 4096))
 end
 LUA
-  wrk -t1 -c4 -d3s -s "$dir/register.lua" "$url/v1/devices" > "$dir/register.txt"
-  local registered; registered=$(curl -s "$url/v1/users/u199/devices?app=com.example.app" | grep -o '"token"' | wc -l)
+    wrk -t1 -c4 -d3s -s "$dir/register.lua" "$url/v1/devices" > "$dir/register.txt"
+  done
+  local registered; registered=$(curl -s "$url/v1/users/u199/devices?app=com.example.apns" | grep -o '"token"' | wc -l)
 
   # Reference: the same server answering /healthz (no store, no queue).
   local health; health=$(wrk -t2 -c64 -d5s "$url/healthz" | wrk_rate)
@@ -77,35 +95,43 @@ LUA
   for _ in $(seq 600); do [ "$(metric "$port" 'herald_queue_depth{')" = 0 ] && break; sleep 0.1; done
 
   # End to end: 10 devices per user; deliveries/s from the first request until the queue is empty.
-  cat > "$dir/fanout.lua" <<'LUA'
+  fanout() { # app transport; sets rate (deliveries/s)
+    cat > "$dir/fanout.lua" <<LUA
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 local n = 0
 request = function()
   n = n + 1
-  return wrk.format(nil, nil, nil, string.format('{"app":"com.example.app","users":["u%d"],"alert":"fan-out %d"}', n % 200, n))
+  return wrk.format(nil, nil, nil, string.format('{"app":"$1","users":["u%d"],"alert":"fan-out %d"}', n % 200, n))
 end
 LUA
-  local d0; d0=$(metric "$port" 'herald_deliveries_total{transport="dry",outcome="delivered"')
-  local t0; t0=$(date +%s.%N)
-  wrk -t2 -c64 -d"${DURATION}s" -s "$dir/fanout.lua" "$url/v1/notifications" > "$dir/fanout.txt" &
-  wrk_pid=$!
-  while kill -0 $wrk_pid 2>/dev/null; do r=$(rss_kb $pid); [ "$r" -gt "$peak" ] && peak=$r; sleep 0.5; done
-  for _ in $(seq 1200); do [ "$(metric "$port" 'herald_queue_depth{')" = 0 ] && [ "$(metric "$port" 'herald_deliveries_in_flight{')" = 0 ] && break; sleep 0.1; done
-  local t1; t1=$(date +%s.%N)
-  local delivered=$(( $(metric "$port" 'herald_deliveries_total{transport="dry",outcome="delivered"') - d0 ))
-  local e2e_rate; e2e_rate=$(awk -v n=$delivered -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", n / (b - a) }')
+    local d0; d0=$(metric "$port" "herald_deliveries_total{transport=\"$2\",outcome=\"delivered\"")
+    local t0; t0=$(date +%s.%N)
+    wrk -t2 -c64 -d"${DURATION}s" -s "$dir/fanout.lua" "$url/v1/notifications" > "$dir/fanout.txt" &
+    local wrk_pid=$!
+    while kill -0 $wrk_pid 2>/dev/null; do r=$(rss_kb $pid); [ "$r" -gt "$peak" ] && peak=$r; sleep 0.5; done
+    for _ in $(seq 1200); do [ "$(metric "$port" 'herald_queue_depth{')" = 0 ] && [ "$(metric "$port" 'herald_deliveries_in_flight{')" = 0 ] && break; sleep 0.1; done
+    local t1; t1=$(date +%s.%N)
+    local delivered=$(( $(metric "$port" "herald_deliveries_total{transport=\"$2\",outcome=\"delivered\"") - d0 ))
+    rate=$(awk -v n=$delivered -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", n / (b - a) }')
+  }
+  local rate e2e_rate e2e_apns
+  fanout com.example.app dry; e2e_rate=$rate
+  fanout com.example.apns apns; e2e_apns=$rate
+  local received; received=$(metric "$port" 'herald_deliveries_total{transport="apns",outcome="delivered"')
   local commits ops; commits=$(metric "$port" herald_queue_commit_operations_count); ops=$(metric "$port" herald_queue_commit_operations_sum)
 
   echo "== bench_api (loopback, wrk, ${DURATION}s per load, $(nproc) cores, storage.synchronous=full)"
   printf "  %-52s %10s\n" "reference: GET /healthz (same server, no store)" "$health req/s"
   printf "  %-52s %10s   (target >= 20000; %s non-2xx)\n" "accepted notifications, durable commit" "$accept_rate /s" "$non2xx"
-  printf "  %-52s %10s   (target >= 50000; log transport)\n" "end-to-end deliveries, 10 devices per user" "$e2e_rate /s"
+  printf "  %-52s %10s\n" "end-to-end deliveries, 10 devices/user, log transport" "$e2e_rate /s"
+  printf "  %-52s %10s   (target >= 50000)\n" "end-to-end deliveries, 10 devices/user, APNs simulator" "$e2e_apns /s"
   printf "  %-52s %10s\n" "accept / healthz ratio" "$(awk -v a=$accept_rate -v b=$health 'BEGIN { printf "%.2f", a / b }')"
   printf "  %-52s %10s\n" "operations per group commit (mean)" "$(awk -v a=$ops -v b=$commits 'BEGIN { printf "%.1f", b ? a / b : 0 }')"
   printf "  %-52s %10s   (target <= 30 MB)\n" "RSS idle" "$(( idle_rss / 1024 )) MB"
   printf "  %-52s %10s\n" "RSS under load (peak sampled / VmHWM)" "$(( peak / 1024 )) / $(( $(hwm_kb $pid) / 1024 )) MB"
   printf "  %-52s %10s\n" "devices registered for the fan-out (u199)" "$registered"
+  printf "  %-52s %10s\n" "deliveries answered 200 by the simulator (all runs)" "$received"
 }
 
 # The APNs HTTP/2 transport's own benchmark (its script, when present).
@@ -113,6 +139,13 @@ bench_apns_http2() {
   if [ -x scripts/bench-apns-http2.sh ]; then scripts/bench-apns-http2.sh; else echo "bench_apns_http2: scripts/bench-apns-http2.sh not present, skipped"; fi
 }
 
+# The apns-http2 transport itself (libcurl, TLS, token auth) against the simulator or nghttpd,
+# next to h2load on the same server: notifications/s, the ratio and CPU per notification.
+bench_transport() {
+  need h2load
+  "$HERALD" bench apns-http2 --n "${BENCH_NOTIFICATIONS:-100000}" --connections 4 --work "$(mktemp -d /tmp/herald-bench-transport.XXXXXX)"
+}
+
 sections=("$@")
-[ ${#sections[@]} -eq 0 ] && sections=(bench_api bench_apns_http2)
+[ ${#sections[@]} -eq 0 ] && sections=(bench_api bench_apns_http2 bench_transport)
 for s in "${sections[@]}"; do "$s"; done
