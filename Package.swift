@@ -32,7 +32,7 @@ let package = Package(
         // MARK: Core, store, crypto
         .target(name: "HeraldCore", path: "Sources/HeraldCore"),
         .target(name: "HeraldStore", dependencies: ["HeraldCore", "CSQLite"], path: "Sources/HeraldStore"),
-        .target(name: "HeraldCrypto", dependencies: ["COpenSSL"], path: "Sources/HeraldCrypto"),
+        .target(name: "HeraldCrypto", dependencies: ["HeraldCore", "COpenSSL"], path: "Sources/HeraldCrypto"),
 
         // MARK: APNs simulators and the daemon
         .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldCrypto", "CNGHTTP2"],

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 
 /// APNs provider authentication tokens: JWTs signed with ES256.
 ///
@@ -56,25 +57,17 @@ public enum ProviderToken {
               let signature = Base64URL.decode(Substring(parts[2])),
               let header = jsonObject(headerBytes),
               let claims = jsonObject(claimsBytes) else { return nil }
-        var issuedAt: Date?
-        var isInteger = false
-        if case .number(let text)? = claims["iat"], let value = Double(text) {
-            issuedAt = Date(timeIntervalSince1970: value)
-            isInteger = Int64(text) != nil
-        }
-        func string(_ value: FlatJSON.Value?) -> String? {
-            if case .string(let s)? = value { return s }
-            return nil
-        }
+        let issuedAt = claims["iat"]?.doubleValue
         let signingInput = Array(jwt.utf8[parts[0].startIndex..<parts[1].endIndex])
-        return Parsed(keyID: string(header["kid"]), algorithm: string(header["alg"]),
-                      issuer: string(claims["iss"]), issuedAt: issuedAt, issuedAtIsInteger: isInteger,
+        return Parsed(keyID: header["kid"]?.stringValue, algorithm: header["alg"]?.stringValue,
+                      issuer: claims["iss"]?.stringValue,
+                      issuedAt: issuedAt.map(Date.init(timeIntervalSince1970:)),
+                      issuedAtIsInteger: claims["iat"]?.intValue != nil,
                       signingInput: signingInput, signature: signature)
     }
 
-    private static func jsonObject(_ bytes: [UInt8]) -> [String: FlatJSON.Value]? {
-        var parser = FlatJSON(bytes: bytes)
-        return parser.parseObject()
+    private static func jsonObject(_ bytes: [UInt8]) -> [String: JSONValue]? {
+        (try? JSONValue.parse(bytes))?.objectValue
     }
 
     /// A JSON string literal for `text`.

@@ -47,19 +47,4 @@ import Testing
         #expect(DER.derSignature(fromRaw: [UInt8](repeating: 1, count: 63)) == nil)
         #expect(DER.rawSignature(fromDER: [0x30, 0x03, 0x02, 0x01][...]) == nil)
     }
-
-    @Test func flatJSONReadsStringsAndNumbers() throws {
-        var parser = FlatJSON(bytes: Array(#"{"a":"x\"\u00e9\ud83d\ude00","n":17,"f":1.5e3,"o":{"p":[1,true,null]},"b":false}"#.utf8))
-        let parsed = parser.parseObject()
-        let object = try #require(parsed)
-        #expect(object["a"] == .string("x\"é😀"))
-        #expect(object["n"] == .number("17"))
-        #expect(object["f"] == .number("1.5e3"))
-        #expect(object["o"] == .other)
-        #expect(object["b"] == .other)
-        for bad in [#"{"a":1,}"#, #"{"a":01}"#, #"["a"]"#, #"{"a":1} x"#, #"{"a":"\q"}"#, "{\"a\":\"\n\"}"] {
-            var p = FlatJSON(bytes: Array(bad.utf8))
-            #expect(p.parseObject() == nil, "\(bad)")
-        }
-    }
 }

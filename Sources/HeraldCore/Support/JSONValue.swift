@@ -11,21 +11,25 @@ public enum JSONValue: Sendable, Hashable {
     case array([JSONValue])
     case object([String: JSONValue])
 
-    /// Parses a complete JSON document.
-    /// - Throws: ``JSONValue/ParseError`` with a human-readable description of what was wrong.
-    public static func parse(_ data: Data) throws(ParseError) -> JSONValue {
+    /// Parses a complete JSON document strictly (``StrictJSON``: no duplicate keys, no trailing data).
+    /// - Throws: ``JSONValue/ParseError`` saying what was wrong and where (line and column).
+    public static func parse(_ bytes: [UInt8]) throws(ParseError) -> JSONValue {
         do {
-            return try JSONDecoder().decode(JSONValue.self, from: data)
-        } catch let error as DecodingError {
-            throw ParseError(message: Self.describe(error))
+            return try StrictJSON.parse(bytes)
         } catch {
-            throw ParseError(message: "invalid JSON")
+            let (line, column) = Self.position(of: error.offset, in: bytes)
+            throw ParseError(message: "invalid JSON at line \(line), column \(column): \(error.message)")
         }
+    }
+
+    /// Parses a complete JSON document from data.
+    public static func parse(_ data: Data) throws(ParseError) -> JSONValue {
+        try parse([UInt8](data))
     }
 
     /// Parses a complete JSON document from a string.
     public static func parse(_ text: String) throws(ParseError) -> JSONValue {
-        try parse(Data(text.utf8))
+        try parse(Array(text.utf8))
     }
 
     /// A parse failure; `message` is safe to show to a user.
@@ -34,17 +38,11 @@ public enum JSONValue: Sendable, Hashable {
         public var description: String { message }
     }
 
-    private static func describe(_ error: DecodingError) -> String {
-        switch error {
-        case .dataCorrupted(let context):
-            if let underlying = context.underlyingError as NSError?,
-               let detail = underlying.userInfo[NSDebugDescriptionErrorKey] as? String {
-                return "invalid JSON: \(detail)"
-            }
-            return "invalid JSON: \(context.debugDescription)"
-        default:
-            return "invalid JSON"
-        }
+    /// 1-based line and column (in bytes) of `offset`.
+    private static func position(of offset: Int, in bytes: [UInt8]) -> (line: Int, column: Int) {
+        var line = 1, lineStart = 0
+        for i in 0..<min(offset, bytes.count) where bytes[i] == 0x0A { line += 1; lineStart = i + 1 }
+        return (line, offset - lineStart + 1)
     }
 
     /// A short name of the value's type, for error messages ("a string", "an object").
@@ -81,39 +79,6 @@ public enum JSONValue: Sendable, Hashable {
         var writer = JSONWriter()
         writer.write(self)
         return writer.string
-    }
-}
-
-extension JSONValue: Codable {
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() {
-            self = .null
-        } else if let b = try? container.decode(Bool.self) {
-            self = .bool(b)
-        } else if let n = try? container.decode(Double.self) {
-            self = .number(n)
-        } else if let s = try? container.decode(String.self) {
-            self = .string(s)
-        } else if let a = try? container.decode([JSONValue].self) {
-            self = .array(a)
-        } else if let o = try? container.decode([String: JSONValue].self) {
-            self = .object(o)
-        } else {
-            throw DecodingError.dataCorruptedError(in: container, debugDescription: "not a JSON value")
-        }
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        switch self {
-        case .null: try container.encodeNil()
-        case .bool(let b): try container.encode(b)
-        case .number(let n): try container.encode(n)
-        case .string(let s): try container.encode(s)
-        case .array(let a): try container.encode(a)
-        case .object(let o): try container.encode(o)
-        }
     }
 }
 

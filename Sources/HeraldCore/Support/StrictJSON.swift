@@ -1,20 +1,19 @@
-import HeraldCore
-
-/// A strict JSON parser for API bodies (RFC 8259): one value, no trailing data, no duplicate
-/// keys, nesting at most ``maxDepth``, valid UTF-8. Errors say where (byte offset) and what.
+/// Herald's one JSON parser (RFC 8259), behind ``JSONValue/parse(_:)-(Data)`` for configuration
+/// files, API bodies, JWTs and records: one value, no trailing data, no duplicate keys, nesting
+/// at most ``maxDepth``, valid UTF-8. Errors say where (byte offset) and what.
 ///
-/// Faster than `JSONDecoder` for small bodies, which matters at tens of thousands of
-/// requests per second.
-enum StrictJSON {
-    static let maxDepth = 64
+/// Faster than `JSONDecoder` for small documents, which matters at tens of thousands of API
+/// requests per second; the daemon's fast body reader drives ``Parser`` directly.
+package enum StrictJSON {
+    package static let maxDepth = 64
 
-    struct ParseError: Error, CustomStringConvertible {
-        var message: String
-        var offset: Int
-        var description: String { "invalid JSON at byte \(offset): \(message)" }
+    package struct ParseError: Error, CustomStringConvertible {
+        package var message: String
+        package var offset: Int
+        package var description: String { "invalid JSON at byte \(offset): \(message)" }
     }
 
-    static func parse(_ bytes: [UInt8]) throws(ParseError) -> JSONValue {
+    package static func parse(_ bytes: [UInt8]) throws(ParseError) -> JSONValue {
         try bytes.withUnsafeBufferPointer { buffer throws(ParseError) -> JSONValue in
             var parser = Parser(bytes: buffer)
             parser.skipSpace()
@@ -26,15 +25,15 @@ enum StrictJSON {
     }
 
     /// The parser; ``NotificationBody`` drives it directly for its fast path.
-    struct Parser {
-        let bytes: UnsafeBufferPointer<UInt8>
-        var index = 0
+    package struct Parser {
+        package let bytes: UnsafeBufferPointer<UInt8>
+        package var index = 0
 
-        init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+        package init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
-        func error(_ message: String) -> ParseError { ParseError(message: message, offset: index) }
+        package func error(_ message: String) -> ParseError { ParseError(message: message, offset: index) }
 
-        mutating func skipSpace() {
+        package mutating func skipSpace() {
             while index < bytes.count {
                 switch bytes[index] {
                 case 0x20, 0x09, 0x0A, 0x0D: index += 1
@@ -43,7 +42,7 @@ enum StrictJSON {
             }
         }
 
-        mutating func value(depth: Int) throws(ParseError) -> JSONValue {
+        package mutating func value(depth: Int) throws(ParseError) -> JSONValue {
             guard index < bytes.count else { throw error("unexpected end of input") }
             switch bytes[index] {
             case UInt8(ascii: "{"): return try object(depth: depth + 1)
@@ -57,14 +56,14 @@ enum StrictJSON {
             }
         }
 
-        mutating func literal(_ word: StaticString) throws(ParseError) {
+        package mutating func literal(_ word: StaticString) throws(ParseError) {
             let n = word.utf8CodeUnitCount
             guard index + n <= bytes.count else { throw error("unexpected end of input") }
             for i in 0..<n where bytes[index + i] != word.utf8Start[i] { throw error("invalid literal") }
             index += n
         }
 
-        mutating func object(depth: Int) throws(ParseError) -> JSONValue {
+        package mutating func object(depth: Int) throws(ParseError) -> JSONValue {
             if depth > StrictJSON.maxDepth { throw error("nested deeper than \(StrictJSON.maxDepth) levels") }
             index += 1
             var members: [String: JSONValue] = [:]
@@ -91,7 +90,7 @@ enum StrictJSON {
             }
         }
 
-        mutating func array(depth: Int) throws(ParseError) -> JSONValue {
+        package mutating func array(depth: Int) throws(ParseError) -> JSONValue {
             if depth > StrictJSON.maxDepth { throw error("nested deeper than \(StrictJSON.maxDepth) levels") }
             index += 1
             var items: [JSONValue] = []
@@ -108,7 +107,7 @@ enum StrictJSON {
             }
         }
 
-        mutating func string() throws(ParseError) -> String {
+        package mutating func string() throws(ParseError) -> String {
             index += 1
             let start = index
             // Fast path: no escapes.
@@ -169,7 +168,7 @@ enum StrictJSON {
             throw error("unterminated string")
         }
 
-        mutating func hex4() throws(ParseError) -> UInt32 {
+        package mutating func hex4() throws(ParseError) -> UInt32 {
             guard index + 4 <= bytes.count else { throw error("short \\u escape") }
             var v: UInt32 = 0
             for _ in 0..<4 {
@@ -187,7 +186,7 @@ enum StrictJSON {
             return v
         }
 
-        mutating func number() throws(ParseError) -> Double {
+        package mutating func number() throws(ParseError) -> Double {
             let start = index
             if bytes[index] == UInt8(ascii: "-") { index += 1 }
             guard index < bytes.count else { throw error("unexpected end of input in a number") }
