@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 import HeraldCrypto
 
@@ -60,7 +61,7 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
 
     /// The proxy URL without credentials.
     static func redactedProxy(_ proxy: String) -> String {
-        guard let at = proxy.lastIndex(of: "@"), let scheme = proxy.range(of: "://") else { return proxy }
+        guard let at = proxy.lastIndex(of: "@"), let scheme = proxy.firstRange(of: "://") else { return proxy }
         return String(proxy[..<scheme.upperBound]) + "***@" + String(proxy[proxy.index(after: at)...])
     }
 

@@ -1,5 +1,6 @@
 import CCurl
-import Foundation
+import Dispatch
+import FoundationEssentials
 import HeraldCore
 #if canImport(Glibc)
 import Glibc
@@ -28,7 +29,6 @@ final class CurlEngine: @unchecked Sendable {
     private let multi: UnsafeMutableRawPointer
     private let epfd: Int32
     private let wakeFD: Int32
-    private var thread: Thread?
     private let inbox = Locked<(requests: [PendingRequest], stopping: Bool)>(([], false))
     private let stopped = DispatchSemaphore(value: 0)
 
@@ -91,11 +91,7 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     func start() {
-        let thread = Thread { [self] in self.run() }
-        thread.name = "herald-apns-\(settings.name)-\(index)"
-        thread.stackSize = 1 << 20
-        self.thread = thread
-        thread.start()
+        OSThread.start(name: "herald-apns-\(settings.name)-\(index)", stackSize: 1 << 20) { [self] in self.run() }
     }
 
     /// Queues requests (any thread).

@@ -1,5 +1,6 @@
 import CCurl
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// The headers every request of one "shape" shares, as a libcurl header list built once.

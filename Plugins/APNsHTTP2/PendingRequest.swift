@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// One request waiting in, or in flight on, a ``CurlEngine``.

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// What an APNs answer means for the delivery, from Apple's status codes and reasons.

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// The log file is the transport's own record of what it accepted: after a crash the daemon
@@ -12,7 +13,7 @@ extension LogTransport: DeliveryLedger {
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
         } catch {
-            throw TransportError(transport: name, message: "cannot read \(path) to check earlier deliveries: \(error.localizedDescription)")
+            throw TransportError(transport: name, message: "cannot read \(path) to check earlier deliveries: \(SystemError.describe(error))")
         }
         return Self.apnsIDs(in: data, among: apnsIDs)
     }

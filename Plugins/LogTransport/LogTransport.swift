@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// The `log` transport: appends each delivery as one JSON line to a file, or to standard output.
@@ -29,7 +30,8 @@ public final class LogTransport: TransportPlugin {
 
     public let name: String
     let configuration: Configuration
-    private let handle: FileHandle
+    /// The file's descriptor (opened with O_APPEND), or standard output.
+    private let fd: Int32
     private let lock = Locked(())
     private let clock: any WallClock
 
@@ -43,16 +45,14 @@ public final class LogTransport: TransportPlugin {
             do {
                 try fm.createDirectory(atPath: folder, withIntermediateDirectories: true)
             } catch {
-                throw TransportError(transport: name, message: "cannot create folder \"\(folder)\" for the log file: \(error.localizedDescription)")
+                throw TransportError(transport: name, message: "cannot create folder \"\(folder)\" for the log file: \(SystemError.describe(error))")
             }
-            if !fm.fileExists(atPath: path) { _ = fm.createFile(atPath: path, contents: nil) }
-            guard let handle = FileHandle(forWritingAtPath: path) else {
-                throw TransportError(transport: name, message: "cannot open \"\(path)\" for appending")
+            fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+            guard fd >= 0 else {
+                throw TransportError(transport: name, message: "cannot open \"\(path)\" for appending: \(String(cString: strerror(errno)))")
             }
-            handle.seekToEndOfFile()
-            self.handle = handle
         } else {
-            handle = FileHandle.standardOutput
+            fd = STDOUT_FILENO
         }
     }
 
@@ -66,17 +66,18 @@ public final class LogTransport: TransportPlugin {
             lines += Self.line(for: d, transport: name, time: time)
             lines.append(UInt8(ascii: "\n"))
         }
-        do {
-            try write(lines)
-        } catch {
-            let reason = "cannot write to \(configuration.summary): \(error.localizedDescription)"
+        if let failure = write(lines) {
+            let reason = "cannot write to \(configuration.summary): \(failure)"
             return batch.map { _ in .retry(after: nil, reason: reason) }
         }
         return batch.map { .delivered(apnsID: $0.apnsID.lowercasedString) }
     }
 
-    private func write(_ bytes: [UInt8]) throws {
-        try lock.withLock { _ in try handle.write(contentsOf: bytes) }
+    /// Appends `bytes`; nil when written, else why not.
+    private func write(_ bytes: [UInt8]) -> String? {
+        lock.withLock { _ in
+            FileDescriptorOutput.write(bytes, to: fd) ? nil : String(cString: strerror(errno))
+        }
     }
 
     /// The JSON line written for one delivery: headers Herald would send and the payload.
@@ -107,7 +108,7 @@ public final class LogTransport: TransportPlugin {
 
     public func shutdown() async {
         lock.withLock { _ in
-            if configuration.path != nil { try? handle.close() }
+            if configuration.path != nil { close(fd) }
         }
     }
 

@@ -1,14 +1,15 @@
-import Foundation
+import FoundationEssentials
+import HeraldCore
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// Where a command writes: results to stdout, errors and progress to stderr.
 struct Console: Sendable {
-    func out(_ text: String) { FileHandle.standardOutput.write(Data((text + "\n").utf8)) }
-    func err(_ text: String) { FileHandle.standardError.write(Data((text + "\n").utf8)) }
+    func out(_ text: String) { FileDescriptorOutput.standardOutput(text + "\n") }
+    func err(_ text: String) { FileDescriptorOutput.standardError(text + "\n") }
     /// Writes without a newline (progress bars).
-    func errRaw(_ text: String) { FileHandle.standardError.write(Data(text.utf8)) }
+    func errRaw(_ text: String) { FileDescriptorOutput.standardError(text) }
 
     /// Whether stderr is a terminal (progress bars are drawn only there).
     var stderrIsTerminal: Bool { isatty(2) != 0 }
@@ -18,7 +19,7 @@ struct Console: Sendable {
 final class ProgressBar: @unchecked Sendable {
     private let total: Int
     private let console: Console
-    private let lock = NSLock()
+    private let lock = ConditionLock()
     private var done = 0
     private var counts: [String: Int] = [:]
     private var lastDraw = Date.distantPast

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// Herald's command line: one binary that is the daemon, the admin CLI and the simulators.

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 internal import COpenSSL
 
 /// Facts about a certificate, for `herald check` and the simulators.

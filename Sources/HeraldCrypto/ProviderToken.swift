@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// APNs provider authentication tokens: JWTs signed with ES256.

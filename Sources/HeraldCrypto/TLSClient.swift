@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 internal import COpenSSL
 
 /// Blocking TLS client connections, for tests and the binary-protocol transport.

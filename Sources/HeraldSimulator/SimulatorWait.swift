@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The polling behind the simulators' `waitFor…` methods.
 enum SimulatorWait {

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// What a claim needs of a notification besides the delivery row, parsed once.

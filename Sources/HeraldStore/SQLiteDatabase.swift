@@ -1,5 +1,6 @@
 internal import CSQLite
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A SQLite error with the database's own message.
 public struct SQLiteError: Error, CustomStringConvertible, Sendable {

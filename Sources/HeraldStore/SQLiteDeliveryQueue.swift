@@ -1,5 +1,6 @@
 internal import CSQLite
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// The daemon's durable queue in the SQLite file (tables `notifications` and `deliveries`).
@@ -14,7 +15,7 @@ import HeraldCore
 public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
     private let writer: SQLiteGroupCommitWriter
     private let reader: SQLiteDatabase
-    private let readerLock = NSLock()
+    private let readerLock = ConditionLock()
     private let counts: Locked<[String: QueueDepth]>
     /// Notifications waiting for claims; used only on the writer thread.
     private var cache = NotificationCache(limit: 20_000)

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -26,13 +27,12 @@ final class SQLiteGroupCommitWriter: @unchecked Sendable {
     }
 
     private let db: SQLiteDatabase
-    private let condition = NSCondition()
+    private let condition = ConditionLock()
     private var pending: [Operation] = []
     private var pendingAccepts = 0
     private var closing = false
     private var finished = false
     private let maxBatch: Int
-    private var thread: Thread?
     private let stats = Locked(Statistics())
     private let observe: @Sendable (_ operations: Int, _ seconds: Double) -> Void
     /// Called on the writer thread whenever writes were rolled back (an operation or a whole
@@ -43,10 +43,7 @@ final class SQLiteGroupCommitWriter: @unchecked Sendable {
         self.db = db
         self.maxBatch = max(1, maxBatch)
         self.observe = observe
-        let thread = Thread { [unowned self] in self.loop() }
-        thread.name = "herald-sqlite-writer"
-        self.thread = thread
-        thread.start()
+        OSThread.start(name: "herald-sqlite-writer") { [unowned self] in self.loop() }
     }
 
     /// Accept operations (enqueues) waiting for their commit.

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// The token store in a SQLite file (WAL mode, migrated on open, prepared statements).
@@ -7,7 +8,7 @@ import HeraldCore
 /// microseconds. Several processes (the daemon and the CLI) may share the file; SQLite's busy
 /// timeout makes a writer wait for another.
 public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = ConditionLock()
     private let db: SQLiteDatabase
 
     /// Opens (creating and migrating) the store at `path` (`":memory:"` for a private in-memory one).

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// A delivery row to insert, its text prepared before it reaches the writer thread.

@@ -1,5 +1,8 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import HeraldCore
+import HeraldCrypto
 
 /// The moving parts of `herald bench apns-http2`.
 struct APNsBenchmark {
@@ -28,7 +31,7 @@ struct APNsBenchmark {
         let certs = work + "/certs"
         try shell("/bin/bash", [PackageScripts.path("make-test-certs.sh"), certs])
         try FileManager.default.createDirectory(atPath: work + "/htdocs/3/device", withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: work + "/htdocs/3/device/\(token)", contents: nil)
+        _ = FileManager.default.createFile(atPath: work + "/htdocs/3/device/\(token)", contents: nil)
         try payload.write(toFile: work + "/payload.json", atomically: true, encoding: .utf8)
 
         // Choose the server: the simulator only when h2load gets at least as much from it.
@@ -60,11 +63,10 @@ struct APNsBenchmark {
                          "herald_per_s": .number(rate.rounded()), "ratio": .number((ratio * 1000).rounded() / 1000),
                          "cpu_us_per_notification": .number((cpu * 10).rounded() / 10), "failures": .number(Double(failures))])
             if !json {
-                console.out(String(format: "apns-http2, %d connection%@, %d streams each, %d notifications, server %@:",
-                                   c, c == 1 ? "" : "s", streams, n, serverName))
-                console.out(String(format: "  h2load  %9.0f req/s", reference))
-                console.out(String(format: "  herald  %9.0f notifications/s  (%.2f× h2load)  %.1f µs CPU per notification%@",
-                                   rate, ratio, cpu, failures > 0 ? "  \(failures) not delivered" : ""))
+                console.out("apns-http2, \(c) connection\(c == 1 ? "" : "s"), \(streams) streams each, \(n) notifications, server \(serverName):")
+                console.out("  h2load  \(reference.fixed(0, width: 9)) req/s")
+                console.out("  herald  \(rate.fixed(0, width: 9)) notifications/s  (\(ratio.fixed(2))× h2load)  \(cpu.fixed(1)) µs CPU per notification"
+                            + (failures > 0 ? "  \(failures) not delivered" : ""))
             }
         }
         if json {
@@ -134,64 +136,45 @@ struct APNsBenchmark {
             throw Failure(description: "cannot read h2load's output:\n\(output)")
         }
         if let status = output.split(separator: "\n").first(where: { $0.contains("status codes:") }), !status.contains("\(n) 2xx") {
-            console.err("bench: h2load: \(status.trimmingCharacters(in: .whitespaces))")
+            console.err("bench: h2load: \(status.trimmingWhitespace())")
         }
         return rate
     }
 
     func makeJWT(certs: String) throws -> String {
-        let b64 = { (s: String) in Data(s.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "") }
+        let b64 = { (s: String) in Base64URL.encode(Array(s.utf8)) }
         let input = b64(#"{"alg":"ES256","kid":"ABC123DEFG"}"#) + "." + b64(#"{"iss":"DEF123GHIJ","iat":\#(Int(Date().timeIntervalSince1970))}"#)
         try input.write(toFile: work + "/jwt-input", atomically: true, encoding: .utf8)
         // The simulator checks the signature; nghttpd ignores it. openssl gives a DER signature.
         _ = try shell(which("openssl")!, ["dgst", "-sha256", "-sign", "\(certs)/AuthKey_ABC123DEFG.p8", "-out", work + "/jwt-sig", work + "/jwt-input"])
         let der = [UInt8](try Data(contentsOf: URL(fileURLWithPath: work + "/jwt-sig")))
-        return input + "." + base64url(DERSignature.raw(der))
-    }
-
-    private func base64url(_ bytes: [UInt8]) -> String {
-        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        return input + "." + Base64URL.encode(DERSignature.raw(der))
     }
 }
 
 /// A reference server started for the benchmark.
 struct Server {
     let port: Int
-    let process: Process
+    let process: Subprocess
 
-    func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-    }
+    func stop() { process.stop() }
 
     static func nghttpd(work: String, certs: String) throws -> Server {
         let port = freePort()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: which("nghttpd")!)
-        process.arguments = ["--address=127.0.0.1", "-d", work + "/htdocs", String(port), certs + "/server.key", certs + "/server.pem"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        try waitForPort(port)
+        let process = try Subprocess(which("nghttpd")!, ["--address=127.0.0.1", "-d", work + "/htdocs", String(port),
+                                                         certs + "/server.key", certs + "/server.pem"])
+        do { try waitForPort(port) } catch { process.stop(); throw error }
         return Server(port: port, process: process)
     }
 
     static func simulator(certs: String) throws -> Server {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
-        if !process.executableURL!.path.hasPrefix("/") {
-            process.executableURL = URL(fileURLWithPath: FileManager.default.currentDirectoryPath + "/" + CommandLine.arguments[0])
-        }
+        var executable = CommandLine.arguments[0]
+        if !executable.hasPrefix("/") { executable = FileManager.default.currentDirectoryPath + "/" + executable }
         let port = freePort()
-        process.arguments = ["simulate", "apns-http2", "--port", String(port), "--tls-cert", certs + "/server.pem",
+        let process = try Subprocess(executable, ["simulate", "apns-http2", "--port", String(port), "--tls-cert", certs + "/server.pem",
                              "--tls-key", certs + "/server.key", "--auth-key-pub", "ABC123DEFG=\(certs)/AuthKey_ABC123DEFG.pub.pem",
-                             "--team", "DEF123GHIJ", "--topic", "com.example.app", "--allow-streams-before-auth"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        try waitForPort(port)
+                             "--team", "DEF123GHIJ", "--topic", "com.example.app", "--allow-streams-before-auth"])
+        do { try waitForPort(port) } catch { process.stop(); throw error }
         return Server(port: port, process: process)
     }
 }
@@ -237,18 +220,9 @@ func which(_ tool: String) -> String? {
 
 @discardableResult
 func shell(_ executable: String, _ arguments: [String]) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    let text = String(decoding: data, as: UTF8.self)
-    guard process.terminationStatus == 0 else {
-        throw APNsBenchmark.Failure(description: "\(executable) \(arguments.prefix(3).joined(separator: " ")) … exited with \(process.terminationStatus): \(text.suffix(500))")
+    let (status, text) = try Subprocess.run(executable, arguments)
+    guard status == 0 else {
+        throw APNsBenchmark.Failure(description: "\(executable) \(arguments.prefix(3).joined(separator: " ")) … exited with \(status): \(text.suffix(500))")
     }
     return text
 }

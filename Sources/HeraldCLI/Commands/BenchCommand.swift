@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import HeraldCore
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// `herald devices add | list | remove`: the token store by hand.

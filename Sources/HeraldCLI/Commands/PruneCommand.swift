@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// `herald prune`: delete devices that APNs reported dead long ago.

@@ -1,4 +1,6 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// `herald send`: fan a notification out in-process and report per device.
@@ -119,7 +121,7 @@ enum SendCommand {
         if !json {
             let detailed = reports.count <= 50
             for r in reports where detailed || r.outcome != .delivered {
-                var line = "\(r.outcome.rawValue.padding(toLength: 13, withPad: " ", startingAt: 0)) \(Redact.token(r.token))"
+                var line = "\(r.outcome.rawValue + String(repeating: " ", count: max(0, 13 - r.outcome.rawValue.count))) \(Redact.token(r.token))"
                 if let u = r.user { line += " user=\(u)" }
                 if let t = r.transport { line += " transport=\(t)" }
                 if let reason = r.reason { line += " reason=\"\(reason)\"" }
@@ -129,7 +131,7 @@ enum SendCommand {
             for r in reports { counts[r.outcome.rawValue, default: 0] += 1 }
             let tally = DeliveryReport.Outcome.allCases.compactMap { o in counts[o.rawValue].map { "\($0) \(o.rawValue)" } }
             let seconds = Date().timeIntervalSince(start)
-            console.out("\(reports.count) device\(reports.count == 1 ? "" : "s"): \(tally.isEmpty ? "none" : tally.joined(separator: ", ")) in \(String(format: "%.2f", seconds)) s")
+            console.out("\(reports.count) device\(reports.count == 1 ? "" : "s"): \(tally.isEmpty ? "none" : tally.joined(separator: ", ")) in \(seconds.fixed(2)) s")
             if plan.skippedOverLimit > 0 { console.out("\(plan.skippedOverLimit) devices skipped: over maxDevicesPerUser (\(app.maxDevicesPerUser))") }
         }
     }
@@ -141,7 +143,7 @@ enum SendCommand {
         }
         var tokens: [String] = []
         for line in String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline) {
-            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            let trimmed = line.trimmingWhitespace()
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             tokens.append(trimmed)
         }

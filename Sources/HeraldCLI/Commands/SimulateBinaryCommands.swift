@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import HeraldCore
 import HeraldSimulator
 #if canImport(Glibc)

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Option checks the `simulate` commands share.
 extension ParsedArguments {

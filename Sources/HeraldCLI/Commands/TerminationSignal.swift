@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import HeraldCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -29,12 +30,10 @@ enum TerminationSignal {
     /// cooperative thread: the wait happens on a thread of its own.
     static func waitAsync() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let thread = Thread {
+            OSThread.start(name: "herald-signals") {
                 wait()
                 continuation.resume()
             }
-            thread.name = "herald-signals"
-            thread.start()
         }
     }
 

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Herald's whole configuration, read from one JSON file (`config.json`).
 ///

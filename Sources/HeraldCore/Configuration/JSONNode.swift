@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A problem found while reading JSON (a config file or an API body), with the JSON path of
 /// the value it is about.
@@ -106,7 +107,7 @@ public struct JSONNode {
         let isIdentifier = !key.isEmpty && key.first.map { $0.isLetter || $0 == "_" } == true
             && key.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }
         if isIdentifier { return parent.isEmpty ? key : "\(parent).\(key)" }
-        let escaped = key.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+        let escaped = key.reduce(into: "") { out, c in if c == "\\" || c == "\"" { out.append("\\") }; out.append(c) }
         return "\(parent)[\"\(escaped)\"]"
     }
 
@@ -293,7 +294,7 @@ public struct JSONNode {
     /// Parses `"250ms"`, `"30s"`, `"5m"`, `"2h"`, `"7d"` or a bare number of seconds.
     public static func parseDuration(_ text: String) -> TimeInterval? {
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
-        let t = text.trimmingCharacters(in: .whitespaces)
+        let t = text.trimmingWhitespace()
         for (suffix, factor) in units where t.hasSuffix(suffix) {
             let number = t.dropLast(suffix.count)
             // "ms" must win over "s"; skip "s" when the text is really "…ms".
@@ -311,12 +312,12 @@ public struct JSONNode {
         guard let raw = string(key, required: required) else { return nil }
         let resolved = resolve(raw)
         if mustExist {
-            var isDirectory: ObjCBool = false
+            var isDirectory = false
             if !FileManager.default.fileExists(atPath: resolved, isDirectory: &isDirectory) {
                 error(at: key, "no such file \"\(resolved)\"")
                 return nil
             }
-            if isDirectory.boolValue {
+            if isDirectory {
                 error(at: key, "\"\(resolved)\" is a folder, expected a file")
                 return nil
             }

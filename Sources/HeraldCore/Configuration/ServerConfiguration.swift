@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// `server`: the daemon (`herald serve`): queue bounds and backpressure, workers per transport,
 /// leases, retention, idempotency window, connection limits and the shutdown deadline.

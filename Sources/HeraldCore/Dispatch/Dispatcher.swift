@@ -1,4 +1,6 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 
 /// Sends notifications in-process: fan-out, routing, batches to transports, retries with
 /// backoff on the injected clock, token invalidation with Apple's timestamp rule.

@@ -1,4 +1,6 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 
 /// A notification turned into deliveries: one per device, routed, de-duplicated and limited.
 public struct DispatchPlan: Sendable {

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Decides what follows a transport's outcome: finish, retry later, or invalidate the token.
 ///

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Exponential backoff with jitter and a bounded number of attempts.
 ///

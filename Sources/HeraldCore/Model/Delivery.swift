@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// One notification on its way to one device through one transport.
 public struct Delivery: Sendable, Equatable {

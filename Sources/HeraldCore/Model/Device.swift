@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The APNs environment a device token belongs to.
 public enum APNsEnvironment: String, CaseIterable, Sendable, Codable {

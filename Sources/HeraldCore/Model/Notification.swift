@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The visible alert of a notification: a plain string, or Apple's alert dictionary.
 public enum AlertContent: Sendable, Equatable {

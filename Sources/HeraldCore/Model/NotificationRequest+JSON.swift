@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The HTTP API's JSON shape of a notification (`POST /v1/notifications`), read strictly.
 ///

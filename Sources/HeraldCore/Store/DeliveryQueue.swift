@@ -1,4 +1,6 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 
 /// The daemon's durable outbox: notifications and their deliveries, claimed by workers with a
 /// lease, completed with an outcome, retried on schedule, pruned after a retention.

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Where devices live: registrations, lookups for fan-out, and invalidation.
 ///

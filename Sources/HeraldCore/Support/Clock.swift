@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Wall-clock time, injected wherever Herald's behaviour depends on time.
 ///

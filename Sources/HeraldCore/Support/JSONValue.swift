@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A JSON value as it appears in Herald's configuration, API bodies and custom payload data.
 ///

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Herald's logger: one line per event, in logfmt or JSON, with a level filter.
 ///
@@ -143,24 +144,25 @@ public enum LogFormat: String, CaseIterable, Sendable {
     }
 }
 
-/// Writes formatted lines to standard error, standard output or a file handle.
+/// Writes formatted lines to standard error, standard output or another open file descriptor.
 public final class StreamLogHandler: LogHandler {
     private let format: LogFormat
-    private let handle: FileHandle
+    private let fd: Int32
     private let lock = Locked(())
 
-    public init(format: LogFormat, handle: FileHandle) {
+    /// - Parameter fd: where lines go; the handler does not close it.
+    public init(format: LogFormat, fileDescriptor fd: Int32) {
         self.format = format
-        self.handle = handle
+        self.fd = fd
     }
 
     /// Lines to standard error (the default for the daemon and the CLI).
     public static func standardError(format: LogFormat) -> StreamLogHandler {
-        StreamLogHandler(format: format, handle: .standardError)
+        StreamLogHandler(format: format, fileDescriptor: 2)
     }
 
     public func emit(_ record: LogRecord) {
-        let data = Data(format.render(record).utf8)
-        lock.withLock { _ in handle.write(data) }
+        let line = Array(format.render(record).utf8)
+        lock.withLock { _ in FileDescriptorOutput.write(line, to: fd) }
     }
 }

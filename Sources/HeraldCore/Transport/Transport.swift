@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A transport adapter: takes deliveries and reports what happened to each.
 ///

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// A token store that answers concurrent fan-out look-ups (``devices(app:users:includeInvalidated:)``)

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// `POST /v1/devices`, `DELETE /v1/devices/{token}`, `GET /v1/users/{user}/devices`.

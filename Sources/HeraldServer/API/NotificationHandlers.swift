@@ -1,4 +1,6 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// `POST /v1/notifications` and `GET /v1/notifications/{id}`.

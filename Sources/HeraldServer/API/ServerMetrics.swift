@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// The daemon's metric handles (Prometheus names); the dispatcher's counters keep their names:

@@ -1,5 +1,5 @@
 import CMicroHTTPD
-import Foundation
+import FoundationEssentials
 import HeraldCore
 #if canImport(Glibc)
 import Glibc

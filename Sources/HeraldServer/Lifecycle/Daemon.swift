@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 import HeraldStore
 
@@ -147,7 +148,7 @@ public final class Daemon: Sendable {
         logger.notice("listening", ["address": address.description, "transports": config.transports.keys.sorted().joined(separator: ","),
                                     "auth": config.api.keys.isEmpty ? "none (loopback only)" : "\(config.api.keys.count) key(s)"])
         if options.announce {
-            FileHandle.standardOutput.write(Data("herald: listening on \(address)\n".utf8))
+            FileDescriptorOutput.standardOutput("herald: listening on \(address)\n")
         }
         return port
     }
@@ -342,7 +343,7 @@ public final class Daemon: Sendable {
         let clean = await stopWorkers(deadline: remaining)
         await r.queue.close()
         r.lock?.release()
-        logger.notice("stopped", ["clean": String(clean), "seconds": String(format: "%.2f", Date().timeIntervalSince(start))])
+        logger.notice("stopped", ["clean": String(clean), "seconds": Date().timeIntervalSince(start).fixed(2)])
         return clean
     }
 

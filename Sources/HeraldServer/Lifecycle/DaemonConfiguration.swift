@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// A configuration plus the JSON of each transport section, so a reload can tell which

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// The daemon's log handler: one line per event in the configured format, with a level and
@@ -24,7 +25,7 @@ public final class DaemonLogHandler: LogHandler, Sendable {
         let (level, format) = settings.withLock { $0 }
         guard record.level >= level else { return }
         if let sink { sink.emit(record); return }
-        let data = Data(format.render(record).utf8)
-        lock.withLock { _ in FileHandle.standardError.write(data) }
+        let line = Array(format.render(record).utf8)
+        lock.withLock { _ in FileDescriptorOutput.write(line, to: STDERR_FILENO) }
     }
 }

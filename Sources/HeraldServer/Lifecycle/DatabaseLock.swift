@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -19,7 +19,7 @@ final class DatabaseLock: Sendable {
             var buffer = [UInt8](repeating: 0, count: 32)
             let n = pread(fd, &buffer, 31, 0)
             close(fd)
-            let holder = n > 0 ? String(decoding: buffer[0..<n], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) : "?"
+            let holder = n > 0 ? String(decoding: buffer[0..<n], as: UTF8.self).trimmingWhitespace() : "?"
             throw DaemonError("another herald serve (pid \(holder)) is using \(database); stop it first (lock \(path))")
         }
         let pid = Array("\(getpid())\n".utf8)

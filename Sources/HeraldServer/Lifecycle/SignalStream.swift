@@ -1,5 +1,6 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Delivers process signals (SIGTERM, SIGINT, SIGHUP) as an async sequence.
 ///

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// Drives one transport's deliveries: starts the transport (retrying while it fails), settles

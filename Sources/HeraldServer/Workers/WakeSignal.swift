@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// A level-triggered wake-up for async waiters: ``notify()`` wakes every waiter, or the next

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// A simulator of Apple's legacy binary provider API (gateway.push.apple.com:2195), as a real server.

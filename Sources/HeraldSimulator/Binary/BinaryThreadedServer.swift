@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import HeraldCore
 #if canImport(Glibc)
 import Glibc
@@ -67,12 +68,10 @@ final class BinaryThreadedServer: Sendable {
     /// Starts accepting, then logs `message` (info) with the address and whether TLS is on.
     func start(announcing message: String, to logger: Logger) {
         threads.enter()
-        let thread = Thread { [self] in
+        OSThread.start(name: "binary-accept-\(listener.port)") { [self] in
             acceptLoop()
             threads.leave()
         }
-        thread.name = "binary-accept-\(listener.port)"
-        thread.start()
         logger.info(message, ["address": "\(listener.host):\(listener.port)", "tls": usesTLS ? "mutual" : "off"])
     }
 
@@ -90,12 +89,10 @@ final class BinaryThreadedServer: Sendable {
                 break
             }
             threads.enter()
-            let thread = Thread { [self] in
+            OSThread.start(name: "binary-conn-\(number)") { [self] in
                 serve(fd: fd, connection: number)
                 threads.leave()
             }
-            thread.name = "binary-connection-\(number)"
-            thread.start()
         }
     }
 

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import HeraldCore
 
 /// Reads the token files the binary simulators take on the command line.
 ///
@@ -57,11 +59,11 @@ public enum BinaryTokenFile {
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            throw BinarySimulatorError("cannot read \"\(path)\": \((error as NSError).localizedDescription)")
+            throw BinarySimulatorError("cannot read \"\(path)\": \(SystemError.describe(error))")
         }
         var out: [(Int, [String])] = []
         for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+            let line = raw.trimmingWhitespace()
             if line.isEmpty || line.hasPrefix("#") { continue }
             out.append((index + 1, line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)))
         }

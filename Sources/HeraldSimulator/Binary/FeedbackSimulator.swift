@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// A simulator of Apple's legacy feedback service (feedback.push.apple.com:2196), as a real server.

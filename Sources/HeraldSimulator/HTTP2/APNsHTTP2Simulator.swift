@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import HeraldCore
 #if canImport(Glibc)
 import Glibc
@@ -94,21 +95,17 @@ public final class APNsHTTP2Simulator: Sendable {
             s.acceptDone = done
         }
         let core = self.core
-        let thread = Thread {
+        OSThread.start(name: "apns-h2-accept") {
             while let fd = listener.accept() {
                 core.recorder.connectionOpened()
                 guard let stream = core.makeStream(fd) else { close(fd); continue }
                 let connection = HTTP2Connection(id: core.newConnectionID(), fd: fd, stream: stream, core: core)
                 core.connectionStarted()
-                let worker = Thread { connection.run() }
-                worker.name = "apns-h2-conn"
-                worker.start()
+                OSThread.start(name: "apns-h2-conn") { connection.run() }
             }
             listener.release()
             done.signal()
         }
-        thread.name = "apns-h2-accept"
-        thread.start()
         configuration.logger.info("APNs HTTP/2 simulator listening", ["address": "\(listener.host):\(listener.port)"])
     }
 

@@ -1,5 +1,5 @@
 import CNGHTTP2
-import Foundation
+import FoundationEssentials
 import HeraldCore
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCrypto
 
 /// Checks provider tokens as APNs does: a JWT whose header has `alg` ES256 and a known `kid`,

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// Misbehaviour the HTTP/2 simulator can be told to show, each off by default.

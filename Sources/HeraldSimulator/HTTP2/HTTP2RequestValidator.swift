@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import HeraldCore
 
 /// Which topics a connection may push to.

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HeraldCore
 
 /// What a provider token (JWT) says once its form, algorithm, key and signature were checked.
