@@ -39,7 +39,8 @@ public enum HeraldCLI {
         }
         text += """
 
-        Every command takes --config PATH (default: $HERALD_CONFIG, else ./config.json).
+        Commands that read the configuration (check, devices, send, prune, serve) take
+        --config PATH (default: $HERALD_CONFIG, else ./config.json).
         Run 'herald <command> --help' for its options.
         Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.
         """
@@ -73,11 +74,11 @@ public enum HeraldCLI {
         guard let command = match else {
             let group = commands.filter { $0.spec.path.hasPrefix((words.first ?? "") + " ") }
             if !group.isEmpty {
-                console.err("herald \(words.first!): expected one of: \(group.map { $0.spec.path }.joined(separator: ", "))")
                 if words.count == 1 && arguments.contains(where: { $0 == "--help" || $0 == "-h" }) {
                     for c in group { console.out("herald \(c.spec.usage)\n    \(c.spec.summary)") }
                     return 0
                 }
+                console.err("herald \(words.first!): expected one of: \(group.map { $0.spec.path }.joined(separator: ", "))")
                 return 2
             }
             var message = "herald: unknown command \"\(words.first ?? arguments[0])\""

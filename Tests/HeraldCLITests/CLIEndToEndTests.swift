@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import HeraldStore
 import HeraldTestKit
 import Testing
 
@@ -125,7 +126,7 @@ struct CLIFixture {
         #expect(result.status == 2)
         let expected = [
             "\(config): transports.apns.type: unknown transport type \"apns-h3\"; known: ",
-            "\(config): apps.a.routes[0]: unknown transport \"apnz\"; defined: dry",
+            "\(config): apps.a.routes[0]: unknown transport \"apnz\"; defined: apns, dry",
             "\(config): apps.a.foreground: unknown value \"never\"; expected one of: local-only, local-and-push, push-only",
             "\(config): api.keys[0].secret: environment variable HERALD_TEST_UNSET_VARIABLE is not set",
             "\(config): warning: transports.dry.paht: unknown key, ignored; did you mean \"path\"?",
@@ -186,13 +187,27 @@ struct CLIFixture {
         #expect(missing.stderr.contains("config.json: no such file"), "\(missing.stderr)")
     }
 
-    @Test func pruneDeletesOldInvalidDevices() throws {
+    @Test func pruneDeletesOldInvalidDevices() async throws {
         let f = try CLIFixture()
         defer { f.dir.remove() }
-        _ = try f.run(["devices", "add", "--app", "com.example.app", "--user", "alice", "--token", f.token(1)])
-        let result = try f.run(["prune", "--older-than", "0"])
-        #expect(result.status == 0)
-        #expect(result.stdout.hasPrefix("pruned 0 devices"))
+        _ = try f.run(["devices", "add", "--app", "com.example.app", "--user", "alice", "--token", f.token(3)])
+        // Registered a week ago; Apple reported token 1 dead three days ago and token 2 just now; token 3 is alive.
+        do {
+            let store = try SQLiteTokenStore(path: f.dir.file("var/herald.db"))
+            for n in 1...2 {
+                let registration = DeviceRegistration(app: "com.example.app", token: f.token(n), user: "alice", transport: "dry", environment: .production)
+                _ = try await store.register(registration, at: Date().addingTimeInterval(-7 * 86_400))
+            }
+            _ = try await store.invalidate(app: "com.example.app", token: f.token(1), at: Date().addingTimeInterval(-3 * 86_400), reason: "Unregistered")
+            _ = try await store.invalidate(app: "com.example.app", token: f.token(2), at: Date(), reason: "Unregistered")
+        }
+
+        let result = try f.run(["prune", "--older-than", "1"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.hasPrefix("pruned 1 device"), "\(result.stdout)")
+        let list = try f.run(["devices", "list", "--app", "com.example.app", "--user", "alice"])
+        #expect(!list.stdout.contains(f.token(1)))
+        #expect(list.stdout.contains(f.token(2)) && list.stdout.contains(f.token(3)), "\(list.stdout)")
     }
 
     @Test func dryRunPlansWithoutSending() throws {

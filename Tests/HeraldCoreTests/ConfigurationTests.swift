@@ -119,7 +119,7 @@ let minimal = """
             "transports.x.keyId: is required",
             "transports.y: expected an object with a \"type\", found a number",
             "transports.z.type: is required",
-            "apps[\"com.example.app\"].routes[0]: unknown transport \"apnz\"; defined: dry",
+            "apps[\"com.example.app\"].routes[0]: unknown transport \"apnz\"; defined: apns, dry, x, y, z",
             "apps[\"com.example.app\"].routes[2]: transport \"dry\" is listed twice",
             "apps[\"com.example.app\"].foreground: unknown value \"maybe\"; expected one of: local-only, local-and-push, push-only",
             "apps[\"com.example.app\"].maxDevicesPerUser: must be between 1 and 10000, found 0",
@@ -142,9 +142,10 @@ let minimal = """
     }
 
     @Test func unknownTransportTypeNamesTheKnownTypes() {
+        // The route to the invalid transport is not reported as unknown: the transport's own error says what is wrong.
         #expect(errors("""
         {"apps": {"a": {"routes": ["apns"]}}, "transports": {"apns": {"type": "apns-h3"}}}
-        """).contains("transports.apns.type: unknown transport type \"apns-h3\"; known: fake-apns, log"))
+        """) == ["transports.apns.type: unknown transport type \"apns-h3\"; known: fake-apns, log"])
     }
 
     @Test func nonLoopbackWithoutKeysIsRefused() {

@@ -112,16 +112,18 @@ struct BinaryGatewaySessionTests {
                     reason: "payload is 2049 bytes; command 2 allows at most 2048")
     }
 
-    @Test func legacyPayloadLimitIs256AndConfigurable() {
-        let ok = [UInt8](repeating: UInt8(ascii: "a"), count: 256)
+    @Test func legacyPayloadLimitIs2048AndConfigurable() {
+        let ok = [UInt8](repeating: UInt8(ascii: "a"), count: 2048)
         #expect(run(BinaryWire.enhanced(identifier: 1, token: good, payload: ok)).accepted.count == 1)
         expectError(BinaryWire.enhanced(identifier: 42, token: good, payload: ok + [0x61]), status: 7, identifier: 42,
-                    reason: "payload is 257 bytes; command 1 allows at most 256")
+                    reason: "payload is 2049 bytes; command 1 allows at most 2048")
         expectError(BinaryWire.simple(token: good, payload: ok + [0x61]), status: 7, identifier: 0,
-                    reason: "payload is 257 bytes; command 0 allows at most 256")
+                    reason: "payload is 2049 bytes; command 0 allows at most 2048")
         var rules = APNsBinaryRules()
-        rules.legacyPayloadLimit = 2048
-        #expect(run(BinaryWire.simple(token: good, payload: ok + [0x61]), rules: rules).accepted.count == 1)
+        rules.legacyPayloadLimit = 256  // before iOS 8
+        let small = [UInt8](repeating: UInt8(ascii: "a"), count: 257)
+        expectError(BinaryWire.simple(token: good, payload: small), status: 7, identifier: 0,
+                    reason: "payload is 257 bytes; command 0 allows at most 256", rules: rules)
     }
 
     @Test func nonJSONPayloadIsAccepted() {

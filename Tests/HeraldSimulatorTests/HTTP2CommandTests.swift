@@ -44,11 +44,43 @@ struct HTTP2CommandTests {
         #expect(lines.first?.contains(#""token":"\#(sampleToken)""#) == true)
     }
 
+    @Test func sigintStopsWithTheSummaryAndExpiredTokensAnswer410() async throws {
+        try requireBinary()
+        let certs = try TestCertificates.shared()
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let expired = String(repeating: "ef", count: 32)
+        let list = try dir.write("expired.txt", "\(expired) 1767225600000\n")
+        let sim = try ChildProcess.herald([
+            "simulate", "apns-http2", "--port", "0", "--tls-cert", certs.serverCertificate, "--tls-key", certs.serverKey,
+            "--auth-key-pub", "\(certs.authKeyID)=\(certs.authKeyPublic)", "--team", certs.teamID, "--expired-tokens", list,
+        ])
+        defer { sim.terminate() }
+        let port = try #require(await sim.listeningPort(), "stderr: \(sim.stderr)")
+        let jwt = try TestJWT.make(keyFile: certs.authKey, keyID: certs.authKeyID, teamID: certs.teamID, issuedAt: Date())
+        let args = ["-H", "authorization: bearer \(jwt)", "-H", "apns-topic: \(certs.topic)", "--data-binary", samplePayload]
+        let r = try Curl.run([.init("https://127.0.0.1:\(port)/3/device/\(expired)", args)], caFile: certs.caFile).responses
+        #expect(r.first?.status == 410)
+        #expect(r.first?.body == #"{"reason":"ExpiredToken","timestamp":1767225600000}"#)
+
+        sim.signal(SIGINT)
+        #expect(await sim.waitForExit() == 0)
+        #expect(sim.stdout.contains("requests 1, accepted 0, rejected 1 (ExpiredToken 1)"), "\(sim.stdout)")
+    }
+
+    @Test func cleartextRefusesCertificateAuthentication() throws {
+        try requireBinary()
+        let certs = try TestCertificates.shared()
+        let r = try Run.herald(["simulate", "apns-http2", "--port", "0", "--h2c", "--client-ca", certs.caFile])
+        #expect(r.status == 2)
+        #expect(r.stderr.contains("--client-ca needs TLS"), "\(r.stderr)")
+    }
+
     @Test func helpDocumentsEveryFault() throws {
         try requireBinary()
         let help = try Run.herald(["simulate", "apns-http2", "--help"])
         #expect(help.status == 0)
-        for option in ["--unregistered", "--bad-device-token", "--not-for-topic", "--too-many-requests", "--device-limit",
+        for option in ["--unregistered", "--expired-tokens", "--bad-device-token", "--not-for-topic", "--too-many-requests", "--device-limit",
                        "--internal-server-errors", "--service-unavailable", "--goaway-after", "--close-after", "--latency-ms",
                        "--max-concurrent-streams", "--record", "--auth-key-pub", "--client-ca", "--token-update-interval"] {
             #expect(help.stdout.contains(option), "\(option)")

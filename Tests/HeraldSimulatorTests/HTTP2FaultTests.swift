@@ -31,6 +31,17 @@ struct HTTP2FaultTests {
         #expect(r[1].status == 200)
     }
 
+    @Test func expiredTokensGet410ExpiredTokenWithTimestamp() throws {
+        var faults = HTTP2Faults()
+        faults.expiredTokens = [Self.other: Date(millisecondsSince1970: 1_767_225_600_000)]
+        let apns = try HTTP2SimulatorHarness.tokenAuth(faults: faults)
+        defer { apns.stop() }
+        let r = try send(apns, tokens: [sampleToken, Self.other])
+        #expect(r[0].status == 200)
+        #expect(r[1].status == 410)
+        #expect(r[1].body == #"{"reason":"ExpiredToken","timestamp":1767225600000}"#)
+    }
+
     @Test func unregisteredListFile() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }

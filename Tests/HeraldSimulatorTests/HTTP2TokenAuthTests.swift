@@ -127,6 +127,9 @@ struct HTTP2TokenAuthTests {
         #expect(v.verify(try make(team: "OTHERTEAM1")) == nil)                       // iss is not the key's team
         #expect(v.verify(try make(header: #"{"alg":"HS256","kid":"ABC123DEFG"}"#)) == nil)
         #expect(v.verify(try make(header: #"{"kid":"ABC123DEFG"}"#)) == nil)         // no alg
+        #expect(v.verify(try make(header: #"{"alg":"ES256"}"#)) == nil)              // no kid
+        #expect(v.verify(try make(header: #"{"alg":"ES256","kid":"ABC123DEFG","kid":"ABC123DEFG"}"#)) == nil)  // duplicate key
+        #expect(v.verify(try make(claims: #"{"iss":"DEF123GHIJ","iat":1459143580.5}"#)) == nil)  // iat not whole seconds
         #expect(v.verify(try make(claims: #"{"iss":"DEF123GHIJ","iat":"1459143580"}"#)) == nil)  // iat as a string
         #expect(v.verify(try make(claims: #"{"iss":"DEF123GHIJ"}"#)) == nil)         // no iat
         #expect(v.verify(try make(key: certs.clientKey)) == nil)                     // signed by another P-256 key

@@ -27,7 +27,7 @@ enum SimulateBinaryCommands {
             .value("fail-token", "HEX=STATUS", "reject this token with any status, e.g. 1 (processing error) or 255", repeatable: true),
             .value("shutdown-after", "N", "after N accepted notifications on a connection, send status 10 and close (0: at once)"),
             .value("payload-limit", "BYTES", "largest command-2 payload (default 2048); larger → status 7"),
-            .value("legacy-payload-limit", "BYTES", "largest command-0/1 payload (default 256); larger → status 7"),
+            .value("legacy-payload-limit", "BYTES", "largest command-0/1 payload (default 2048; 256 before iOS 8); larger → status 7"),
             .value("max-token-size", "BYTES", "largest command-2 token (default 32; Apple's last docs allowed up to 100); else → status 5"),
             .value("max-topic-size", "BYTES", "longest certificate topic (default 255); longer → status 6"),
             .flag("allow-missing-topic", "accept clients whose certificate names no topic (default: status 3)"),

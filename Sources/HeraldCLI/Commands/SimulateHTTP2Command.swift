@@ -12,13 +12,13 @@ enum SimulateHTTP2Command {
     static let spec = CommandSpec(
         path: path,
         summary: "Run an APNs HTTP/2 provider API on loopback that answers as Apple documents.",
-        usage: "simulate apns-http2 --tls-cert PEM --tls-key PEM (--auth-key-pub KEYID=PEM --team TEAM | --client-ca PEM) [options]",
+        usage: "simulate apns-http2 (--tls-cert PEM --tls-key PEM | --h2c) (--auth-key-pub KEYID=PEM --team TEAM | --client-ca PEM) [options]",
         options: [
             .value("host", "ADDR", "address to listen on (default 127.0.0.1)"),
             .value("port", "N", "port to listen on; 0 picks a free one (default 0)"),
             .value("tls-cert", "PEM", "server certificate chain"),
             .value("tls-key", "PEM", "server private key"),
-            .flag("h2c", "serve cleartext HTTP/2 with prior knowledge instead of TLS (debugging only)"),
+            .flag("h2c", "serve cleartext HTTP/2 with prior knowledge instead of TLS (debugging only; without --auth-key-pub no authentication at all)"),
             .value("auth-key-pub", "KEYID=PEM", "token auth: a key id and its public key (PEM)", repeatable: true),
             .value("team", "TEAM", "token auth: the team the keys belong to (the JWT's iss)"),
             .value("client-ca", "PEM", "certificate auth: CA that client certificates must chain to"),
@@ -29,13 +29,14 @@ enum SimulateHTTP2Command {
             .value("token-update-interval", "SECONDS", "shortest time between two new tokens on a connection (default 1200)"),
             .value("token-max-age", "SECONDS", "oldest iat accepted (default 3600)"),
             .value("unregistered", "FILE", "fault: tokens answered 410 Unregistered; lines \"TOKEN [TIMESTAMP_MS]\""),
+            .value("expired-tokens", "FILE", "fault: tokens answered 410 ExpiredToken; lines as for --unregistered"),
             .value("bad-device-token", "HEX", "fault: answer this token 400 BadDeviceToken", repeatable: true),
             .value("not-for-topic", "HEX", "fault: answer this token 400 DeviceTokenNotForTopic", repeatable: true),
             .value("too-many-requests", "HEX", "fault: answer this token 429 TooManyRequests", repeatable: true),
             .value("device-limit", "N", "fault: 429 TooManyRequests for every device after N accepted notifications"),
             .value("internal-server-errors", "N", "fault: answer the first N valid requests 500 InternalServerError"),
             .value("service-unavailable", "N", "fault: then answer the next N valid requests 503 ServiceUnavailable"),
-            .value("goaway-after", "N", "fault: after N answers on a connection send GOAWAY {\"reason\":\"Shutdown\"} and close"),
+            .value("goaway-after", "N", "fault: answer N requests on a connection, GOAWAY {\"reason\":\"Shutdown\"} (last stream: the Nth) going out just before the Nth answer, then close"),
             .value("close-after", "N", "fault: after N answers on a connection close the socket abruptly"),
             .value("latency-ms", "MS", "fault: delay every response by MS milliseconds"),
             .value("record", "FILE", "append every accepted notification to FILE as JSON Lines"),
@@ -55,8 +56,8 @@ enum SimulateHTTP2Command {
         ExpiredProviderToken (iat older than --token-max-age), 429 TooManyProviderTokenUpdates (a new
         token sooner than --token-update-interval after the last on the same connection).
 
-        Faults apply to requests that pass those checks, in this order: --unregistered (410 with
-        "timestamp" in ms), --bad-device-token, --not-for-topic, --too-many-requests, --device-limit,
+        Faults apply to requests that pass those checks, in this order: --unregistered and
+        --expired-tokens (410 with "timestamp" in ms), --bad-device-token, --not-for-topic, --too-many-requests, --device-limit,
         then --internal-server-errors and --service-unavailable (counted over all connections).
         --goaway-after, --close-after and --latency-ms act per connection.
         """)
@@ -105,8 +106,13 @@ enum SimulateHTTP2Command {
                 keys.append(.init(keyID: String(spec[..<eq]), teamID: team, publicKeyFile: String(spec[spec.index(after: eq)...])))
             }
             authentication = .token(keys: keys)
-        } else if arguments.value("client-ca") != nil || arguments.flag("h2c") {
+        } else if arguments.value("client-ca") != nil {
+            if arguments.flag("h2c") {
+                throw .usage("--client-ca needs TLS (client certificates are checked in the handshake); drop --h2c", command: path)
+            }
             authentication = .certificate
+        } else if arguments.flag("h2c") {
+            authentication = .certificate  // no TLS, so no client certificate: every request is authorised
         } else {
             throw .usage("choose an authentication: --auth-key-pub KEYID=PEM --team TEAM (tokens) or --client-ca PEM (certificates)",
                          command: path)
@@ -133,6 +139,13 @@ enum SimulateHTTP2Command {
                 faults.unregistered = try HTTP2Faults.readUnregistered(file: file, defaultTime: Date())
             } catch {
                 throw .usage("--unregistered: \(error.description)", command: path)
+            }
+        }
+        if let file = arguments.value("expired-tokens") {
+            do throws(HTTP2SimulatorError) {
+                faults.expiredTokens = try HTTP2Faults.readUnregistered(file: file, defaultTime: Date())
+            } catch {
+                throw .usage("--expired-tokens: \(error.description)", command: path)
             }
         }
         func tokens(_ option: String) throws(CLIError) -> Set<String> {

@@ -68,8 +68,11 @@ public struct HeraldConfiguration: Sendable {
         }
 
         let storage = StorageConfiguration(node: root.child("storage"), root: root)
-        let transports = readTransports(root.child("transports", required: true), registry: registry)
-        let apps = readApps(root.child("apps", required: true), transports: transports)
+        let transportsNode = root.child("transports", required: true)
+        let transports = readTransports(transportsNode, registry: registry)
+        // Routes are checked against every name defined, valid or not: an invalid transport has its own error.
+        let defined = Set(transportsNode?.value.objectValue.map { Array($0.keys) } ?? [])
+        let apps = readApps(root.child("apps", required: true), transports: defined)
         let api = APIConfiguration(node: root.child("api"))
         let log = LogConfiguration(node: root.child("log"))
         let delivery = DeliveryConfiguration(node: root.child("delivery"))
@@ -107,7 +110,7 @@ public struct HeraldConfiguration: Sendable {
         return result
     }
 
-    private static func readApps(_ node: JSONNode?, transports: [String: TransportSpec]) -> [String: AppConfiguration] {
+    private static func readApps(_ node: JSONNode?, transports: Set<String>) -> [String: AppConfiguration] {
         guard let node else { return [:] }
         var result: [String: AppConfiguration] = [:]
         let members = node.members()
@@ -220,7 +223,7 @@ public struct AppConfiguration: Sendable, Equatable {
         self.maxDevicesPerUser = maxDevicesPerUser
     }
 
-    init?(id: String, node: JSONNode, transports: [String: TransportSpec]) {
+    init?(id: String, node: JSONNode, transports: Set<String>) {
         guard case .object = node.value else {
             node.error("expected an object with \"routes\", found \(node.value.typeDescription)")
             return nil
@@ -232,8 +235,8 @@ public struct AppConfiguration: Sendable, Equatable {
         if let routesNode = node.child("routes"), case .array = routesNode.value {
             var seen = Set<String>()
             for (i, route) in routes.enumerated() {
-                if transports[route] == nil {
-                    let known = transports.keys.sorted().joined(separator: ", ")
+                if !transports.contains(route) {
+                    let known = transports.sorted().joined(separator: ", ")
                     node.context.error("\(routesNode.path)[\(i)]", "unknown transport \"\(route)\"; defined: \(known.isEmpty ? "none" : known)")
                 }
                 if !seen.insert(route).inserted {

@@ -4,8 +4,9 @@
 /// afresh for every notification, so faults set while a client is connected apply at once.
 /// Defaults follow Apple's documentation; every choice Apple left open is noted on its property.
 public struct APNsBinaryRules: Sendable, Hashable {
-    /// Payload limit for commands 0 and 1, in bytes (Apple's legacy format: 256). Larger → status 7.
-    public var legacyPayloadLimit = 256
+    /// Payload limit for commands 0 and 1, in bytes: 2048 since iOS 8, as for command 2 (256
+    /// before). Larger → status 7.
+    public var legacyPayloadLimit = 2048
     /// Payload limit for command 2, in bytes (Apple: "less than or equal to 2 kilobytes"). Larger → status 7.
     public var framePayloadLimit = 2048
     /// Largest token accepted in a command-2 frame. Tokens were 32 bytes in the binary API's

@@ -43,6 +43,7 @@ final class HTTP2FaultBoard: Sendable {
         state.withLock { s in
             let f = s.faults
             if let time = f.unregistered[token] { return (.unregistered, time.millisecondsSince1970) }
+            if let time = f.expiredTokens[token] { return (.expiredToken, time.millisecondsSince1970) }
             if f.badDeviceTokens.contains(token) { return (.badDeviceToken, nil) }
             if f.tokensNotForTopic.contains(token) { return (.deviceTokenNotForTopic, nil) }
             if f.tooManyRequests.contains(token) { return (.tooManyRequests, nil) }

@@ -6,7 +6,7 @@ import HeraldCore
 ///
 /// Device-token faults apply to requests that pass every check of ``APNsHTTP2Simulator``'s
 /// validator (so a test sees them only for otherwise valid notifications), in this order:
-/// ``unregistered`` (410 with `timestamp`), ``badDeviceTokens``, ``tokensNotForTopic``,
+/// ``unregistered`` and ``expiredTokens`` (410 with `timestamp`), ``badDeviceTokens``, ``tokensNotForTopic``,
 /// ``tooManyRequests`` / ``requestsPerDeviceLimit`` (429), then the counters
 /// ``internalServerErrors`` (500) and ``serviceUnavailable`` (503).
 /// Tokens are compared case-insensitively.
@@ -14,6 +14,8 @@ public struct HTTP2Faults: Sendable, Equatable {
     /// Tokens answered 410 `Unregistered`; the value is the `timestamp` reported (Apple: when the
     /// token was last confirmed invalid for the topic).
     public var unregistered: [String: Date] = [:]
+    /// Tokens answered 410 `ExpiredToken` ("the device token has expired"), with the `timestamp` reported.
+    public var expiredTokens: [String: Date] = [:]
     /// Tokens answered 400 `BadDeviceToken` (as APNs does for a token of the other environment).
     public var badDeviceTokens: Set<String> = []
     /// Tokens answered 400 `DeviceTokenNotForTopic`.
@@ -40,7 +42,7 @@ public struct HTTP2Faults: Sendable, Equatable {
 
     /// Whether any per-token fault is set (the simulator skips token lookups otherwise).
     var hasTokenFaults: Bool {
-        !unregistered.isEmpty || !badDeviceTokens.isEmpty || !tokensNotForTopic.isEmpty || !tooManyRequests.isEmpty
+        !unregistered.isEmpty || !expiredTokens.isEmpty || !badDeviceTokens.isEmpty || !tokensNotForTopic.isEmpty || !tooManyRequests.isEmpty
             || requestsPerDeviceLimit != nil
     }
 
@@ -48,6 +50,7 @@ public struct HTTP2Faults: Sendable, Equatable {
     var normalized: HTTP2Faults {
         var copy = self
         copy.unregistered = Dictionary(unregistered.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
+        copy.expiredTokens = Dictionary(expiredTokens.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
         copy.badDeviceTokens = Set(badDeviceTokens.map { $0.lowercased() })
         copy.tokensNotForTopic = Set(tokensNotForTopic.map { $0.lowercased() })
         copy.tooManyRequests = Set(tooManyRequests.map { $0.lowercased() })

@@ -27,6 +27,7 @@ public enum APNsHTTP2Reason: String, CaseIterable, Sendable {
     case badPath = "BadPath"
     case methodNotAllowed = "MethodNotAllowed"
     case unregistered = "Unregistered"
+    case expiredToken = "ExpiredToken"
     case payloadTooLarge = "PayloadTooLarge"
     case tooManyProviderTokenUpdates = "TooManyProviderTokenUpdates"
     case tooManyRequests = "TooManyRequests"
@@ -46,7 +47,7 @@ public enum APNsHTTP2Reason: String, CaseIterable, Sendable {
             return 403
         case .badPath: return 404
         case .methodNotAllowed: return 405
-        case .unregistered: return 410
+        case .unregistered, .expiredToken: return 410
         case .payloadTooLarge: return 413
         case .tooManyProviderTokenUpdates, .tooManyRequests: return 429
         case .internalServerError: return 500
