@@ -236,5 +236,22 @@ import Testing
         defer { dir.remove() }
         let open = TestDaemon.configJSON(keys: false).replacingOccurrences(of: "127.0.0.1:0", with: "0.0.0.0:0")
         #expect(throws: ConfigurationError.self) { try TestDaemon.parse(open, directory: dir) }
+        let empty = TestDaemon.configJSON(keys: false, extra: "").replacingOccurrences(of: #""api": {"#, with: #""api": {"keys": [], "#)
+            .replacingOccurrences(of: "127.0.0.1:0", with: "0.0.0.0:0")
+        do {
+            _ = try TestDaemon.parse(empty, directory: dir)
+            Issue.record("\"keys\": [] on 0.0.0.0 must be a configuration error")
+        } catch let error as ConfigurationError {
+            #expect(error.errors.contains { $0.description.hasPrefix("api.keys: at least one key is required when api.listen (0.0.0.0:0)") },
+                    "\(error.errors)")
+        }
+        // A configuration built in code does not start either.
+        var built = try TestDaemon.parse(TestDaemon.configJSON(keys: false), directory: dir)
+        built.configuration.api.listen = ListenAddress(host: "0.0.0.0", port: 0)
+        let daemon = Daemon(configuration: built, registry: TestDaemon.registry, logSink: RecordingLogHandler(),
+                            options: Daemon.Options(environment: [:], lockDatabase: false))
+        await #expect(throws: DaemonError.self) { try await daemon.start() }
+        #expect(daemon.port == 0)
+        await daemon.shutdown()
     }
 }

@@ -103,6 +103,7 @@ public final class Daemon: Sendable {
     @discardableResult
     public func start() async throws(DaemonError) -> Int {
         let config = initial.configuration
+        if let refusal = config.api.unauthenticatedNetworkRefusal { throw DaemonError("api.keys: \(refusal)") }
         SQLiteDeliveryQueue.tuneProcess()
         let lock = options.lockDatabase ? try DatabaseLock(database: config.storage.path) : nil
         let store: SQLiteTokenStore
@@ -251,6 +252,7 @@ public final class Daemon: Sendable {
         if old.storage != new.storage { reasons.append("storage changed: restart to apply") }
         if old.api.listen != new.api.listen { reasons.append("api.listen changed (\(old.api.listen) → \(new.api.listen)): restart to apply") }
         if old.api.maxBodyBytes != new.api.maxBodyBytes { reasons.append("api.maxBodyBytes changed: restart to apply") }
+        if let refusal = new.api.unauthenticatedNetworkRefusal { reasons.append("api.keys: \(refusal)") }
         if old.server.connectionLimit != new.server.connectionLimit || old.server.connectionTimeout != new.server.connectionTimeout
             || old.server.maxCommitBatch != new.server.maxCommitBatch {
             reasons.append("server.connectionLimit, connectionTimeout or maxCommitBatch changed: restart to apply")
