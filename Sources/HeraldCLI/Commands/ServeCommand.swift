@@ -46,7 +46,7 @@ enum ServeCommand {
         }
         for warning in configuration.configuration.warnings { context.console.err("\(path): warning: \(warning)") }
         let daemon = Daemon(configuration: configuration, registry: context.registry,
-                            options: Daemon.Options(environment: context.environment, announce: true))
+                            options: Daemon.Options(environment: context.environment, announce: true, handleSignals: true))
         do throws(DaemonError) {
             try await daemon.start()
         } catch {

@@ -27,11 +27,16 @@ public final class Daemon: Sendable {
         public var lockDatabase: Bool
         /// Print `listening on HOST:PORT` on standard output once serving.
         public var announce: Bool
+        /// Take over SIGTERM, SIGINT and SIGHUP at the start of ``Daemon/start()``, before
+        /// `listening on` is announced; ``Daemon/runUntilSignalled()`` acts on the ones that arrived.
+        /// - Important: process-wide; only for the process's one daemon (`herald serve`), not in tests.
+        public var handleSignals: Bool
 
         public init(clock: any WallClock = SystemClock(), random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
                     makeTransport: (@Sendable (TransportSpec, TransportContext) throws -> any Transport)? = nil,
                     environment: [String: String] = ProcessInfo.processInfo.environment,
-                    transportRestartDelay: TimeInterval = 30, lockDatabase: Bool = true, announce: Bool = false) {
+                    transportRestartDelay: TimeInterval = 30, lockDatabase: Bool = true, announce: Bool = false,
+                    handleSignals: Bool = false) {
             self.clock = clock
             self.random = random
             self.makeTransport = makeTransport
@@ -39,6 +44,7 @@ public final class Daemon: Sendable {
             self.transportRestartDelay = transportRestartDelay
             self.lockDatabase = lockDatabase
             self.announce = announce
+            self.handleSignals = handleSignals
         }
     }
 
@@ -72,6 +78,7 @@ public final class Daemon: Sendable {
     private let running = Locked<Running?>(nil)
     private let pool = WorkerPool()
     private let reloading = Locked(false)
+    private let signals = Locked<SignalStream?>(nil)
 
     /// - Parameter logSink: where log records go instead of standard error (tests).
     public init(configuration: DaemonConfiguration, registry: TransportRegistry, metrics: MetricsRegistry = MetricsRegistry(),
@@ -102,6 +109,7 @@ public final class Daemon: Sendable {
     /// - Throws: ``DaemonError`` naming what could not start.
     @discardableResult
     public func start() async throws(DaemonError) -> Int {
+        if options.handleSignals { _ = signalStream() }
         let config = initial.configuration
         if let refusal = config.api.unauthenticatedNetworkRefusal { throw DaemonError("api.keys: \(refusal)") }
         SQLiteDeliveryQueue.tuneProcess()
@@ -349,11 +357,21 @@ public final class Daemon: Sendable {
         return clean
     }
 
+    /// The process's signal stream, created (and the handlers installed) on first use.
+    private func signalStream() -> SignalStream {
+        signals.withLock { s in
+            if let s { return s }
+            let stream = SignalStream([SIGTERM, SIGINT, SIGHUP])
+            s = stream
+            return stream
+        }
+    }
+
     /// Serves until SIGTERM or SIGINT (then shuts down); SIGHUP reloads the configuration file.
+    /// Signals that arrived since ``start()`` (with ``Options/handleSignals``) are acted on first.
     /// - Returns: the exit code (0).
     public func runUntilSignalled() async -> Int32 {
-        let signals = SignalStream([SIGTERM, SIGINT, SIGHUP])
-        for await signal in signals.stream {
+        for await signal in signalStream().stream {
             if signal == SIGHUP {
                 logger.notice("SIGHUP: reloading the configuration")
                 await reloadFromFile()
