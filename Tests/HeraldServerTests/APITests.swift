@@ -1,6 +1,7 @@
 import Foundation
 import HeraldCore
 @testable import HeraldServer
+import HeraldStore
 import HeraldTestKit
 import Testing
 
@@ -224,6 +225,43 @@ import Testing
         gate.open()
         #expect(await eventually { (try? await d.client.post("/v1/notifications", body).status) == 202 })
         #expect(try await d.client.get("/metrics").text.contains(#"herald_api_backpressure_total{reason="queue_full"}"#))
+    }
+
+    @Test func commitBacklogAnswers503OverloadedWithRetryAfter() async throws {
+        let config = TestDaemon.configJSON(server: #""maxPendingAccepts": 1, "retryAfter": 9"#)
+            .replacingOccurrences(of: #""synchronous": "normal""#, with: #""synchronous": "normal", "busyTimeout": "60s""#)
+        let d = try await TestDaemon.start(config: config)
+        defer { Task { await d.stop() } }
+        let queue = try #require(d.daemon.queue as? SQLiteDeliveryQueue)
+        // Another connection holds the write lock: the queue's writer blocks on its first batch.
+        let lock = try SQLiteDatabase(path: d.database)
+        try lock.execute("BEGIN IMMEDIATE", operation: "hold the write lock")
+        defer { try? lock.execute("ROLLBACK", operation: "release the write lock") }
+        let housekeeping = Task { try await queue.reclaimExpiredLeases(now: Date()) }   // a write that blocks the writer
+        let body = #"{"app":"com.example.app","tokens":["\#(TestDaemon.token(1))"],"alert":"x"}"#
+        // An accept may still join the blocked batch; send until one waits behind it.
+        var waiting: [Task<HTTPTestClient.Response, any Error>] = []
+        for _ in 0..<10 where queue.waitingAccepts == 0 {
+            waiting.append(Task { try await d.client.post("/v1/notifications", body) })
+            _ = await eventually(timeout: 0.5) { queue.waitingAccepts > 0 }
+        }
+        #expect(queue.waitingAccepts == 1)
+        let refused = try await d.client.post("/v1/notifications", body)
+        #expect(refused.status == 503)
+        #expect(refused.errorCode == "overloaded")
+        #expect(refused.headers["retry-after"] == "9")
+        #expect(refused.json?["error"]?["message"]?.stringValue?.contains("retry after 9 s") == true)
+
+        try lock.execute("COMMIT", operation: "release the write lock")
+        _ = try await housekeeping.value
+        var accepted = 0
+        for t in waiting {
+            let r = try await t.value
+            if r.status == 202 { accepted += 1 } else { #expect(r.errorCode == "overloaded", "\(r)") }
+        }
+        #expect(accepted >= 1)
+        #expect(try await d.client.post("/v1/notifications", body).status == 202)
+        #expect(try await d.client.get("/metrics").text.contains(#"herald_api_backpressure_total{reason="commit_backlog"}"#))
     }
 
     @Test func openAPIOnLoopbackWithoutKeys() async throws {
