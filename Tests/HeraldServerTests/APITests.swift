@@ -28,6 +28,34 @@ import Testing
         #expect(metrics.text.contains(#"herald_queue_depth{transport="t"} 0"#))
     }
 
+    @Test func readyzQueriesTheStore() async throws {
+        let d = try await TestDaemon.start()
+        defer { Task { await d.stop() } }
+        let open = HTTPTestClient(port: d.port)
+        #expect(await eventually { (try? await open.get("/readyz").status) == 200 })
+        #expect(try await open.get("/readyz").json?["store"] == "open")
+
+        // Another process damages the database: the queue's table is gone.
+        let other = try SQLiteDatabase(path: d.database)
+        try other.execute("ALTER TABLE notifications RENAME TO notifications_away", operation: "hide the table")
+        let broken = try await open.get("/readyz")
+        #expect(broken.status == 503)
+        #expect(broken.json?["status"] == "not_ready")
+        #expect(broken.json?["store"] == "unavailable")
+        #expect(broken.json?["transports"]?["t"] == "started")
+        _ = try await open.get("/readyz")
+        let failures = d.logs.records.filter { $0.message.hasPrefix("the store does not answer") }
+        #expect(failures.count == 1, "logged once, not at every probe")
+        #expect(failures.first?.metadata["error"]?.contains("no such table: notifications") == true)
+
+        try other.execute("ALTER TABLE notifications_away RENAME TO notifications", operation: "restore the table")
+        #expect(try await open.get("/readyz").status == 200)
+        #expect(d.logs.text.contains("the store answers again"))
+        // A closed queue is not ready either.
+        await d.daemon.queue?.close()
+        #expect(try await open.get("/readyz").json?["store"] == "unavailable")
+    }
+
     @Test func devicesRegisterListAndRemove() async throws {
         let d = try await TestDaemon.start()
         defer { Task { await d.stop() } }

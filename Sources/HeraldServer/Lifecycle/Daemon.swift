@@ -79,6 +79,8 @@ public final class Daemon: Sendable {
     private let pool = WorkerPool()
     private let reloading = Locked(false)
     private let signals = Locked<SignalStream?>(nil)
+    /// The last store check's result, so a failing store is logged once, not at every probe.
+    private let storeHealthy = Locked(true)
 
     /// - Parameter logSink: where log records go instead of standard error (tests).
     public init(configuration: DaemonConfiguration, registry: TransportRegistry, metrics: MetricsRegistry = MetricsRegistry(),
@@ -128,7 +130,10 @@ public final class Daemon: Sendable {
         let api = API(API.Dependencies(
             snapshot: { [weak self] in self?.running.withLock { $0?.snapshot } ?? snapshot },
             queue: queue, waitingAccepts: { queue.waitingAccepts }, store: store, clock: options.clock,
-            readiness: { [weak self] in Readiness(storeOpen: true, transports: self?.pool.statuses ?? [:]) },
+            readiness: { [weak self] in
+                let storeOpen = await self?.storeAnswers(queue) ?? false
+                return Readiness(storeOpen: storeOpen, transports: self?.pool.statuses ?? [:])
+            },
             wake: { [weak self] names in self?.pool.wake(names) }), metrics: metrics, logger: logger)
         let server = HTTPServer(options: HTTPServer.Options(connectionLimit: config.server.connectionLimit,
                                                             connectionTimeout: config.server.connectionTimeout,
@@ -160,6 +165,19 @@ public final class Daemon: Sendable {
             FileDescriptorOutput.standardOutput("herald: listening on \(address)\n")
         }
         return port
+    }
+
+    /// Whether the queue answers a query (for `/readyz`); logs when that changes.
+    private func storeAnswers(_ queue: any DeliveryQueue) async -> Bool {
+        var problem: String?
+        do { try await queue.ping() } catch { problem = String(describing: error) }
+        let changed = storeHealthy.withLock { h in defer { h = problem == nil }; return h != (problem == nil) }
+        if changed, let problem {
+            logger.error("the store does not answer; /readyz reports not ready until it does", ["error": problem])
+        } else if changed {
+            logger.notice("the store answers again")
+        }
+        return problem == nil
     }
 
     private func transportContext(_ name: String) -> TransportContext {
