@@ -137,6 +137,23 @@ import Testing
         #expect(byToken["nothex"]?["reason"]?.stringValue?.contains("tokens[1]") == true)
         #expect(status["summary"]?["delivered"] == 4)
 
+        // Metrics: one accepted notification; four deliveries through "t" timed from acceptance.
+        let metrics = try await d.client.get("/metrics").text
+        let lines = metrics.split(separator: "\n").map(String.init)
+        #expect(lines.contains(#"herald_notifications_accepted_total{app="com.example.app"} 1"#), "\(metrics)")
+        #expect(lines.contains("# TYPE herald_delivery_latency_seconds histogram"))
+        let buckets = lines.filter { $0.hasPrefix(#"herald_delivery_latency_seconds_bucket{transport="t",le=""#) }
+        let counts = buckets.compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }
+        #expect(buckets.count == 16, "15 bounds and +Inf: \(buckets)")
+        #expect(buckets.last?.hasPrefix(#"herald_delivery_latency_seconds_bucket{transport="t",le="+Inf"}"#) == true)
+        #expect(counts == counts.sorted(), "cumulative")
+        #expect(counts.last == 4)
+        #expect(lines.contains(#"herald_delivery_latency_seconds_bucket{transport="t",le="60"} 4"#))
+        #expect(lines.contains(#"herald_delivery_latency_seconds_count{transport="t"} 4"#))
+        let sum = lines.first { $0.hasPrefix(#"herald_delivery_latency_seconds_sum{transport="t"} "#) }
+            .flatMap { $0.split(separator: " ").last.flatMap { Double($0) } }
+        #expect(sum.map { $0 >= 0 && $0 < 4 * 60 } == true, "\(String(describing: sum))")
+
         #expect(try await d.client.get("/v1/notifications/no-such-id").status == 404)
     }
 
