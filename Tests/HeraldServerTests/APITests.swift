@@ -191,9 +191,19 @@ import Testing
         var r = try await c.get("/v1/nothing")
         #expect(r.status == 404)
         #expect(r.json?["error"]?["message"] != nil)
-        r = try await c.request("PUT", "/v1/notifications")
-        #expect(r.status == 405)
-        #expect(r.headers["allow"] == "POST")
+        // Every path answers another method with 405 and the one it takes (docs/openapi.yaml).
+        for (method, path, allow) in [("DELETE", "/healthz", "GET"), ("POST", "/readyz", "GET"), ("POST", "/metrics", "GET"),
+                                      ("GET", "/v1/devices", "POST"), ("GET", "/v1/devices/ab", "DELETE"),
+                                      ("POST", "/v1/users/a/devices", "GET"), ("PUT", "/v1/notifications", "POST"),
+                                      ("DELETE", "/v1/notifications/x", "GET")] {
+            r = try await c.request(method, path)
+            #expect(r.status == 405, "\(method) \(path)")
+            #expect(r.headers["allow"] == allow, "\(method) \(path)")
+            #expect(r.errorCode == "method_not_allowed")
+        }
+        r = try await c.get("/v1/notifications/%zz")
+        #expect(r.status == 400)
+        #expect(r.errorField == "path")
         r = try await c.post("/v1/notifications", #"{"app":"com.example.app"}"#, contentType: "text/plain")
         #expect(r.status == 415)
         #expect(r.errorField == "Content-Type")
@@ -220,7 +230,20 @@ import Testing
         #expect(r.status == 401)
         r = try await HTTPTestClient(port: d.port, key: String(TestDaemon.key.dropLast())).post("/v1/devices", body)
         #expect(r.status == 401)
+        // Every authenticated path: 401 without a key, 403 without the scope (docs/openapi.yaml).
         let sender = HTTPTestClient(port: d.port, key: TestDaemon.sendOnlyKey)
+        for (method, path, scoped) in [("POST", "/v1/devices", true), ("DELETE", "/v1/devices/ab?app=com.example.app", true),
+                                       ("GET", "/v1/users/a/devices", true), ("GET", "/metrics", true),
+                                       ("POST", "/v1/notifications", false), ("GET", "/v1/notifications/x", false)] {
+            let anonymous = try await HTTPTestClient(port: d.port).request(method, path, body: Array("{}".utf8), contentType: "application/json")
+            #expect(anonymous.status == 401, "\(method) \(path)")
+            #expect(anonymous.errorCode == "unauthorized", "\(method) \(path)")
+            if scoped {
+                let forbidden = try await sender.request(method, path, body: Array("{}".utf8), contentType: "application/json")
+                #expect(forbidden.status == 403, "\(method) \(path)")
+                #expect(forbidden.errorCode == "forbidden", "\(method) \(path)")
+            }
+        }
         r = try await sender.post("/v1/devices", body)
         #expect(r.status == 403)
         #expect(r.json?["error"]?["message"]?.stringValue?.contains("devices") == true)
