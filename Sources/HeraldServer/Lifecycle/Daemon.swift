@@ -56,7 +56,7 @@ public final class Daemon: Sendable {
         case refused([String])
     }
 
-    private struct Running {
+    struct Running {
         var current: DaemonConfiguration
         var snapshot: RuntimeSnapshot
         var store: SQLiteTokenStore
@@ -70,17 +70,17 @@ public final class Daemon: Sendable {
 
     public let metrics: MetricsRegistry
     private let registry: TransportRegistry
-    private let options: Options
+    let options: Options
     private let logHandler: DaemonLogHandler
-    private let logger: Logger
+    let logger: Logger
     private let serverMetrics: ServerMetrics
     private let initial: DaemonConfiguration
-    private let running = Locked<Running?>(nil)
-    private let pool = WorkerPool()
+    let running = Locked<Running?>(nil)
+    let pool = WorkerPool()
     private let reloading = Locked(false)
     private let signals = Locked<SignalStream?>(nil)
     /// The last store check's result, so a failing store is logged once, not at every probe.
-    private let storeHealthy = Locked(true)
+    let storeHealthy = Locked(true)
 
     /// - Parameter logSink: where log records go instead of standard error (tests).
     public init(configuration: DaemonConfiguration, registry: TransportRegistry, metrics: MetricsRegistry = MetricsRegistry(),
@@ -167,19 +167,6 @@ public final class Daemon: Sendable {
         return port
     }
 
-    /// Whether the queue answers a query (for `/readyz`); logs when that changes.
-    private func storeAnswers(_ queue: any DeliveryQueue) async -> Bool {
-        var problem: String?
-        do { try await queue.ping() } catch { problem = String(describing: error) }
-        let changed = storeHealthy.withLock { h in defer { h = problem == nil }; return h != (problem == nil) }
-        if changed, let problem {
-            logger.error("the store does not answer; /readyz reports not ready until it does", ["error": problem])
-        } else if changed {
-            logger.notice("the store answers again")
-        }
-        return problem == nil
-    }
-
     private func transportContext(_ name: String) -> TransportContext {
         TransportContext(logger: logger.labeled("transport.\(name)"), clock: options.clock, metrics: metrics)
     }
@@ -207,37 +194,6 @@ public final class Daemon: Sendable {
             return TransportWorker.Settings(retry: c.delivery.retry, batchSize: min(c.delivery.batchSize, preferred),
                                             concurrency: c.server.concurrency(for: name), deadline: c.server.deadline(for: name),
                                             lease: c.server.lease, linger: c.server.batchLinger)
-        }
-    }
-
-    // MARK: Housekeeping
-
-    /// Every `server.maintenanceInterval`: returns expired leases to the queue, prunes finished
-    /// notifications past the retention.
-    private func maintain() async {
-        while !Task.isCancelled {
-            let interval = configuration.server.maintenanceInterval
-            do { try await options.clock.sleep(for: interval) } catch { return }
-            await maintenanceOnce()
-        }
-    }
-
-    /// One round of housekeeping (public for tests driving a test clock).
-    public func maintenanceOnce() async {
-        guard let queue = running.withLock({ $0?.queue }) else { return }
-        let c = configuration.server
-        let now = options.clock.now
-        do {
-            let reclaimed = try await queue.reclaimExpiredLeases(now: now)
-            if reclaimed > 0 {
-                logger.warning("deliveries whose lease expired went back to the queue", ["count": String(reclaimed)])
-                pool.wakeAll()
-            }
-            let cutoff = now.addingTimeInterval(-max(c.retention, c.idempotencyWindow))
-            let pruned = try await queue.prune(createdBefore: cutoff)
-            if pruned > 0 { logger.info("pruned finished deliveries", ["count": String(pruned), "before": cutoff.iso8601]) }
-        } catch {
-            logger.error("housekeeping failed", ["error": String(describing: error)])
         }
     }
 
