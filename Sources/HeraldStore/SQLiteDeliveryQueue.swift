@@ -406,6 +406,13 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
         }
     }
 
+    public func ping() async throws {
+        if writer.isClosed { throw StoreError("the queue is closed") }
+        try read { db in
+            try db.withStatement("SELECT seq FROM notifications ORDER BY seq DESC LIMIT 1") { _ = try $0.step() }
+        }
+    }
+
     public func close() async {
         writer.close()
     }

@@ -55,6 +55,13 @@ final class SQLiteGroupCommitWriter: @unchecked Sendable {
 
     var statistics: Statistics { stats.withLock { $0 } }
 
+    /// Whether ``close()`` was called (new work is refused).
+    var isClosed: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return closing
+    }
+
     /// Queues an operation; it runs on the writer thread.
     func submit(_ operation: Operation) {
         condition.lock()

@@ -149,9 +149,16 @@ let minimal = """
     }
 
     @Test func nonLoopbackWithoutKeysIsRefused() {
-        #expect(errors(minimal.replacingOccurrences(of: "}}}", with: "}}, \"api\": {\"listen\": \"0.0.0.0:8080\"}}"))
-            == ["api.keys: required when api.listen (0.0.0.0:8080) is not a loopback address: Herald will not serve an unauthenticated API to the network"])
-        #expect(errors(minimal.replacingOccurrences(of: "}}}", with: "}}, \"api\": {\"listen\": \"[::1]:9000\"}}")).isEmpty)
+        func api(_ json: String) -> [String] { errors(minimal.replacingOccurrences(of: "}}}", with: "}}, \"api\": \(json)}")) }
+        let refusal = "api.keys: at least one key is required when api.listen (0.0.0.0:8080) is not a loopback address: "
+            + "Herald will not serve an unauthenticated API to the network; add a key such as "
+            + #"{"id": "backend", "secret": "${HERALD_API_KEY}", "scopes": ["admin"]} or listen on 127.0.0.1"#
+        #expect(api(#"{"listen": "0.0.0.0:8080"}"#) == [refusal])
+        // An empty list is no key either.
+        #expect(api(#"{"listen": "0.0.0.0:8080", "keys": []}"#) == [refusal])
+        #expect(api(#"{"listen": "0.0.0.0:8080", "keys": [{"id": "k", "secret": "0123456789abcdef", "scopes": ["send"]}]}"#).isEmpty)
+        #expect(api(#"{"listen": "[::1]:9000"}"#).isEmpty)
+        #expect(api(#"{"listen": "127.0.0.1:9000", "keys": []}"#).isEmpty)
     }
 
     @Test func structuralErrors() {

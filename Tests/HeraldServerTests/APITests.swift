@@ -1,6 +1,7 @@
 import Foundation
 import HeraldCore
 @testable import HeraldServer
+import HeraldStore
 import HeraldTestKit
 import Testing
 
@@ -25,6 +26,34 @@ import Testing
         #expect(metrics.text.contains("# TYPE herald_http_requests_total counter"))
         #expect(metrics.text.contains("herald_http_connections"))
         #expect(metrics.text.contains(#"herald_queue_depth{transport="t"} 0"#))
+    }
+
+    @Test func readyzQueriesTheStore() async throws {
+        let d = try await TestDaemon.start()
+        defer { Task { await d.stop() } }
+        let open = HTTPTestClient(port: d.port)
+        #expect(await eventually { (try? await open.get("/readyz").status) == 200 })
+        #expect(try await open.get("/readyz").json?["store"] == "open")
+
+        // Another process damages the database: the queue's table is gone.
+        let other = try SQLiteDatabase(path: d.database)
+        try other.execute("ALTER TABLE notifications RENAME TO notifications_away", operation: "hide the table")
+        let broken = try await open.get("/readyz")
+        #expect(broken.status == 503)
+        #expect(broken.json?["status"] == "not_ready")
+        #expect(broken.json?["store"] == "unavailable")
+        #expect(broken.json?["transports"]?["t"] == "started")
+        _ = try await open.get("/readyz")
+        let failures = d.logs.records.filter { $0.message.hasPrefix("the store does not answer") }
+        #expect(failures.count == 1, "logged once, not at every probe")
+        #expect(failures.first?.metadata["error"]?.contains("no such table: notifications") == true)
+
+        try other.execute("ALTER TABLE notifications_away RENAME TO notifications", operation: "restore the table")
+        #expect(try await open.get("/readyz").status == 200)
+        #expect(d.logs.text.contains("the store answers again"))
+        // A closed queue is not ready either.
+        await d.daemon.queue?.close()
+        #expect(try await open.get("/readyz").json?["store"] == "unavailable")
     }
 
     @Test func devicesRegisterListAndRemove() async throws {
@@ -108,6 +137,23 @@ import Testing
         #expect(byToken["nothex"]?["reason"]?.stringValue?.contains("tokens[1]") == true)
         #expect(status["summary"]?["delivered"] == 4)
 
+        // Metrics: one accepted notification; four deliveries through "t" timed from acceptance.
+        let metrics = try await d.client.get("/metrics").text
+        let lines = metrics.split(separator: "\n").map(String.init)
+        #expect(lines.contains(#"herald_notifications_accepted_total{app="com.example.app"} 1"#), "\(metrics)")
+        #expect(lines.contains("# TYPE herald_delivery_latency_seconds histogram"))
+        let buckets = lines.filter { $0.hasPrefix(#"herald_delivery_latency_seconds_bucket{transport="t",le=""#) }
+        let counts = buckets.compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }
+        #expect(buckets.count == 16, "15 bounds and +Inf: \(buckets)")
+        #expect(buckets.last?.hasPrefix(#"herald_delivery_latency_seconds_bucket{transport="t",le="+Inf"}"#) == true)
+        #expect(counts == counts.sorted(), "cumulative")
+        #expect(counts.last == 4)
+        #expect(lines.contains(#"herald_delivery_latency_seconds_bucket{transport="t",le="60"} 4"#))
+        #expect(lines.contains(#"herald_delivery_latency_seconds_count{transport="t"} 4"#))
+        let sum = lines.first { $0.hasPrefix(#"herald_delivery_latency_seconds_sum{transport="t"} "#) }
+            .flatMap { $0.split(separator: " ").last.flatMap { Double($0) } }
+        #expect(sum.map { $0 >= 0 && $0 < 4 * 60 } == true, "\(String(describing: sum))")
+
         #expect(try await d.client.get("/v1/notifications/no-such-id").status == 404)
     }
 
@@ -145,9 +191,19 @@ import Testing
         var r = try await c.get("/v1/nothing")
         #expect(r.status == 404)
         #expect(r.json?["error"]?["message"] != nil)
-        r = try await c.request("PUT", "/v1/notifications")
-        #expect(r.status == 405)
-        #expect(r.headers["allow"] == "POST")
+        // Every path answers another method with 405 and the one it takes (docs/openapi.yaml).
+        for (method, path, allow) in [("DELETE", "/healthz", "GET"), ("POST", "/readyz", "GET"), ("POST", "/metrics", "GET"),
+                                      ("GET", "/v1/devices", "POST"), ("GET", "/v1/devices/ab", "DELETE"),
+                                      ("POST", "/v1/users/a/devices", "GET"), ("PUT", "/v1/notifications", "POST"),
+                                      ("DELETE", "/v1/notifications/x", "GET")] {
+            r = try await c.request(method, path)
+            #expect(r.status == 405, "\(method) \(path)")
+            #expect(r.headers["allow"] == allow, "\(method) \(path)")
+            #expect(r.errorCode == "method_not_allowed")
+        }
+        r = try await c.get("/v1/notifications/%zz")
+        #expect(r.status == 400)
+        #expect(r.errorField == "path")
         r = try await c.post("/v1/notifications", #"{"app":"com.example.app"}"#, contentType: "text/plain")
         #expect(r.status == 415)
         #expect(r.errorField == "Content-Type")
@@ -174,7 +230,20 @@ import Testing
         #expect(r.status == 401)
         r = try await HTTPTestClient(port: d.port, key: String(TestDaemon.key.dropLast())).post("/v1/devices", body)
         #expect(r.status == 401)
+        // Every authenticated path: 401 without a key, 403 without the scope (docs/openapi.yaml).
         let sender = HTTPTestClient(port: d.port, key: TestDaemon.sendOnlyKey)
+        for (method, path, scoped) in [("POST", "/v1/devices", true), ("DELETE", "/v1/devices/ab?app=com.example.app", true),
+                                       ("GET", "/v1/users/a/devices", true), ("GET", "/metrics", true),
+                                       ("POST", "/v1/notifications", false), ("GET", "/v1/notifications/x", false)] {
+            let anonymous = try await HTTPTestClient(port: d.port).request(method, path, body: Array("{}".utf8), contentType: "application/json")
+            #expect(anonymous.status == 401, "\(method) \(path)")
+            #expect(anonymous.errorCode == "unauthorized", "\(method) \(path)")
+            if scoped {
+                let forbidden = try await sender.request(method, path, body: Array("{}".utf8), contentType: "application/json")
+                #expect(forbidden.status == 403, "\(method) \(path)")
+                #expect(forbidden.errorCode == "forbidden", "\(method) \(path)")
+            }
+        }
         r = try await sender.post("/v1/devices", body)
         #expect(r.status == 403)
         #expect(r.json?["error"]?["message"]?.stringValue?.contains("devices") == true)
@@ -226,6 +295,43 @@ import Testing
         #expect(try await d.client.get("/metrics").text.contains(#"herald_api_backpressure_total{reason="queue_full"}"#))
     }
 
+    @Test func commitBacklogAnswers503OverloadedWithRetryAfter() async throws {
+        let config = TestDaemon.configJSON(server: #""maxPendingAccepts": 1, "retryAfter": 9"#)
+            .replacingOccurrences(of: #""synchronous": "normal""#, with: #""synchronous": "normal", "busyTimeout": "60s""#)
+        let d = try await TestDaemon.start(config: config)
+        defer { Task { await d.stop() } }
+        let queue = try #require(d.daemon.queue as? SQLiteDeliveryQueue)
+        // Another connection holds the write lock: the queue's writer blocks on its first batch.
+        let lock = try SQLiteDatabase(path: d.database)
+        try lock.execute("BEGIN IMMEDIATE", operation: "hold the write lock")
+        defer { try? lock.execute("ROLLBACK", operation: "release the write lock") }
+        let housekeeping = Task { try await queue.reclaimExpiredLeases(now: Date()) }   // a write that blocks the writer
+        let body = #"{"app":"com.example.app","tokens":["\#(TestDaemon.token(1))"],"alert":"x"}"#
+        // An accept may still join the blocked batch; send until one waits behind it.
+        var waiting: [Task<HTTPTestClient.Response, any Error>] = []
+        for _ in 0..<10 where queue.waitingAccepts == 0 {
+            waiting.append(Task { try await d.client.post("/v1/notifications", body) })
+            _ = await eventually(timeout: 0.5) { queue.waitingAccepts > 0 }
+        }
+        #expect(queue.waitingAccepts == 1)
+        let refused = try await d.client.post("/v1/notifications", body)
+        #expect(refused.status == 503)
+        #expect(refused.errorCode == "overloaded")
+        #expect(refused.headers["retry-after"] == "9")
+        #expect(refused.json?["error"]?["message"]?.stringValue?.contains("retry after 9 s") == true)
+
+        try lock.execute("COMMIT", operation: "release the write lock")
+        _ = try await housekeeping.value
+        var accepted = 0
+        for t in waiting {
+            let r = try await t.value
+            if r.status == 202 { accepted += 1 } else { #expect(r.errorCode == "overloaded", "\(r)") }
+        }
+        #expect(accepted >= 1)
+        #expect(try await d.client.post("/v1/notifications", body).status == 202)
+        #expect(try await d.client.get("/metrics").text.contains(#"herald_api_backpressure_total{reason="commit_backlog"}"#))
+    }
+
     @Test func openAPIOnLoopbackWithoutKeys() async throws {
         let d = try await TestDaemon.start(config: TestDaemon.configJSON(keys: false))
         defer { Task { await d.stop() } }
@@ -236,5 +342,22 @@ import Testing
         defer { dir.remove() }
         let open = TestDaemon.configJSON(keys: false).replacingOccurrences(of: "127.0.0.1:0", with: "0.0.0.0:0")
         #expect(throws: ConfigurationError.self) { try TestDaemon.parse(open, directory: dir) }
+        let empty = TestDaemon.configJSON(keys: false, extra: "").replacingOccurrences(of: #""api": {"#, with: #""api": {"keys": [], "#)
+            .replacingOccurrences(of: "127.0.0.1:0", with: "0.0.0.0:0")
+        do {
+            _ = try TestDaemon.parse(empty, directory: dir)
+            Issue.record("\"keys\": [] on 0.0.0.0 must be a configuration error")
+        } catch let error as ConfigurationError {
+            #expect(error.errors.contains { $0.description.hasPrefix("api.keys: at least one key is required when api.listen (0.0.0.0:0)") },
+                    "\(error.errors)")
+        }
+        // A configuration built in code does not start either.
+        var built = try TestDaemon.parse(TestDaemon.configJSON(keys: false), directory: dir)
+        built.configuration.api.listen = ListenAddress(host: "0.0.0.0", port: 0)
+        let daemon = Daemon(configuration: built, registry: TestDaemon.registry, logSink: RecordingLogHandler(),
+                            options: Daemon.Options(environment: [:], lockDatabase: false))
+        await #expect(throws: DaemonError.self) { try await daemon.start() }
+        #expect(daemon.port == 0)
+        await daemon.shutdown()
     }
 }

@@ -58,4 +58,28 @@ import Testing
         #expect(await f.daemon.reloadFromFile() == .applied(added: [], changed: [], removed: []))
         #expect(f.daemon.configuration.delivery.retry.maxAttempts == 4)
     }
+
+    @Test func droppingEveryKeyOfANetworkListenerIsRefused() async throws {
+        let network = TestDaemon.configJSON().replacingOccurrences(of: "127.0.0.1:0", with: "0.0.0.0:0")
+        let d = try await TestDaemon.start(config: network, fromFile: true)
+        defer { Task { await d.stop() } }
+        // SIGHUP's path: the file now says "keys": [] on 0.0.0.0.
+        let emptied = network.replacingOccurrences(of: #"(?s)"keys": \[.*?\],"#, with: #""keys": [],"#, options: .regularExpression)
+        #expect(emptied.contains(#""keys": [],"#))
+        try emptied.write(toFile: d.directory.file("config.json"), atomically: true, encoding: .utf8)
+        guard case .refused(let errors) = await d.daemon.reloadFromFile() else { Issue.record("an open network API must be refused"); return }
+        #expect(errors.contains { $0.contains("api.keys") && $0.contains("api.listen (0.0.0.0:0)") }, "\(errors)")
+        #expect(d.logs.text.contains("configuration not reloaded; keeping the running one"))
+        #expect(d.logs.text.contains("api.keys: at least one key is required"))
+        #expect(try await d.client.get("/metrics").status == 200)
+        #expect(try await HTTPTestClient(port: d.port).get("/metrics").status == 401)
+
+        // A configuration built in code gets the same answer.
+        var next = try TestDaemon.parse(network, directory: d.directory)
+        next.configuration.api.keys = []
+        guard case .refused(let reasons) = await d.daemon.reload(next) else { Issue.record("an open network API must be refused"); return }
+        #expect(reasons.contains { $0.hasPrefix("api.keys: at least one key is required") })
+        #expect(d.daemon.configuration.api.keys.count == 2)
+        #expect(try await HTTPTestClient(port: d.port).post("/v1/devices", "{}").status == 401)
+    }
 }

@@ -17,8 +17,9 @@ enum ServeCommand {
 
         Every accepted notification is committed to the SQLite queue (storage.path) before the API
         answers 202; workers deliver it through the app's transports, retry temporary failures and
-        resume unfinished deliveries after a restart. Without api.keys the daemon listens only on
-        loopback addresses.
+        resume unfinished deliveries after a restart. Without at least one key in api.keys ([] counts
+        as none) the API is open, so api.listen must then be a loopback address: any other is a
+        configuration error at start and a refused reload on SIGHUP.
 
         Signals:
           SIGTERM, SIGINT  stop accepting, finish in-flight requests and batches within
@@ -45,7 +46,7 @@ enum ServeCommand {
         }
         for warning in configuration.configuration.warnings { context.console.err("\(path): warning: \(warning)") }
         let daemon = Daemon(configuration: configuration, registry: context.registry,
-                            options: Daemon.Options(environment: context.environment, announce: true))
+                            options: Daemon.Options(environment: context.environment, announce: true, handleSignals: true))
         do throws(DaemonError) {
             try await daemon.start()
         } catch {

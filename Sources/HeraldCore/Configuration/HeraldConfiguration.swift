@@ -317,9 +317,19 @@ public struct APIConfiguration: Sendable, Equatable {
             }
         }
         if let m = node.int("maxBodyBytes", in: 1024...(64 << 20)) { maxBodyBytes = m }
-        if keys.isEmpty && !listen.isLoopback && !node.has("keys") {
-            node.error(at: "keys", "required when api.listen (\(listen)) is not a loopback address: Herald will not serve an unauthenticated API to the network")
-        }
+        if let refusal = unauthenticatedNetworkRefusal { node.error(at: "keys", refusal) }
+    }
+
+    /// Why this API must not be served, when it would be open to the network: no key while
+    /// `listen` is not a loopback address (`nil` when it may be served).
+    ///
+    /// - Important: `"keys": []` counts as no key. The daemon checks this at start and on
+    ///   reload too, for configurations built in code.
+    public var unauthenticatedNetworkRefusal: String? {
+        guard keys.isEmpty && !listen.isLoopback else { return nil }
+        return "at least one key is required when api.listen (\(listen)) is not a loopback address: Herald will not serve "
+            + "an unauthenticated API to the network; add a key such as {\"id\": \"backend\", \"secret\": \"${HERALD_API_KEY}\", "
+            + "\"scopes\": [\"admin\"]} or listen on 127.0.0.1"
     }
 }
 

@@ -54,6 +54,10 @@ public protocol DeliveryQueue: Sendable {
     /// their deliveries; returns how many deliveries went.
     func prune(createdBefore cutoff: Date) async throws -> Int
 
+    /// Checks with a cheap query that the queue can still read its database (`/readyz` calls
+    /// it on every probe); throws what is wrong, such as a closed queue or a damaged file.
+    func ping() async throws
+
     /// Finishes pending writes and closes the queue.
     func close() async
 }

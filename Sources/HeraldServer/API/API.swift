@@ -15,12 +15,18 @@ public final class RuntimeSnapshot: Sendable {
     }
 }
 
-/// Whether the daemon can serve: store open, transports started.
+/// Whether the daemon can serve: store readable, transports started.
 public struct Readiness: Sendable {
+    /// Whether the store answered a query just now.
     public var storeOpen: Bool
     /// Transport name → `started`, `starting` or `failed: <reason>`.
     public var transports: [String: String]
     public var isReady: Bool { storeOpen && transports.values.allSatisfy { $0 == "started" } }
+
+    public init(storeOpen: Bool, transports: [String: String]) {
+        self.storeOpen = storeOpen
+        self.transports = transports
+    }
 }
 
 /// The HTTP API: routing, authentication, and the JSON handlers.
@@ -36,13 +42,14 @@ public final class API: Sendable {
         public var waitingAccepts: @Sendable () -> Int
         public var store: any TokenStore
         public var clock: any WallClock
-        public var readiness: @Sendable () -> Readiness
+        /// Checks the store (a query) and the transports; `/readyz` awaits it on every probe.
+        public var readiness: @Sendable () async -> Readiness
         /// Tells the workers of these transports that deliveries are waiting.
         public var wake: @Sendable (Set<String>) -> Void
 
         public init(snapshot: @escaping @Sendable () -> RuntimeSnapshot, queue: any DeliveryQueue,
                     waitingAccepts: @escaping @Sendable () -> Int, store: any TokenStore, clock: any WallClock,
-                    readiness: @escaping @Sendable () -> Readiness, wake: @escaping @Sendable (Set<String>) -> Void) {
+                    readiness: @escaping @Sendable () async -> Readiness, wake: @escaping @Sendable (Set<String>) -> Void) {
             self.snapshot = snapshot
             self.queue = queue
             self.waitingAccepts = waitingAccepts
@@ -148,7 +155,8 @@ public final class API: Sendable {
         return .success(route)
     }
 
-    /// Answers at once (on the server thread) what needs no store or queue; `nil` otherwise.
+    /// Answers at once (on the server thread) what needs no store or queue (errors, `/healthz`,
+    /// `/metrics`); `nil` otherwise.
     public func immediate(_ request: HTTPRequest) -> HTTPResponse? {
         immediate(request, checked: check(request))
     }
@@ -163,7 +171,6 @@ public final class API: Sendable {
             let response: HTTPResponse
             switch route {
             case .health: response = HTTPResponse.json(200) { $0.string("status", "ok") }
-            case .ready: response = ready()
             case .metrics: response = renderMetrics()
             default: return nil
             }
@@ -185,7 +192,8 @@ public final class API: Sendable {
             case .userDevices(let user): response = try await userDevices(user, request)
             case .sendNotification: response = try await sendNotification(request)
             case .notificationStatus(let id): response = try await notificationStatus(id)
-            case .health, .ready, .metrics: response = APIError.notFound("unreachable").response
+            case .ready: response = await ready()
+            case .health, .metrics: response = APIError.notFound("unreachable").response
             }
         } catch let e as APIError {
             response = e.response
@@ -199,11 +207,12 @@ public final class API: Sendable {
 
     // MARK: Health and metrics
 
-    private func ready() -> HTTPResponse {
-        let r = deps.readiness()
+    /// `/readyz`: queries the store, so it runs off the server thread.
+    private func ready() async -> HTTPResponse {
+        let r = await deps.readiness()
         return HTTPResponse.json(r.isReady ? 200 : 503) { o in
             o.string("status", r.isReady ? "ready" : "not_ready")
-            o.string("store", r.storeOpen ? "open" : "closed")
+            o.string("store", r.storeOpen ? "open" : "unavailable")
             o.object("transports") { t in
                 for name in r.transports.keys.sorted() { t.string(name, r.transports[name]) }
             }

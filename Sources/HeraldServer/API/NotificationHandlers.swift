@@ -84,7 +84,8 @@ extension API {
 
     func notificationStatus(_ id: String) async throws -> HTTPResponse {
         guard let status = try await dependencies.queue.status(notificationID: id) else {
-            throw APIError.notFound("no notification \"\(id)\" (finished notifications are kept for server.retention)")
+            throw APIError.notFound("no notification \"\(id)\" (once every delivery is final, a notification is deleted when it is "
+                                    + "older than server.retention and server.idempotencyWindow)")
         }
         return HTTPResponse.json(200) { o in
             o.string("id", status.id)

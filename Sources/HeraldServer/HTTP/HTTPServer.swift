@@ -43,6 +43,8 @@ public final class HTTPServer: @unchecked Sendable {
     private let state = Locked(State())
     private let connections: Gauge
     private let connectionsTotal: Counter
+    /// Suspended requests: handed to the async handler, not answered yet.
+    private let inFlight: Gauge
 
     private struct State {
         var active = 0
@@ -61,6 +63,8 @@ public final class HTTPServer: @unchecked Sendable {
         self.logger = logger
         connections = metrics.gauge("herald_http_connections", help: "Open HTTP connections.")
         connectionsTotal = metrics.counter("herald_http_connections_total", help: "HTTP connections accepted.")
+        inFlight = metrics.gauge("herald_http_requests_in_flight",
+                                 help: "Requests handed to the API's store and queue work and not yet answered.")
     }
 
     deinit {
@@ -199,6 +203,7 @@ public final class HTTPServer: @unchecked Sendable {
         let refused: Bool = state.withLock { s in
             if s.stopping { return true }
             s.suspended[ObjectIdentifier(context)] = context
+            inFlight.set(Double(s.suspended.count))
             herald_mhd_suspend(connection)
             return false
         }
@@ -220,6 +225,7 @@ public final class HTTPServer: @unchecked Sendable {
     private func finish(_ context: RequestContext, with response: HTTPResponse) {
         state.withLock { s in
             guard s.suspended.removeValue(forKey: ObjectIdentifier(context)) != nil else { return }
+            inFlight.set(Double(s.suspended.count))
             context.setResponse(response)
             herald_mhd_resume(context.connection)
         }
@@ -248,7 +254,7 @@ public final class HTTPServer: @unchecked Sendable {
     private func completed(_ request: RequestContext) {
         state.withLock { s in
             s.active -= 1
-            s.suspended.removeValue(forKey: ObjectIdentifier(request))
+            if s.suspended.removeValue(forKey: ObjectIdentifier(request)) != nil { inFlight.set(Double(s.suspended.count)) }
         }
     }
 
@@ -291,6 +297,7 @@ public final class HTTPServer: @unchecked Sendable {
                 herald_mhd_resume(context.connection)
             }
             s.suspended.removeAll()
+            inFlight.set(0)
         }
         // Let the server thread write the last answers before the connections close.
         let flushEnd = Date().addingTimeInterval(min(1, max(0.05, deadline)))

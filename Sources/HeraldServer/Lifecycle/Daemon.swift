@@ -27,11 +27,16 @@ public final class Daemon: Sendable {
         public var lockDatabase: Bool
         /// Print `listening on HOST:PORT` on standard output once serving.
         public var announce: Bool
+        /// Take over SIGTERM, SIGINT and SIGHUP at the start of ``Daemon/start()``, before
+        /// `listening on` is announced; ``Daemon/runUntilSignalled()`` acts on the ones that arrived.
+        /// - Important: process-wide; only for the process's one daemon (`herald serve`), not in tests.
+        public var handleSignals: Bool
 
         public init(clock: any WallClock = SystemClock(), random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
                     makeTransport: (@Sendable (TransportSpec, TransportContext) throws -> any Transport)? = nil,
                     environment: [String: String] = ProcessInfo.processInfo.environment,
-                    transportRestartDelay: TimeInterval = 30, lockDatabase: Bool = true, announce: Bool = false) {
+                    transportRestartDelay: TimeInterval = 30, lockDatabase: Bool = true, announce: Bool = false,
+                    handleSignals: Bool = false) {
             self.clock = clock
             self.random = random
             self.makeTransport = makeTransport
@@ -39,6 +44,7 @@ public final class Daemon: Sendable {
             self.transportRestartDelay = transportRestartDelay
             self.lockDatabase = lockDatabase
             self.announce = announce
+            self.handleSignals = handleSignals
         }
     }
 
@@ -50,7 +56,7 @@ public final class Daemon: Sendable {
         case refused([String])
     }
 
-    private struct Running {
+    struct Running {
         var current: DaemonConfiguration
         var snapshot: RuntimeSnapshot
         var store: SQLiteTokenStore
@@ -64,14 +70,17 @@ public final class Daemon: Sendable {
 
     public let metrics: MetricsRegistry
     private let registry: TransportRegistry
-    private let options: Options
+    let options: Options
     private let logHandler: DaemonLogHandler
-    private let logger: Logger
+    let logger: Logger
     private let serverMetrics: ServerMetrics
     private let initial: DaemonConfiguration
-    private let running = Locked<Running?>(nil)
-    private let pool = WorkerPool()
+    let running = Locked<Running?>(nil)
+    let pool = WorkerPool()
     private let reloading = Locked(false)
+    private let signals = Locked<SignalStream?>(nil)
+    /// The last store check's result, so a failing store is logged once, not at every probe.
+    let storeHealthy = Locked(true)
 
     /// - Parameter logSink: where log records go instead of standard error (tests).
     public init(configuration: DaemonConfiguration, registry: TransportRegistry, metrics: MetricsRegistry = MetricsRegistry(),
@@ -102,7 +111,9 @@ public final class Daemon: Sendable {
     /// - Throws: ``DaemonError`` naming what could not start.
     @discardableResult
     public func start() async throws(DaemonError) -> Int {
+        if options.handleSignals { _ = signalStream() }
         let config = initial.configuration
+        if let refusal = config.api.unauthenticatedNetworkRefusal { throw DaemonError("api.keys: \(refusal)") }
         SQLiteDeliveryQueue.tuneProcess()
         let lock = options.lockDatabase ? try DatabaseLock(database: config.storage.path) : nil
         let store: SQLiteTokenStore
@@ -119,7 +130,10 @@ public final class Daemon: Sendable {
         let api = API(API.Dependencies(
             snapshot: { [weak self] in self?.running.withLock { $0?.snapshot } ?? snapshot },
             queue: queue, waitingAccepts: { queue.waitingAccepts }, store: store, clock: options.clock,
-            readiness: { [weak self] in Readiness(storeOpen: true, transports: self?.pool.statuses ?? [:]) },
+            readiness: { [weak self] in
+                let storeOpen = await self?.storeAnswers(queue) ?? false
+                return Readiness(storeOpen: storeOpen, transports: self?.pool.statuses ?? [:])
+            },
             wake: { [weak self] names in self?.pool.wake(names) }), metrics: metrics, logger: logger)
         let server = HTTPServer(options: HTTPServer.Options(connectionLimit: config.server.connectionLimit,
                                                             connectionTimeout: config.server.connectionTimeout,
@@ -183,37 +197,6 @@ public final class Daemon: Sendable {
         }
     }
 
-    // MARK: Housekeeping
-
-    /// Every `server.maintenanceInterval`: returns expired leases to the queue, prunes finished
-    /// notifications past the retention.
-    private func maintain() async {
-        while !Task.isCancelled {
-            let interval = configuration.server.maintenanceInterval
-            do { try await options.clock.sleep(for: interval) } catch { return }
-            await maintenanceOnce()
-        }
-    }
-
-    /// One round of housekeeping (public for tests driving a test clock).
-    public func maintenanceOnce() async {
-        guard let queue = running.withLock({ $0?.queue }) else { return }
-        let c = configuration.server
-        let now = options.clock.now
-        do {
-            let reclaimed = try await queue.reclaimExpiredLeases(now: now)
-            if reclaimed > 0 {
-                logger.warning("deliveries whose lease expired went back to the queue", ["count": String(reclaimed)])
-                pool.wakeAll()
-            }
-            let cutoff = now.addingTimeInterval(-max(c.retention, c.idempotencyWindow))
-            let pruned = try await queue.prune(createdBefore: cutoff)
-            if pruned > 0 { logger.info("pruned finished deliveries", ["count": String(pruned), "before": cutoff.iso8601]) }
-        } catch {
-            logger.error("housekeeping failed", ["error": String(describing: error)])
-        }
-    }
-
     // MARK: Reload
 
     /// Reloads the configuration file the daemon started with.
@@ -251,6 +234,7 @@ public final class Daemon: Sendable {
         if old.storage != new.storage { reasons.append("storage changed: restart to apply") }
         if old.api.listen != new.api.listen { reasons.append("api.listen changed (\(old.api.listen) → \(new.api.listen)): restart to apply") }
         if old.api.maxBodyBytes != new.api.maxBodyBytes { reasons.append("api.maxBodyBytes changed: restart to apply") }
+        if let refusal = new.api.unauthenticatedNetworkRefusal { reasons.append("api.keys: \(refusal)") }
         if old.server.connectionLimit != new.server.connectionLimit || old.server.connectionTimeout != new.server.connectionTimeout
             || old.server.maxCommitBatch != new.server.maxCommitBatch {
             reasons.append("server.connectionLimit, connectionTimeout or maxCommitBatch changed: restart to apply")
@@ -347,11 +331,21 @@ public final class Daemon: Sendable {
         return clean
     }
 
+    /// The process's signal stream, created (and the handlers installed) on first use.
+    private func signalStream() -> SignalStream {
+        signals.withLock { s in
+            if let s { return s }
+            let stream = SignalStream([SIGTERM, SIGINT, SIGHUP])
+            s = stream
+            return stream
+        }
+    }
+
     /// Serves until SIGTERM or SIGINT (then shuts down); SIGHUP reloads the configuration file.
+    /// Signals that arrived since ``start()`` (with ``Options/handleSignals``) are acted on first.
     /// - Returns: the exit code (0).
     public func runUntilSignalled() async -> Int32 {
-        let signals = SignalStream([SIGTERM, SIGINT, SIGHUP])
-        for await signal in signals.stream {
+        for await signal in signalStream().stream {
             if signal == SIGHUP {
                 logger.notice("SIGHUP: reloading the configuration")
                 await reloadFromFile()

@@ -1,29 +1,46 @@
-import Dispatch
 import FoundationEssentials
 import Glibc
+import HeraldCore
 
-/// Delivers process signals (SIGTERM, SIGINT, SIGHUP) as an async sequence.
+/// Delivers process signals (SIGTERM, SIGINT, SIGHUP) as an async sequence, through a
+/// self-pipe: the handler only writes the signal's number, a thread of its own reads it and
+/// yields it. Signals that arrive before anyone iterates ``stream`` wait in it.
 ///
-/// The signals' default actions are disabled while the stream exists; Dispatch watches them
-/// and yields each one as it arrives.
-final class SignalStream: @unchecked Sendable {
+/// - Important: the handlers are process-wide: create one stream per process, before the
+///   process announces that it serves, so that a signal sent as soon as `listening on …` is
+///   read is never lost to the default action (which kills the process).
+final class SignalStream: Sendable {
     let stream: AsyncStream<Int32>
-    private var sources: [any DispatchSourceSignal] = []
 
     init(_ signals: [Int32]) {
-        var continuation: AsyncStream<Int32>.Continuation!
-        stream = AsyncStream { continuation = $0 }
-        let c = continuation!
+        let (stream, continuation) = AsyncStream<Int32>.makeStream()
+        self.stream = stream
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { fatalError("cannot create the signal pipe: \(String(cString: strerror(errno)))") }
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        signalPipeWrite = fds[1]
+        let readEnd = fds[0]
+        OSThread.start(name: "herald-signals", stackSize: 64 * 1024) {
+            var byte: UInt8 = 0
+            while true {
+                let n = read(readEnd, &byte, 1)
+                if n == 1 { continuation.yield(Int32(byte)) } else if n < 0 && errno == EINTR { continue } else { return }
+            }
+        }
         for s in signals {
-            signal(s, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: s, queue: .global())
-            source.setEventHandler { c.yield(s) }
-            source.resume()
-            sources.append(source)
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = { signal in
+                let saved = errno
+                var byte = UInt8(truncatingIfNeeded: signal)
+                _ = write(signalPipeWrite, &byte, 1)
+                errno = saved
+            }
+            sigemptyset(&action.sa_mask)
+            action.sa_flags = SA_RESTART
+            sigaction(s, &action, nil)
         }
     }
-
-    deinit {
-        for s in sources { s.cancel() }
-    }
 }
+
+/// The self-pipe's write end (set before the handlers are installed).
+nonisolated(unsafe) private var signalPipeWrite: Int32 = -1

@@ -1,0 +1,47 @@
+import FoundationEssentials
+import HeraldCore
+
+/// Housekeeping (lease reclaim, pruning) and the store check behind `/readyz`.
+extension Daemon {
+    /// Every `server.maintenanceInterval`: returns expired leases to the queue, prunes finished
+    /// notifications older than both `server.retention` and `server.idempotencyWindow`.
+    func maintain() async {
+        while !Task.isCancelled {
+            let interval = configuration.server.maintenanceInterval
+            do { try await options.clock.sleep(for: interval) } catch { return }
+            await maintenanceOnce()
+        }
+    }
+
+    /// One round of housekeeping (public for tests driving a test clock).
+    public func maintenanceOnce() async {
+        guard let queue = running.withLock({ $0?.queue }) else { return }
+        let c = configuration.server
+        let now = options.clock.now
+        do {
+            let reclaimed = try await queue.reclaimExpiredLeases(now: now)
+            if reclaimed > 0 {
+                logger.warning("deliveries whose lease expired went back to the queue", ["count": String(reclaimed)])
+                pool.wakeAll()
+            }
+            let cutoff = now.addingTimeInterval(-max(c.retention, c.idempotencyWindow))
+            let pruned = try await queue.prune(createdBefore: cutoff)
+            if pruned > 0 { logger.info("pruned finished deliveries", ["count": String(pruned), "before": cutoff.iso8601]) }
+        } catch {
+            logger.error("housekeeping failed", ["error": String(describing: error)])
+        }
+    }
+
+    /// Whether the queue answers a query (for `/readyz`); logs when that changes.
+    func storeAnswers(_ queue: any DeliveryQueue) async -> Bool {
+        var problem: String?
+        do { try await queue.ping() } catch { problem = String(describing: error) }
+        let changed = storeHealthy.withLock { h in defer { h = problem == nil }; return h != (problem == nil) }
+        if changed, let problem {
+            logger.error("the store does not answer; /readyz reports not ready until it does", ["error": problem])
+        } else if changed {
+            logger.notice("the store answers again")
+        }
+        return problem == nil
+    }
+}
