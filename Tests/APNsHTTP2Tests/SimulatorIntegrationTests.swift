@@ -255,10 +255,11 @@ struct TransportFixture {
         }
     }
 
-    @Test func serverErrorsAreRetriedUntilDelivered() async throws {
+    @Test func serverErrorsAndThrottlingAreRetriedUntilDelivered() async throws {
         var faults = HTTP2Faults()
         faults.internalServerErrors = 3
         faults.serviceUnavailable = 2
+        faults.throttledRequests = 4
         let f = try TransportFixture.tokenAuth(faults: faults)
         defer { f.apns.stop() }
         let transport = try f.transport()
@@ -277,10 +278,12 @@ struct TransportFixture {
                                                                     content: NotificationContent(alert: .text("x")), environment: .sandbox))
         await transport.shutdown()
         #expect(reports.map(\.outcome) == [.delivered, .delivered])
-        #expect(reports.map(\.attempts).reduce(0, +) == 2 + 5)
+        // Every refused attempt was tried again: 2 deliveries + 3 × 500 + 2 × 503 + 4 × 429.
+        let attempts: Int = reports.map(\.attempts).reduce(0, +)
+        #expect(attempts == 11)
         #expect(f.apns.simulator.received.count == 2)
-        #expect(f.apns.simulator.counters.rejected["InternalServerError"] == 3)
-        #expect(f.apns.simulator.counters.rejected["ServiceUnavailable"] == 2)
+        #expect(f.apns.simulator.counters.requests == 11)
+        #expect(f.apns.simulator.counters.rejected == ["InternalServerError": 3, "ServiceUnavailable": 2, "TooManyRequests": 4])
     }
 
     @Test func aSilentServerHitsTheRequestDeadline() async throws {

@@ -49,7 +49,7 @@ struct HTTP2CommandTests {
         let help = try Run.herald(["simulate", "apns-http2", "--help"])
         #expect(help.status == 0)
         for option in ["--unregistered", "--bad-device-token", "--not-for-topic", "--too-many-requests", "--device-limit",
-                       "--internal-server-errors", "--service-unavailable", "--goaway-after", "--close-after", "--latency-ms",
+                       "--internal-server-errors", "--service-unavailable", "--throttle", "--goaway-after", "--close-after", "--latency-ms",
                        "--max-concurrent-streams", "--record", "--auth-key-pub", "--client-ca", "--token-update-interval"] {
             #expect(help.stdout.contains(option), "\(option)")
         }

@@ -84,6 +84,19 @@ struct HTTP2FaultTests {
         #expect(apns.simulator.counters.rejected == ["InternalServerError": 2, "ServiceUnavailable": 2])
     }
 
+    @Test func throttledRequestsGet429ThenSucceed() throws {
+        var faults = HTTP2Faults()
+        faults.serviceUnavailable = 1
+        faults.throttledRequests = 2
+        let apns = try HTTP2SimulatorHarness.tokenAuth(faults: faults)
+        defer { apns.stop() }
+        let r = try send(apns, tokens: [sampleToken, Self.other, sampleToken, Self.other, sampleToken])
+        #expect(r.map(\.status) == [503, 429, 429, 200, 200])
+        #expect(r.map { $0.reason ?? "" } == ["ServiceUnavailable", "TooManyRequests", "TooManyRequests", "", ""])
+        #expect(apns.simulator.faults.throttledRequests == 0)
+        #expect(apns.simulator.counters.rejected == ["ServiceUnavailable": 1, "TooManyRequests": 2])
+    }
+
     @Test func goAwayAfterNStreams() throws {
         var faults = HTTP2Faults()
         faults.goAwayAfterStreams = 2

@@ -35,6 +35,7 @@ enum SimulateHTTP2Command {
             .value("device-limit", "N", "fault: 429 TooManyRequests for every device after N accepted notifications"),
             .value("internal-server-errors", "N", "fault: answer the first N valid requests 500 InternalServerError"),
             .value("service-unavailable", "N", "fault: then answer the next N valid requests 503 ServiceUnavailable"),
+            .value("throttle", "N", "fault: then answer the next N valid requests 429 TooManyRequests"),
             .value("goaway-after", "N", "fault: after N answers on a connection send GOAWAY {\"reason\":\"Shutdown\"} and close"),
             .value("close-after", "N", "fault: after N answers on a connection close the socket abruptly"),
             .value("latency-ms", "MS", "fault: delay every response by MS milliseconds"),
@@ -57,7 +58,7 @@ enum SimulateHTTP2Command {
 
         Faults apply to requests that pass those checks, in this order: --unregistered (410 with
         "timestamp" in ms), --bad-device-token, --not-for-topic, --too-many-requests, --device-limit,
-        then --internal-server-errors and --service-unavailable (counted over all connections).
+        then --internal-server-errors, --service-unavailable and --throttle (counted over all connections).
         --goaway-after, --close-after and --latency-ms act per connection.
         """)
 
@@ -151,6 +152,7 @@ enum SimulateHTTP2Command {
         faults.requestsPerDeviceLimit = try arguments.int("device-limit", command: path, in: 0...Int.max)
         faults.internalServerErrors = try arguments.int("internal-server-errors", command: path, in: 0...Int.max) ?? 0
         faults.serviceUnavailable = try arguments.int("service-unavailable", command: path, in: 0...Int.max) ?? 0
+        faults.throttledRequests = try arguments.int("throttle", command: path, in: 0...Int.max) ?? 0
         faults.goAwayAfterStreams = try arguments.int("goaway-after", command: path, in: 1...Int.max)
         faults.closeAfterStreams = try arguments.int("close-after", command: path, in: 1...Int.max)
         faults.latency = Double(try arguments.int("latency-ms", command: path, in: 0...600_000) ?? 0) / 1000

@@ -433,6 +433,7 @@ final class HTTP2Connection: @unchecked Sendable {
         faults = snapshot.faults
         faultsVersion = snapshot.version
         faultsNeedBoard = faults.hasTokenFaults || faults.internalServerErrors > 0 || faults.serviceUnavailable > 0
+            || faults.throttledRequests > 0
     }
 
     static func monotonicNanoseconds() -> UInt64 {

@@ -8,7 +8,7 @@ import HeraldCore
 /// validator (so a test sees them only for otherwise valid notifications), in this order:
 /// ``unregistered`` (410 with `timestamp`), ``badDeviceTokens``, ``tokensNotForTopic``,
 /// ``tooManyRequests`` / ``requestsPerDeviceLimit`` (429), then the counters
-/// ``internalServerErrors`` (500) and ``serviceUnavailable`` (503).
+/// ``internalServerErrors`` (500), ``serviceUnavailable`` (503) and ``throttledRequests`` (429).
 /// Tokens are compared case-insensitively.
 public struct HTTP2Faults: Sendable, Equatable {
     /// Tokens answered 410 `Unregistered`; the value is the `timestamp` reported (Apple: when the
@@ -26,6 +26,8 @@ public struct HTTP2Faults: Sendable, Equatable {
     public var internalServerErrors = 0
     /// After those, the next N are answered 503 `ServiceUnavailable`.
     public var serviceUnavailable = 0
+    /// After those, the next N are answered 429 `TooManyRequests` (APNs throttling a provider).
+    public var throttledRequests = 0
     /// After answering this many requests on a connection, send GOAWAY (`NO_ERROR`, last stream =
     /// the last one answered, debug data `{"reason":"Shutdown"}`), answer nothing more, and close.
     public var goAwayAfterStreams: Int? = nil
