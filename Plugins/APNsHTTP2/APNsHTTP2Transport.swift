@@ -22,7 +22,8 @@ public final class APNsHTTP2Transport: TransportPlugin {
     private let configuration: APNsHTTP2Configuration
     private let logger: Logger
     private let clock: any WallClock
-    private let tokens: ProviderTokenCache?
+    /// The provider tokens (token auth), shared by every engine.
+    let tokens: ProviderTokenCache?
     private let metrics: TransportMetrics
     private let engines: Locked<[CurlEngine]>
     private let nextEngine = Locked(0)

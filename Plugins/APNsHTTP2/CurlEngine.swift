@@ -325,21 +325,7 @@ final class CurlEngine: @unchecked Sendable {
             case .outcome(let outcome):
                 finish(r, outcome)
             case .refreshProviderToken(let reason):
-                guard let tokens = settings.tokens, let used = r.token, !r.refreshedToken else {
-                    finish(r, .retry(after: nil, reason: "\(reason) even after a fresh token: check the system clock"))
-                    return
-                }
-                do {
-                    let fresh = try tokens.refresh(after: used)
-                    settings.logger.notice("provider token refreshed after ExpiredProviderToken")
-                    r.refreshedToken = true
-                    r.token = fresh
-                    r.shapeKey.authorization = fresh.header
-                    r.waitDeadline = now + UInt64(settings.configuration.timeout * 1e9)
-                    waiting.append(r)
-                } catch {
-                    finish(r, .failed(reason: "cannot sign a provider token: \(error)"))
-                }
+                resendWithNewerToken(r, reason: reason, now: now)
             }
             return
         }
@@ -357,6 +343,48 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     private var pendingAbort = false
+
+    /// The newest provider token generation this engine logged a refresh or a clock warning for.
+    private var loggedTokenGeneration = 0
+
+    /// 403 ExpiredProviderToken: send `r` again once, with a newer token. The cache makes no
+    /// token younger than its minimum age (APNs would answer 429 TooManyProviderTokenUpdates,
+    /// and a token that young can only be "expired" when this host's clock is wrong).
+    private func resendWithNewerToken(_ r: PendingRequest, reason: String, now: UInt64) {
+        let clockHint = "APNs judges a provider token's age by its iat, so check this host's system clock (NTP)"
+        guard let tokens = settings.tokens, let used = r.token, !r.refreshedToken else {
+            finish(r, .retry(after: nil, reason: "\(reason) even with a new provider token: \(clockHint)"))
+            return
+        }
+        let refresh: ProviderTokenCache.Refresh
+        do {
+            refresh = try tokens.refresh(after: used)
+        } catch {
+            finish(r, .failed(reason: "cannot sign a provider token: \(error)"))
+            return
+        }
+        switch refresh {
+        case .tooSoon(let age):
+            if used.generation > loggedTokenGeneration {
+                loggedTokenGeneration = used.generation
+                settings.logger.warning("APNs says a provider token made \(Int(age)) s ago expired; check the system clock",
+                                        ["engine": String(index)])
+            }
+            let wait = ProviderTokenCache.minimumAge - age
+            finish(r, .retry(after: wait, reason: "\(reason) for a provider token made \(Int(age)) s ago: \(clockHint); "
+                                 + "no new token is made before the current one is \(Int(ProviderTokenCache.minimumAge / 60)) minutes old"))
+        case .token(let fresh):
+            if fresh.generation > loggedTokenGeneration {
+                loggedTokenGeneration = fresh.generation
+                settings.logger.notice("provider token refreshed after ExpiredProviderToken", ["engine": String(index)])
+            }
+            r.refreshedToken = true
+            r.token = fresh
+            r.shapeKey.authorization = fresh.header
+            r.waitDeadline = now + UInt64(settings.configuration.timeout * 1e9)
+            waiting.append(r)
+        }
+    }
 
     /// The connection died (GOAWAY, reset, close) with requests in flight. libcurl would resend
     /// them all at once on a fresh connection, where APNs refuses all but one stream before the
