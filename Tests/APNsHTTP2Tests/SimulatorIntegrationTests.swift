@@ -114,6 +114,27 @@ struct TransportFixture {
         #expect(byType[.alert]?.priority == 10)
     }
 
+    @Test func backgroundPushesAlwaysGoWithPriorityFive() async throws {
+        let f = try TransportFixture.tokenAuth()
+        defer { f.apns.stop() }
+        let transport = try f.transport()
+        try await transport.start()
+        let asked: [Int?] = [10, 1, 5, nil]
+        let batch = asked.enumerated().map { i, priority in
+            var content = NotificationContent(data: ["n": .number(Double(i))])
+            content.apns.pushType = .background
+            content.apns.contentAvailable = true
+            content.apns.priority = priority
+            return TransportFixture.delivery(i + 1, content: content)
+        }
+        let outcomes = await transport.deliver(batch)
+        await transport.shutdown()
+        #expect(outcomes == batch.map { .delivered(apnsID: $0.apnsID.uuidString.lowercased()) })
+        let received = f.apns.simulator.received.sorted { $0.deviceToken < $1.deviceToken }
+        #expect(received.map { $0.header("apns-priority") } == ["5", "5", "5", "5"])
+        #expect(received.map(\.pushType) == Array(repeating: .background, count: 4))
+    }
+
     @Test func payloadLimitsAreCheckedBeforeSending() async throws {
         let f = try TransportFixture.tokenAuth()
         defer { f.apns.stop() }
