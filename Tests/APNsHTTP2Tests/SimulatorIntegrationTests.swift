@@ -135,6 +135,21 @@ struct TransportFixture {
         #expect(received.map(\.pushType) == Array(repeating: .background, count: 4))
     }
 
+    @Test func widgetPushesCarryContentChanged() async throws {
+        let f = try TransportFixture.tokenAuth()
+        defer { f.apns.stop() }
+        let transport = try f.transport()
+        try await transport.start()
+        var content = NotificationContent()
+        content.apns.pushType = .widgets
+        let outcomes = await transport.deliver([TransportFixture.delivery(1, content: content)])
+        await transport.shutdown()
+        if case .delivered = outcomes[0] {} else { Issue.record("expected delivered, got \(outcomes[0])") }
+        let received = try #require(f.apns.simulator.received.first)
+        #expect(received.pushType == .widgets && received.topic == "com.example.app.push-type.widgets")
+        #expect(received.payloadString == #"{"aps":{"content-changed":true}}"#)
+    }
+
     @Test func payloadLimitsAreCheckedBeforeSending() async throws {
         let f = try TransportFixture.tokenAuth()
         defer { f.apns.stop() }

@@ -41,6 +41,15 @@ func payloadString(_ content: NotificationContent) -> String {
         #expect(payloadString(c) == #"{"aps":{"timestamp":1700000000,"event":"update","content-state":{"score":2},"stale-date":1700000600}}"#)
     }
 
+    @Test func widgetPushesSayContentChanged() {
+        var widget = NotificationContent()
+        widget.apns.pushType = .widgets
+        #expect(payloadString(widget) == #"{"aps":{"content-changed":true}}"#)
+        var alert = NotificationContent(alert: .text("x"))
+        alert.apns.pushType = .alert
+        #expect(!payloadString(alert).contains("content-changed"))
+    }
+
     @Test func pushTypeAndPriorityDefaults() {
         var background = NotificationContent()
         background.apns.contentAvailable = true

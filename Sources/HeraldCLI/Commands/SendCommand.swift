@@ -215,8 +215,8 @@ enum SendCommand {
             guard let score = Double(r) else { throw .usage("--relevance-score: expected a number from 0 to 1", command: command) }
             content.apns.relevanceScore = score
         }
-        if content.alert == nil && content.badge == nil && content.sound == nil && !content.apns.contentAvailable && content.data.isEmpty {
-            throw .usage("nothing to send: give --alert, --title/--body, --badge, --sound, --content-available or --data", command: command)
+        if content.isEmpty {
+            throw .usage("nothing to send: give --alert, --title/--body, --badge, --sound, --content-available, --data or --push-type widgets", command: command)
         }
         return content
     }
