@@ -150,21 +150,39 @@ struct TransportFixture {
         #expect(received.payloadString == #"{"aps":{"content-changed":true}}"#)
     }
 
+    /// `content` with a custom key `p` padded so that its payload is exactly `bytes` long.
+    static func padded(_ content: NotificationContent, to bytes: Int) -> NotificationContent {
+        var c = content
+        c.data["p"] = ""
+        let base = APNsPayload.encode(c).count
+        c.data["p"] = .string(String(repeating: "x", count: bytes - base))
+        return c
+    }
+
     @Test func payloadLimitsAreCheckedBeforeSending() async throws {
         let f = try TransportFixture.tokenAuth()
         defer { f.apns.stop() }
         let transport = try f.transport()
         try await transport.start()
-        let big = String(repeating: "x", count: 4100)
-        var voip = NotificationContent(data: ["blob": .string(String(repeating: "y", count: 5000))])
+        let alert = NotificationContent(alert: .text("x"))
+        var voip = NotificationContent(data: ["call": "1"])
         voip.apns.pushType = .voip
-        let outcomes = await transport.deliver([TransportFixture.delivery(1, content: NotificationContent(alert: .text(big))),
-                                                TransportFixture.delivery(2, content: voip)])
+        let batch = [TransportFixture.delivery(1, content: Self.padded(alert, to: 4097)),
+                     TransportFixture.delivery(2, content: Self.padded(voip, to: 5121)),
+                     TransportFixture.delivery(3, content: Self.padded(alert, to: 4096)),
+                     TransportFixture.delivery(4, content: Self.padded(voip, to: 5120))]
+        #expect(batch.map(\.payload.count) == [4097, 5121, 4096, 5120])
+        let outcomes = await transport.deliver(batch)
         await transport.shutdown()
-        #expect(outcomes[0] == .rejected(reason: "PayloadTooLarge: the payload is 4120 bytes; APNs accepts at most 4096 for alert notifications"))
-        #expect(outcomes[1] == .delivered(apnsID: TransportFixture.delivery(2).apnsID.uuidString.lowercased()) || {
-            if case .delivered = outcomes[1] { return true }; return false }())
-        #expect(f.apns.simulator.counters.requests == 1)
+        #expect(outcomes[0] == .rejected(reason: "PayloadTooLarge: the payload is 4097 bytes; APNs accepts at most 4096 for alert notifications"))
+        #expect(outcomes[1] == .rejected(reason: "PayloadTooLarge: the payload is 5121 bytes; APNs accepts at most 5120 for voip notifications"))
+        #expect(outcomes[2] == .delivered(apnsID: batch[2].apnsID.uuidString.lowercased()))
+        #expect(outcomes[3] == .delivered(apnsID: batch[3].apnsID.uuidString.lowercased()))
+        // Nothing over the limit reached the server; the two at the limit arrived whole.
+        #expect(f.apns.simulator.counters.requests == 2)
+        let received = f.apns.simulator.received.sorted { $0.deviceToken < $1.deviceToken }
+        #expect(received.map(\.deviceToken) == [TransportFixture.token(3), TransportFixture.token(4)])
+        #expect(received.map(\.payload) == [batch[2].payload, batch[3].payload])
     }
 
     @Test func applesErrorsBecomeOutcomes() async throws {
