@@ -92,26 +92,44 @@ struct TransportFixture {
     }
 
     @Test func everyPushTypeGetsItsTopicSuffixAndAValidPriority() async throws {
+        // Apple's apns-topic for each apns-push-type ("Sending notification requests to APNs");
+        // an MDM push goes to the topic of the MDM push certificate, unchanged.
+        let mdmTopic = "com.apple.mgmt.External.6f2c1a4e-1d2b-4c3a-9e8f-0a1b2c3d4e5f"
+        let expected: [PushType: String] = [
+            .alert: "com.example.app", .background: "com.example.app", .mdm: mdmTopic,
+            .location: "com.example.app.location-query", .voip: "com.example.app.voip",
+            .complication: "com.example.app.complication", .fileprovider: "com.example.app.pushkit.fileprovider",
+            .liveactivity: "com.example.app.push-type.liveactivity", .pushtotalk: "com.example.app.voip-ptt",
+            .widgets: "com.example.app.push-type.widgets", .controls: "com.example.app.push-type.controls",
+        ]
+        #expect(Set(expected.keys) == Set(PushType.allCases))
         let f = try TransportFixture.tokenAuth()
         defer { f.apns.stop() }
         let transport = try f.transport()
         try await transport.start()
         var batch: [Delivery] = []
-        for (i, type) in PushType.allCases.enumerated() where type != .mdm {
-            var content = type == .background ? NotificationContent() : NotificationContent(alert: .text("x"))
+        for (i, type) in PushType.allCases.enumerated() {
+            var content: NotificationContent
+            switch type {
+            case .background: content = NotificationContent(); content.apns.contentAvailable = true
+            case .mdm: content = NotificationContent(data: ["mdm": "5a3e7c1b-2f4d-4e6a-8b9c-0d1e2f3a4b5c"])
+            default: content = NotificationContent(alert: .text("x"))
+            }
             content.apns.pushType = type
-            if type == .background { content.apns.contentAvailable = true }
-            batch.append(TransportFixture.delivery(i + 1, content: content))
+            var delivery = TransportFixture.delivery(i + 1, content: content)
+            if type == .mdm { delivery.topic = mdmTopic }
+            batch.append(delivery)
         }
         let outcomes = await transport.deliver(batch)
         await transport.shutdown()
         #expect(outcomes.allSatisfy { if case .delivered = $0 { return true }; return false }, "\(outcomes)")
         let byType = Dictionary(uniqueKeysWithValues: f.apns.simulator.received.map { ($0.pushType, $0) })
-        for type in PushType.allCases where type != .mdm {
-            #expect(byType[type]?.topic == type.topic(forBundleID: "com.example.app"))
+        #expect(byType.count == 11)
+        for type in PushType.allCases {
+            #expect(byType[type]?.header("apns-push-type") == type.rawValue)
+            #expect(byType[type]?.header("apns-topic") == expected[type], "\(type)")
+            #expect(byType[type]?.priority == (type == .background ? 5 : 10), "\(type)")
         }
-        #expect(byType[.background]?.priority == 5)
-        #expect(byType[.alert]?.priority == 10)
     }
 
     @Test func backgroundPushesAlwaysGoWithPriorityFive() async throws {
