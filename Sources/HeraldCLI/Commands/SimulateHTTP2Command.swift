@@ -32,6 +32,8 @@ enum SimulateHTTP2Command {
             .value("bad-device-token", "HEX", "fault: answer this token 400 BadDeviceToken", repeatable: true),
             .value("not-for-topic", "HEX", "fault: answer this token 400 DeviceTokenNotForTopic", repeatable: true),
             .value("too-many-requests", "HEX", "fault: answer this token 429 TooManyRequests", repeatable: true),
+            .value("reset-stream", "HEX", "fault: reset this token's streams (RST_STREAM INTERNAL_ERROR) instead of answering", repeatable: true),
+            .value("no-answer", "HEX", "fault: never answer this token's requests (the stream stays open)", repeatable: true),
             .value("device-limit", "N", "fault: 429 TooManyRequests for every device after N accepted notifications"),
             .value("internal-server-errors", "N", "fault: answer the first N valid requests 500 InternalServerError"),
             .value("service-unavailable", "N", "fault: then answer the next N valid requests 503 ServiceUnavailable"),
@@ -56,9 +58,10 @@ enum SimulateHTTP2Command {
         ExpiredProviderToken (iat older than --token-max-age), 429 TooManyProviderTokenUpdates (a new
         token sooner than --token-update-interval after the last on the same connection).
 
-        Faults apply to requests that pass those checks, in this order: --unregistered (410 with
-        "timestamp" in ms), --bad-device-token, --not-for-topic, --too-many-requests, --device-limit,
-        then --internal-server-errors, --service-unavailable and --throttle (counted over all connections).
+        Faults apply to requests that pass those checks, in this order: --reset-stream, --no-answer,
+        --unregistered (410 with "timestamp" in ms), --bad-device-token, --not-for-topic,
+        --too-many-requests, --device-limit, then --internal-server-errors, --service-unavailable and
+        --throttle (counted over all connections).
         --goaway-after, --close-after and --latency-ms act per connection.
         """)
 
@@ -149,6 +152,8 @@ enum SimulateHTTP2Command {
         faults.badDeviceTokens = try tokens("bad-device-token")
         faults.tokensNotForTopic = try tokens("not-for-topic")
         faults.tooManyRequests = try tokens("too-many-requests")
+        faults.resetTokens = try tokens("reset-stream")
+        faults.unansweredTokens = try tokens("no-answer")
         faults.requestsPerDeviceLimit = try arguments.int("device-limit", command: path, in: 0...Int.max)
         faults.internalServerErrors = try arguments.int("internal-server-errors", command: path, in: 0...Int.max) ?? 0
         faults.serviceUnavailable = try arguments.int("service-unavailable", command: path, in: 0...Int.max) ?? 0

@@ -37,6 +37,15 @@ final class HTTP2FaultBoard: Sendable {
         }
     }
 
+    /// What to do instead of answering a valid request to `token` (lower case), if anything.
+    func streamFault(token: String) -> HTTP2StreamFault? {
+        state.withLock { s in
+            if s.faults.resetTokens.contains(token) { return .reset }
+            if s.faults.unansweredTokens.contains(token) { return .noAnswer }
+            return nil
+        }
+    }
+
     /// The fault for an otherwise accepted notification to `token` (lower case), if any;
     /// consumes one of the 500/503/429 answers.
     func decide(token: String) -> (reason: APNsHTTP2Reason, timestamp: Int64?)? {
@@ -69,4 +78,12 @@ final class HTTP2FaultBoard: Sendable {
             return nil
         }
     }
+}
+
+/// A stream the simulator does not answer.
+enum HTTP2StreamFault: Sendable {
+    /// `RST_STREAM INTERNAL_ERROR` at once.
+    case reset
+    /// Nothing: the stream stays open.
+    case noAnswer
 }
