@@ -20,9 +20,11 @@ struct EngineSettings: Sendable {
 ///
 /// Requests queue here and start while fewer than `maxConcurrentStreams` are in flight (libcurl
 /// also respects the server's SETTINGS_MAX_CONCURRENT_STREAMS: with one connection allowed,
-/// extra transfers wait for a stream). A request that fails without an answer (GOAWAY, a
-/// dropped connection) is sent again up to `connectionRetries` times; connection failures back
-/// off exponentially so an unreachable or flapping APNs is not hammered.
+/// extra transfers wait for a stream). A request that fails without an answer is sent again up
+/// to `connectionRetries` times. When the connection failed (GOAWAY, a drop, TLS or protocol
+/// errors, silence) every unanswered request is taken back and connection failures back off
+/// exponentially, so an unreachable or flapping APNs is not hammered; when only its stream
+/// failed (reset, or its deadline while the connection kept answering) only it is sent again.
 final class CurlEngine: @unchecked Sendable {
     private let settings: EngineSettings
     private let index: Int
@@ -54,6 +56,11 @@ final class CurlEngine: @unchecked Sendable {
     private var warm = false
     /// libcurl closed a connection's socket during this loop turn.
     private var socketClosed = false
+    /// When the connection last answered a request (monotonic nanoseconds).
+    private var lastAnswerAt: UInt64 = 0
+    /// Requests that failed alone (see ``failedAlone(_:_:)``) since the last answer, and the last error.
+    private var loneFailuresSinceAnswer = 0
+    private var lastLoneFailure = ""
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
@@ -167,6 +174,11 @@ final class CurlEngine: @unchecked Sendable {
                     drainCompleted()
                     if inFlight == before || inFlight == 0 { break }
                 }
+                if socketClosed && loneFailuresSinceAnswer > 0 {
+                    // Streams that failed "alone" just before the connection closed: the connection failed.
+                    noteConnectionFailure(now: Self.monotonic(), message: lastLoneFailure)
+                    loneFailuresSinceAnswer = 0
+                }
                 socketClosed = false
                 pendingAbort = false
                 if inFlight > 0 {
@@ -234,7 +246,7 @@ final class CurlEngine: @unchecked Sendable {
             while inFlight < limit && waitingHead < waiting.count {
                 let r = waiting[waitingHead]
                 waitingHead += 1
-                begin(r)
+                begin(r, now: now)
             }
         }
         if waitingHead > 1024 && waitingHead * 2 > waiting.count {
@@ -258,7 +270,7 @@ final class CurlEngine: @unchecked Sendable {
         return s
     }
 
-    private func begin(_ r: PendingRequest) {
+    private func begin(_ r: PendingRequest, now: UInt64) {
         let easy: EasyHandle
         if let reused = idle.popLast() {
             easy = reused
@@ -269,6 +281,7 @@ final class CurlEngine: @unchecked Sendable {
         let shape = shape(for: r.shapeKey)
         shape.inUse += 1
         easy.prepare(request: r, shape: shape)
+        r.startedAt = now
         inFlight += 1
         settings.metrics.inFlight.add(1)
         let rc = curl_multi_add_handle(multi, easy.handle)
@@ -319,6 +332,8 @@ final class CurlEngine: @unchecked Sendable {
             }
             incidentsSinceAnswer = 0
             lastError = ""
+            lastAnswerAt = now
+            loneFailuresSinceAnswer = 0
             if status != 403 { warm = true }
             responseCounter(status).increment()
             switch ResponseMapping.outcome(status: status, body: easy.body, apnsID: r.delivery.apnsID.uuidString.lowercased(), retryAfter: easy.retryAfter) {
@@ -330,9 +345,15 @@ final class CurlEngine: @unchecked Sendable {
             return
         }
         let message = easy.errorMessage(code)
-        noteConnectionFailure(now: now, message: message)
         settings.metrics.noAnswer.increment()
-        pendingAbort = true
+        if failedAlone(code, r) {
+            // The connection and its other streams carry on; only this request goes again.
+            loneFailuresSinceAnswer += 1
+            lastLoneFailure = message
+        } else {
+            noteConnectionFailure(now: now, message: message)
+            pendingAbort = true
+        }
         if r.retriesLeft > 0 && !stopping {
             r.retriesLeft -= 1
             r.waitDeadline = now + UInt64(settings.configuration.timeout * 1e9)
@@ -343,6 +364,18 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     private var pendingAbort = false
+
+    /// Whether a transfer failed without its connection failing: the server reset its stream
+    /// (`CURLE_HTTP2_STREAM`) on a connection that has answered, or its deadline passed while the
+    /// connection answered requests meanwhile. Anything else (`CURLE_HTTP2`, send, receive, TLS and
+    /// connect errors, a deadline on a silent connection) is the connection's failure.
+    private func failedAlone(_ code: CURLcode, _ r: PendingRequest) -> Bool {
+        switch code {
+        case CURLE_HTTP2_STREAM: return warm
+        case CURLE_OPERATION_TIMEDOUT: return lastAnswerAt > r.startedAt
+        default: return false
+        }
+    }
 
     /// The newest provider token generation this engine logged a refresh or a clock warning for.
     private var loggedTokenGeneration = 0

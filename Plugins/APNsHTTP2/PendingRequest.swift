@@ -53,6 +53,8 @@ final class PendingRequest: @unchecked Sendable {
     var refreshedToken = false
     /// Monotonic nanoseconds after which a request still waiting for a stream gives up.
     var waitDeadline: UInt64 = 0
+    /// Monotonic nanoseconds when it was last handed to libcurl.
+    var startedAt: UInt64 = 0
 
     init(delivery: Delivery, payload: PayloadBytes, slot: Int, batch: BatchCompletion, url: String,
          shapeKey: HeaderShape.Key, token: ProviderTokenCache.Token?, retries: Int) {
