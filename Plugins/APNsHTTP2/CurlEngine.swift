@@ -201,6 +201,12 @@ final class CurlEngine: @unchecked Sendable {
 
     private var waitingCount: Int { waiting.count - waitingHead }
 
+    /// The configured `timeout` for messages: `10 s`, `300 ms`.
+    private var timeoutText: String {
+        let t = settings.configuration.timeout
+        return t >= 1 && t == t.rounded() ? "\(Int(t)) s" : "\(Int((t * 1000).rounded())) ms"
+    }
+
     private func setCork(_ on: Bool) {
         var value: Int32 = on ? 1 : 0
         for fd in watched {
@@ -240,7 +246,7 @@ final class CurlEngine: @unchecked Sendable {
             let r = waiting[waitingHead]
             waitingHead += 1
             let why = lastError.isEmpty ? "no free HTTP/2 stream" : lastError
-            finish(r, .retry(after: nil, reason: "no answer within \(Int(settings.configuration.timeout)) s: \(why)"))
+            finish(r, .retry(after: nil, reason: "no answer within \(timeoutText): \(why)"))
         }
         if now >= pausedUntil {
             while inFlight < limit && waitingHead < waiting.count {
@@ -439,9 +445,20 @@ final class CurlEngine: @unchecked Sendable {
             settings.metrics.inFlight.add(-1)
         }
         guard !taken.isEmpty else { return }
+        // Each take-back is a resend: a request whose connections keep failing under it is left
+        // to the dispatcher's backoff after `connectionRetries`, like one libcurl failed itself.
         let deadline = Self.monotonic() + UInt64(settings.configuration.timeout * 1e9)
-        for r in taken { r.waitDeadline = deadline }
-        waiting = taken + waiting[waitingHead...]
+        var again: [PendingRequest] = []
+        for r in taken {
+            if r.retriesLeft > 0 && !stopping {
+                r.retriesLeft -= 1
+                r.waitDeadline = deadline
+                again.append(r)
+            } else {
+                finish(r, .retry(after: nil, reason: "no answer: \(message)"))
+            }
+        }
+        waiting = again + waiting[waitingHead...]
         waitingHead = 0
     }
 

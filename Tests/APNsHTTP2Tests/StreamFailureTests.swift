@@ -68,4 +68,55 @@ import Testing
         #expect(f.apns.simulator.counters.connections == 1)
         #expect(!received.contains { $0.deviceToken == silent })
     }
+
+    @Test func requestsTakenBackFromFailedConnectionsUseUpTheirRetries() async throws {
+        // Every connection answers two requests, then GOAWAY: the streams opened after the
+        // second are refused and taken back. Each time counts as a resend, so a request is sent
+        // at most 1 + connectionRetries times, and then left to the dispatcher's backoff.
+        var faults = HTTP2Faults()
+        faults.goAwayAfterStreams = 2
+        let f = try TransportFixture.tokenAuth(faults: faults)
+        defer { f.apns.stop() }
+        let transport = try f.transport(["connectionRetries": 2])
+        try await transport.start()
+        let batch = (1...30).map { TransportFixture.delivery($0) }
+        let outcomes = await transport.deliver(batch)
+        await transport.shutdown()
+        var delivered = 0
+        for (d, o) in zip(batch, outcomes) {
+            switch o {
+            case .delivered(let id): delivered += 1; #expect(id == d.apnsID.uuidString.lowercased())
+            case .retry(_, let reason): #expect(reason.hasPrefix("no answer: "), "\(reason)")
+            default: Issue.record("\(d.token): \(o)")
+            }
+        }
+        let received = f.apns.simulator.received
+        #expect(received.count == delivered && Set(received.map(\.apnsID)).count == delivered)
+        // Three connections (the first try and two resends), two answers each; libcurl may open
+        // one more for its own retry of refused streams before the engine takes them back.
+        let counters = f.apns.simulator.counters
+        #expect(counters.goAways == 3 && delivered == 6, "\(counters), \(delivered) delivered")
+        #expect(counters.connections <= 6, "\(counters)")
+    }
+
+    @Test func aSilentServerAnswersEveryRequestWithinTheDocumentedWorstCase() async throws {
+        // docs/configuration.md: at worst 2 × timeout × (1 + connectionRetries) per request.
+        var faults = HTTP2Faults()
+        faults.latency = 30
+        let f = try TransportFixture.tokenAuth(faults: faults)
+        defer { f.apns.stop() }
+        let transport = try f.transport(["timeout": "300ms", "connectionRetries": 2])
+        try await transport.start()
+        let started = Date()
+        let outcomes = await transport.deliver((1...5).map { TransportFixture.delivery($0) })
+        let elapsed = Date().timeIntervalSince(started)
+        await transport.shutdown()
+        let worstCase: TimeInterval = 2 * 0.3 * 3
+        #expect(elapsed < worstCase + 1, "\(elapsed) s")
+        for outcome in outcomes {
+            guard case .retry(_, let reason) = outcome else { Issue.record("expected retry, got \(outcome)"); continue }
+            #expect(reason.hasPrefix("no answer"), "\(reason)")
+            #expect(!reason.contains("within 0 s"), "\(reason)")
+        }
+    }
 }
