@@ -241,7 +241,8 @@ final class CurlEngine: @unchecked Sendable {
     private func startWaiting() {
         let now = Self.monotonic()
         let limit = warm ? settings.configuration.maxConcurrentStreams : 1
-        // Give up on requests that waited too long (paused connection, starved streams).
+        // Give up on requests that waited too long (paused connection, starved streams). The queue
+        // is in deadline order (appended with now + timeout; see connectionLost), so the head decides.
         while waitingHead < waiting.count, waiting[waitingHead].waitDeadline < now, inFlight >= limit || now < pausedUntil {
             let r = waiting[waitingHead]
             waitingHead += 1
@@ -447,7 +448,10 @@ final class CurlEngine: @unchecked Sendable {
         guard !taken.isEmpty else { return }
         // Each take-back is a resend: a request whose connections keep failing under it is left
         // to the dispatcher's backoff after `connectionRetries`, like one libcurl failed itself.
-        let deadline = Self.monotonic() + UInt64(settings.configuration.timeout * 1e9)
+        // They go first, with no later deadline than the queue's head: the queue stays in deadline
+        // order, so giving up at the head alone keeps every request's wait within `timeout`.
+        var deadline = Self.monotonic() + UInt64(settings.configuration.timeout * 1e9)
+        if waitingHead < waiting.count { deadline = min(deadline, waiting[waitingHead].waitDeadline) }
         var again: [PendingRequest] = []
         for r in taken {
             if r.retriesLeft > 0 && !stopping {
