@@ -384,8 +384,9 @@ final class CurlEngine: @unchecked Sendable {
         }
     }
 
-    /// The newest provider token generation this engine logged a refresh or a clock warning for.
-    private var loggedTokenGeneration = 0
+    /// The newest provider token generations this engine logged a refresh, and a clock warning, for.
+    private var loggedRefresh = 0
+    private var loggedClockWarning = 0
 
     /// 403 ExpiredProviderToken: send `r` again once, with a newer token. The cache makes no
     /// token younger than its minimum age (APNs would answer 429 TooManyProviderTokenUpdates,
@@ -393,6 +394,10 @@ final class CurlEngine: @unchecked Sendable {
     private func resendWithNewerToken(_ r: PendingRequest, reason: String, now: UInt64) {
         let clockHint = "APNs judges a provider token's age by its iat, so check this host's system clock (NTP)"
         guard let tokens = settings.tokens, let used = r.token, !r.refreshedToken else {
+            if let used = r.token, used.generation > loggedClockWarning {
+                loggedClockWarning = used.generation
+                settings.logger.warning("APNs says a provider token made just now expired; check the system clock", ["engine": String(index)])
+            }
             finish(r, .retry(after: nil, reason: "\(reason) even with a new provider token: \(clockHint)"))
             return
         }
@@ -405,8 +410,8 @@ final class CurlEngine: @unchecked Sendable {
         }
         switch refresh {
         case .tooSoon(let age):
-            if used.generation > loggedTokenGeneration {
-                loggedTokenGeneration = used.generation
+            if used.generation > loggedClockWarning {
+                loggedClockWarning = used.generation
                 settings.logger.warning("APNs says a provider token made \(Int(age)) s ago expired; check the system clock",
                                         ["engine": String(index)])
             }
@@ -414,8 +419,8 @@ final class CurlEngine: @unchecked Sendable {
             finish(r, .retry(after: wait, reason: "\(reason) for a provider token made \(Int(age)) s ago: \(clockHint); "
                                  + "no new token is made before the current one is \(Int(ProviderTokenCache.minimumAge / 60)) minutes old"))
         case .token(let fresh):
-            if fresh.generation > loggedTokenGeneration {
-                loggedTokenGeneration = fresh.generation
+            if fresh.generation > loggedRefresh {
+                loggedRefresh = fresh.generation
                 settings.logger.notice("provider token refreshed after ExpiredProviderToken", ["engine": String(index)])
             }
             r.refreshedToken = true
