@@ -34,7 +34,9 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
     /// Most streams in flight per connection (the server's SETTINGS_MAX_CONCURRENT_STREAMS also
     /// applies). Default 500.
     public var maxConcurrentStreams: Int = 500
-    /// Deadline of one request, connection set-up included. Default 10 s.
+    /// Deadline of each part of one attempt: waiting for a free stream, then in flight (connection
+    /// set-up included). With resends a request takes at most 2 × `timeout` × (1 + ``connectionRetries``)
+    /// before its outcome (one more 2 × `timeout` after 403 ExpiredProviderToken). Default 10 s.
     public var timeout: TimeInterval = 10
     /// Deadline of a connection attempt. Default 10 s.
     public var connectTimeout: TimeInterval = 10
@@ -42,8 +44,9 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
     public var idleTimeout: TimeInterval = 300
     /// `CURLOPT_PROXY`: an HTTP CONNECT proxy such as `http://proxy.internal:3128`.
     public var proxy: String?
-    /// Transparent retries of a request that failed without an answer (dropped connection,
-    /// GOAWAY), before the dispatcher's backoff takes over. Default 2.
+    /// Transparent retries of a request that failed without an answer (taken back from a dropped
+    /// connection or after GOAWAY, a reset stream, an attempt past ``timeout``), before the
+    /// dispatcher's backoff takes over. Default 2.
     public var connectionRetries: Int = 2
 
     public var environment: APNsEnvironment? { apnsEnvironment }

@@ -22,7 +22,8 @@ public final class APNsHTTP2Transport: TransportPlugin {
     private let configuration: APNsHTTP2Configuration
     private let logger: Logger
     private let clock: any WallClock
-    private let tokens: ProviderTokenCache?
+    /// The provider tokens (token auth), shared by every engine.
+    let tokens: ProviderTokenCache?
     private let metrics: TransportMetrics
     private let engines: Locked<[CurlEngine]>
     private let nextEngine = Locked(0)
@@ -76,6 +77,7 @@ public final class APNsHTTP2Transport: TransportPlugin {
             defer { n = (n + 1) % engines.count }
             return n
         }
+        var payloads = PayloadBytes.Cache()
         for (slot, delivery) in batch.enumerated() {
             let pushType = delivery.content.pushType
             if delivery.payload.count > pushType.maxPayloadBytes {
@@ -86,8 +88,9 @@ public final class APNsHTTP2Transport: TransportPlugin {
                                       topic: pushType.topic(forBundleID: configuration.topic ?? delivery.topic),
                                       priority: delivery.content.priority, expiration: delivery.content.apns.expiration,
                                       collapseID: delivery.content.apns.collapseID, authorization: token?.header)
-            let request = PendingRequest(delivery: delivery, slot: slot, batch: completion, url: base + delivery.token,
-                                         shapeKey: key, token: token, retries: configuration.connectionRetries)
+            let request = PendingRequest(delivery: delivery, payload: payloads.bytes(for: delivery), slot: slot, batch: completion,
+                                         url: base + delivery.token, shapeKey: key, token: token,
+                                         retries: configuration.connectionRetries)
             perEngine[(first + slot * engines.count / max(batch.count, 1)) % engines.count].append(request)
         }
         for (i, requests) in perEngine.enumerated() where !requests.isEmpty { engines[i].submit(requests) }

@@ -20,9 +20,11 @@ struct EngineSettings: Sendable {
 ///
 /// Requests queue here and start while fewer than `maxConcurrentStreams` are in flight (libcurl
 /// also respects the server's SETTINGS_MAX_CONCURRENT_STREAMS: with one connection allowed,
-/// extra transfers wait for a stream). A request that fails without an answer (GOAWAY, a
-/// dropped connection) is sent again up to `connectionRetries` times; connection failures back
-/// off exponentially so an unreachable or flapping APNs is not hammered.
+/// extra transfers wait for a stream). A request that fails without an answer is sent again up
+/// to `connectionRetries` times. When the connection failed (GOAWAY, a drop, TLS or protocol
+/// errors, silence) every unanswered request is taken back and connection failures back off
+/// exponentially, so an unreachable or flapping APNs is not hammered; when only its stream
+/// failed (reset, or its deadline while the connection kept answering) only it is sent again.
 final class CurlEngine: @unchecked Sendable {
     private let settings: EngineSettings
     private let index: Int
@@ -54,6 +56,11 @@ final class CurlEngine: @unchecked Sendable {
     private var warm = false
     /// libcurl closed a connection's socket during this loop turn.
     private var socketClosed = false
+    /// When the connection last answered a request (monotonic nanoseconds).
+    private var lastAnswerAt: UInt64 = 0
+    /// Requests that failed alone (see ``failedAlone(_:_:)``) since the last answer, and the last error.
+    private var loneFailuresSinceAnswer = 0
+    private var lastLoneFailure = ""
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
@@ -167,6 +174,11 @@ final class CurlEngine: @unchecked Sendable {
                     drainCompleted()
                     if inFlight == before || inFlight == 0 { break }
                 }
+                if socketClosed && loneFailuresSinceAnswer > 0 {
+                    // Streams that failed "alone" just before the connection closed: the connection failed.
+                    noteConnectionFailure(now: Self.monotonic(), message: lastLoneFailure)
+                    loneFailuresSinceAnswer = 0
+                }
                 socketClosed = false
                 pendingAbort = false
                 if inFlight > 0 {
@@ -188,6 +200,12 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     private var waitingCount: Int { waiting.count - waitingHead }
+
+    /// The configured `timeout` for messages: `10 s`, `300 ms`.
+    private var timeoutText: String {
+        let t = settings.configuration.timeout
+        return t >= 1 && t == t.rounded() ? "\(Int(t)) s" : "\(Int((t * 1000).rounded())) ms"
+    }
 
     private func setCork(_ on: Bool) {
         var value: Int32 = on ? 1 : 0
@@ -223,18 +241,19 @@ final class CurlEngine: @unchecked Sendable {
     private func startWaiting() {
         let now = Self.monotonic()
         let limit = warm ? settings.configuration.maxConcurrentStreams : 1
-        // Give up on requests that waited too long (paused connection, starved streams).
+        // Give up on requests that waited too long (paused connection, starved streams). The queue
+        // is in deadline order (appended with now + timeout; see connectionLost), so the head decides.
         while waitingHead < waiting.count, waiting[waitingHead].waitDeadline < now, inFlight >= limit || now < pausedUntil {
             let r = waiting[waitingHead]
             waitingHead += 1
             let why = lastError.isEmpty ? "no free HTTP/2 stream" : lastError
-            finish(r, .retry(after: nil, reason: "no answer within \(Int(settings.configuration.timeout)) s: \(why)"))
+            finish(r, .retry(after: nil, reason: "no answer within \(timeoutText): \(why)"))
         }
         if now >= pausedUntil {
             while inFlight < limit && waitingHead < waiting.count {
                 let r = waiting[waitingHead]
                 waitingHead += 1
-                begin(r)
+                begin(r, now: now)
             }
         }
         if waitingHead > 1024 && waitingHead * 2 > waiting.count {
@@ -258,7 +277,7 @@ final class CurlEngine: @unchecked Sendable {
         return s
     }
 
-    private func begin(_ r: PendingRequest) {
+    private func begin(_ r: PendingRequest, now: UInt64) {
         let easy: EasyHandle
         if let reused = idle.popLast() {
             easy = reused
@@ -269,6 +288,7 @@ final class CurlEngine: @unchecked Sendable {
         let shape = shape(for: r.shapeKey)
         shape.inUse += 1
         easy.prepare(request: r, shape: shape)
+        r.startedAt = now
         inFlight += 1
         settings.metrics.inFlight.add(1)
         let rc = curl_multi_add_handle(multi, easy.handle)
@@ -319,34 +339,28 @@ final class CurlEngine: @unchecked Sendable {
             }
             incidentsSinceAnswer = 0
             lastError = ""
+            lastAnswerAt = now
+            loneFailuresSinceAnswer = 0
             if status != 403 { warm = true }
             responseCounter(status).increment()
             switch ResponseMapping.outcome(status: status, body: easy.body, apnsID: r.delivery.apnsID.uuidString.lowercased(), retryAfter: easy.retryAfter) {
             case .outcome(let outcome):
                 finish(r, outcome)
             case .refreshProviderToken(let reason):
-                guard let tokens = settings.tokens, let used = r.token, !r.refreshedToken else {
-                    finish(r, .retry(after: nil, reason: "\(reason) even after a fresh token: check the system clock"))
-                    return
-                }
-                do {
-                    let fresh = try tokens.refresh(after: used)
-                    settings.logger.notice("provider token refreshed after ExpiredProviderToken")
-                    r.refreshedToken = true
-                    r.token = fresh
-                    r.shapeKey.authorization = fresh.header
-                    r.waitDeadline = now + UInt64(settings.configuration.timeout * 1e9)
-                    waiting.append(r)
-                } catch {
-                    finish(r, .failed(reason: "cannot sign a provider token: \(error)"))
-                }
+                resendWithNewerToken(r, reason: reason, now: now)
             }
             return
         }
         let message = easy.errorMessage(code)
-        noteConnectionFailure(now: now, message: message)
         settings.metrics.noAnswer.increment()
-        pendingAbort = true
+        if failedAlone(code, r) {
+            // The connection and its other streams carry on; only this request goes again.
+            loneFailuresSinceAnswer += 1
+            lastLoneFailure = message
+        } else {
+            noteConnectionFailure(now: now, message: message)
+            pendingAbort = true
+        }
         if r.retriesLeft > 0 && !stopping {
             r.retriesLeft -= 1
             r.waitDeadline = now + UInt64(settings.configuration.timeout * 1e9)
@@ -357,6 +371,65 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     private var pendingAbort = false
+
+    /// Whether a transfer failed without its connection failing: the server reset its stream
+    /// (`CURLE_HTTP2_STREAM`) on a connection that has answered, or its deadline passed while the
+    /// connection answered requests meanwhile. Anything else (`CURLE_HTTP2`, send, receive, TLS and
+    /// connect errors, a deadline on a silent connection) is the connection's failure.
+    private func failedAlone(_ code: CURLcode, _ r: PendingRequest) -> Bool {
+        switch code {
+        case CURLE_HTTP2_STREAM: return warm
+        case CURLE_OPERATION_TIMEDOUT: return lastAnswerAt > r.startedAt
+        default: return false
+        }
+    }
+
+    /// The newest provider token generations this engine logged a refresh, and a clock warning, for.
+    private var loggedRefresh = 0
+    private var loggedClockWarning = 0
+
+    /// 403 ExpiredProviderToken: send `r` again once, with a newer token. The cache makes no
+    /// token younger than its minimum age (APNs would answer 429 TooManyProviderTokenUpdates,
+    /// and a token that young can only be "expired" when this host's clock is wrong).
+    private func resendWithNewerToken(_ r: PendingRequest, reason: String, now: UInt64) {
+        let clockHint = "APNs judges a provider token's age by its iat, so check this host's system clock (NTP)"
+        guard let tokens = settings.tokens, let used = r.token, !r.refreshedToken else {
+            if let used = r.token, used.generation > loggedClockWarning {
+                loggedClockWarning = used.generation
+                settings.logger.warning("APNs says a provider token made just now expired; check the system clock", ["engine": String(index)])
+            }
+            finish(r, .retry(after: nil, reason: "\(reason) even with a new provider token: \(clockHint)"))
+            return
+        }
+        let refresh: ProviderTokenCache.Refresh
+        do {
+            refresh = try tokens.refresh(after: used)
+        } catch {
+            finish(r, .failed(reason: "cannot sign a provider token: \(error)"))
+            return
+        }
+        switch refresh {
+        case .tooSoon(let age):
+            if used.generation > loggedClockWarning {
+                loggedClockWarning = used.generation
+                settings.logger.warning("APNs says a provider token made \(Int(age)) s ago expired; check the system clock",
+                                        ["engine": String(index)])
+            }
+            let wait = ProviderTokenCache.minimumAge - age
+            finish(r, .retry(after: wait, reason: "\(reason) for a provider token made \(Int(age)) s ago: \(clockHint); "
+                                 + "no new token is made before the current one is \(Int(ProviderTokenCache.minimumAge / 60)) minutes old"))
+        case .token(let fresh):
+            if fresh.generation > loggedRefresh {
+                loggedRefresh = fresh.generation
+                settings.logger.notice("provider token refreshed after ExpiredProviderToken", ["engine": String(index)])
+            }
+            r.refreshedToken = true
+            r.token = fresh
+            r.shapeKey.authorization = fresh.header
+            r.waitDeadline = now + UInt64(settings.configuration.timeout * 1e9)
+            waiting.append(r)
+        }
+    }
 
     /// The connection died (GOAWAY, reset, close) with requests in flight. libcurl would resend
     /// them all at once on a fresh connection, where APNs refuses all but one stream before the
@@ -378,9 +451,23 @@ final class CurlEngine: @unchecked Sendable {
             settings.metrics.inFlight.add(-1)
         }
         guard !taken.isEmpty else { return }
-        let deadline = Self.monotonic() + UInt64(settings.configuration.timeout * 1e9)
-        for r in taken { r.waitDeadline = deadline }
-        waiting = taken + waiting[waitingHead...]
+        // Each take-back is a resend: a request whose connections keep failing under it is left
+        // to the dispatcher's backoff after `connectionRetries`, like one libcurl failed itself.
+        // They go first, with no later deadline than the queue's head: the queue stays in deadline
+        // order, so giving up at the head alone keeps every request's wait within `timeout`.
+        var deadline = Self.monotonic() + UInt64(settings.configuration.timeout * 1e9)
+        if waitingHead < waiting.count { deadline = min(deadline, waiting[waitingHead].waitDeadline) }
+        var again: [PendingRequest] = []
+        for r in taken {
+            if r.retriesLeft > 0 && !stopping {
+                r.retriesLeft -= 1
+                r.waitDeadline = deadline
+                again.append(r)
+            } else {
+                finish(r, .retry(after: nil, reason: "no answer: \(message)"))
+            }
+        }
+        waiting = again + waiting[waitingHead...]
         waitingHead = 0
     }
 

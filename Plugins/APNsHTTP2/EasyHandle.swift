@@ -78,11 +78,9 @@ final class EasyHandle {
         retryAfter = nil
         errorBuffer[0] = 0
         herald_curl_easy_setopt_string(handle, CURLOPT_URL, r.url)
-        let payload = r.delivery.payload
-        herald_curl_easy_setopt_long(handle, CURLOPT_POSTFIELDSIZE, payload.count)
-        payload.withUnsafeBytes { raw in
-            _ = herald_curl_easy_setopt_pointer(handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: raw.baseAddress))
-        }
+        // Not copied: the request keeps the bytes alive until the transfer leaves the multi handle.
+        herald_curl_easy_setopt_long(handle, CURLOPT_POSTFIELDSIZE, r.payload.count)
+        herald_curl_easy_setopt_pointer(handle, CURLOPT_POSTFIELDS, r.payload.base)
         herald_curl_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headers.list(apnsID: r.delivery.apnsID, shape: shape))
     }
 

@@ -48,6 +48,8 @@ final class HeaderShape {
 /// and chained in front of a shared ``HeaderShape`` list.
 final class RequestHeaders {
     private static let prefix = Array("apns-id: ".utf8)
+    /// Lower-case hex digits; a static string's bytes, so writing an id allocates nothing.
+    private static let digits: StaticString = "0123456789abcdef"
     private let node: UnsafeMutablePointer<curl_slist>
     private let text: UnsafeMutablePointer<CChar>
 
@@ -67,7 +69,7 @@ final class RequestHeaders {
 
     /// The list for one request: this `apns-id` node, then the shape's headers.
     func list(apnsID: UUID, shape: HeaderShape) -> UnsafeMutablePointer<curl_slist> {
-        let digits = Array("0123456789abcdef".utf8)
+        let digits = Self.digits.utf8Start
         var i = Self.prefix.count
         withUnsafeBytes(of: apnsID.uuid) { bytes in
             for (n, byte) in bytes.enumerated() {

@@ -7,25 +7,52 @@ import HeraldCrypto
 ///
 /// Apple rejects tokens older than an hour and answers 429 TooManyProviderTokenUpdates when a
 /// connection sees a new token sooner than 20 minutes after the last. So the token is refreshed
-/// after ``refreshAfter`` (50 minutes) and never sooner than ``minimumAge`` (20 minutes), except
-/// once when APNs says it expired. The clock is injected so tests drive refresh without sleeping.
+/// after ``refreshAfter`` (50 minutes) and never sooner than ``minimumAge`` (20 minutes), not
+/// even when APNs answers 403 ExpiredProviderToken: a token that young cannot have expired
+/// unless this host's clock is wrong, and a new one would be just as wrong.
+///
+/// A token's age is the time the clock moved forward since it was made: a clock set back (NTP
+/// stepping it, an operator fixing it) neither makes the token look brand new nor triggers a
+/// new token per request. The clock is injected so tests drive refresh without sleeping.
 final class ProviderTokenCache: Sendable {
     struct Token: Sendable, Equatable {
         /// The `authorization` header value: `bearer <JWT>`.
         var header: String
+        /// The JWT's `iat`.
         var issuedAt: Date
         /// Increases with every new token, so header lists built for an old one are rebuilt.
         var generation: Int
     }
 
+    /// What ``refresh(after:)`` decided.
+    enum Refresh: Sendable, Equatable {
+        /// Send again with this token (a new one, or one another request already got).
+        case token(Token)
+        /// The refused token is only `age` seconds old: no new token before ``minimumAge``.
+        case tooSoon(age: TimeInterval)
+    }
+
     static let refreshAfter: TimeInterval = 50 * 60
     static let minimumAge: TimeInterval = 20 * 60
+
+    private struct State {
+        var token: Token?
+        /// Seconds the clock moved forward since `token` was made (backward steps count 0).
+        var age: TimeInterval = 0
+        /// The clock's reading when `age` was last brought up to date.
+        var lastSeen: Date = .distantPast
+
+        mutating func observe(_ now: Date) {
+            if token != nil { age += max(0, now.timeIntervalSince(lastSeen)) }
+            lastSeen = now
+        }
+    }
 
     private let key: ES256SigningKey
     private let keyID: String
     private let teamID: String
     private let clock: any WallClock
-    private let state = Locked<Token?>(nil)
+    private let state = Locked(State())
 
     init(key: ES256SigningKey, keyID: String, teamID: String, clock: any WallClock) {
         self.key = key
@@ -37,28 +64,34 @@ final class ProviderTokenCache: Sendable {
     /// The token to send now, made or refreshed when due.
     func current() throws(CryptoError) -> Token {
         let now = clock.now
-        return try state.withLock { (token: inout Token?) throws(CryptoError) -> Token in
-            if let t = token, now.timeIntervalSince(t.issuedAt) < Self.refreshAfter, now >= t.issuedAt { return t }
-            let fresh = try make(now: now, generation: (token?.generation ?? 0) + 1)
-            token = fresh
-            return fresh
+        return try state.withLock { (s: inout State) throws(CryptoError) -> Token in
+            s.observe(now)
+            if let t = s.token, s.age < Self.refreshAfter { return t }
+            return try install(&s, now: now, generation: (s.token?.generation ?? 0) + 1)
         }
     }
 
     /// After 403 ExpiredProviderToken for `rejected`: a new token, unless another request
-    /// already replaced it. Refreshing sooner than 20 minutes happens only here.
-    func refresh(after rejected: Token) throws(CryptoError) -> Token {
+    /// already replaced it, or unless `rejected` is younger than ``minimumAge``.
+    func refresh(after rejected: Token) throws(CryptoError) -> Refresh {
         let now = clock.now
-        return try state.withLock { (token: inout Token?) throws(CryptoError) -> Token in
-            if let t = token, t.generation != rejected.generation { return t }
-            let fresh = try make(now: now, generation: rejected.generation + 1)
-            token = fresh
-            return fresh
+        return try state.withLock { (s: inout State) throws(CryptoError) -> Refresh in
+            s.observe(now)
+            if let t = s.token, t.generation != rejected.generation { return .token(t) }
+            if s.token != nil, s.age < Self.minimumAge { return .tooSoon(age: s.age) }
+            return .token(try install(&s, now: now, generation: rejected.generation + 1))
         }
     }
 
-    private func make(now: Date, generation: Int) throws(CryptoError) -> Token {
+    /// The generation of the token in use (0 before the first); for tests and metrics.
+    var generation: Int { state.withLock { $0.token?.generation ?? 0 } }
+
+    private func install(_ s: inout State, now: Date, generation: Int) throws(CryptoError) -> Token {
         let jwt = try ProviderToken.make(keyID: keyID, teamID: teamID, issuedAt: now, key: key)
-        return Token(header: "bearer \(jwt)", issuedAt: now, generation: generation)
+        let fresh = Token(header: "bearer \(jwt)", issuedAt: now, generation: generation)
+        s.token = fresh
+        s.age = 0
+        s.lastSeen = now
+        return fresh
     }
 }

@@ -91,46 +91,6 @@ struct TransportFixture {
         #expect(apns.simulator.received.count == 4)
     }
 
-    @Test func everyPushTypeGetsItsTopicSuffixAndAValidPriority() async throws {
-        let f = try TransportFixture.tokenAuth()
-        defer { f.apns.stop() }
-        let transport = try f.transport()
-        try await transport.start()
-        var batch: [Delivery] = []
-        for (i, type) in PushType.allCases.enumerated() where type != .mdm {
-            var content = type == .background ? NotificationContent() : NotificationContent(alert: .text("x"))
-            content.apns.pushType = type
-            if type == .background { content.apns.contentAvailable = true }
-            batch.append(TransportFixture.delivery(i + 1, content: content))
-        }
-        let outcomes = await transport.deliver(batch)
-        await transport.shutdown()
-        #expect(outcomes.allSatisfy { if case .delivered = $0 { return true }; return false }, "\(outcomes)")
-        let byType = Dictionary(uniqueKeysWithValues: f.apns.simulator.received.map { ($0.pushType, $0) })
-        for type in PushType.allCases where type != .mdm {
-            #expect(byType[type]?.topic == type.topic(forBundleID: "com.example.app"))
-        }
-        #expect(byType[.background]?.priority == 5)
-        #expect(byType[.alert]?.priority == 10)
-    }
-
-    @Test func payloadLimitsAreCheckedBeforeSending() async throws {
-        let f = try TransportFixture.tokenAuth()
-        defer { f.apns.stop() }
-        let transport = try f.transport()
-        try await transport.start()
-        let big = String(repeating: "x", count: 4100)
-        var voip = NotificationContent(data: ["blob": .string(String(repeating: "y", count: 5000))])
-        voip.apns.pushType = .voip
-        let outcomes = await transport.deliver([TransportFixture.delivery(1, content: NotificationContent(alert: .text(big))),
-                                                TransportFixture.delivery(2, content: voip)])
-        await transport.shutdown()
-        #expect(outcomes[0] == .rejected(reason: "PayloadTooLarge: the payload is 4120 bytes; APNs accepts at most 4096 for alert notifications"))
-        #expect(outcomes[1] == .delivered(apnsID: TransportFixture.delivery(2).apnsID.uuidString.lowercased()) || {
-            if case .delivered = outcomes[1] { return true }; return false }())
-        #expect(f.apns.simulator.counters.requests == 1)
-    }
-
     @Test func applesErrorsBecomeOutcomes() async throws {
         let unregisteredAt = Date(timeIntervalSince1970: 1_790_000_000.5)
         var faults = HTTP2Faults()
@@ -255,10 +215,11 @@ struct TransportFixture {
         }
     }
 
-    @Test func serverErrorsAreRetriedUntilDelivered() async throws {
+    @Test func serverErrorsAndThrottlingAreRetriedUntilDelivered() async throws {
         var faults = HTTP2Faults()
         faults.internalServerErrors = 3
         faults.serviceUnavailable = 2
+        faults.throttledRequests = 4
         let f = try TransportFixture.tokenAuth(faults: faults)
         defer { f.apns.stop() }
         let transport = try f.transport()
@@ -277,10 +238,12 @@ struct TransportFixture {
                                                                     content: NotificationContent(alert: .text("x")), environment: .sandbox))
         await transport.shutdown()
         #expect(reports.map(\.outcome) == [.delivered, .delivered])
-        #expect(reports.map(\.attempts).reduce(0, +) == 2 + 5)
+        // Every refused attempt was tried again: 2 deliveries + 3 × 500 + 2 × 503 + 4 × 429.
+        let attempts: Int = reports.map(\.attempts).reduce(0, +)
+        #expect(attempts == 11)
         #expect(f.apns.simulator.received.count == 2)
-        #expect(f.apns.simulator.counters.rejected["InternalServerError"] == 3)
-        #expect(f.apns.simulator.counters.rejected["ServiceUnavailable"] == 2)
+        #expect(f.apns.simulator.counters.requests == 11)
+        #expect(f.apns.simulator.counters.rejected == ["InternalServerError": 3, "ServiceUnavailable": 2, "TooManyRequests": 4])
     }
 
     @Test func aSilentServerHitsTheRequestDeadline() async throws {

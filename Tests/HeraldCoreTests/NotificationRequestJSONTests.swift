@@ -46,6 +46,10 @@ struct NotificationRequestJSONTests {
         #expect(try NotificationContent.fromAPIJSON(r.content.apiJSON) == r.content)
         let silent = try parse(#"{"app":"a","users":["u"],"apns":{"content_available":true}}"#)
         #expect(silent.content.pushType == .background)
+        // A widget push needs nothing else: its payload is {"aps":{"content-changed":true}}.
+        let widget = try parse(#"{"app":"a","users":["u"],"apns":{"push_type":"widgets"}}"#)
+        #expect(widget.content.pushType == .widgets && !widget.content.isEmpty)
+        #expect(issues(#"{"app":"a","users":["u"],"apns":{"push_type":"alert"}}"#).first?.path == "alert")
     }
 
     @Test func errorsNameTheirField() {

@@ -41,6 +41,15 @@ func payloadString(_ content: NotificationContent) -> String {
         #expect(payloadString(c) == #"{"aps":{"timestamp":1700000000,"event":"update","content-state":{"score":2},"stale-date":1700000600}}"#)
     }
 
+    @Test func widgetPushesSayContentChanged() {
+        var widget = NotificationContent()
+        widget.apns.pushType = .widgets
+        #expect(payloadString(widget) == #"{"aps":{"content-changed":true}}"#)
+        var alert = NotificationContent(alert: .text("x"))
+        alert.apns.pushType = .alert
+        #expect(!payloadString(alert).contains("content-changed"))
+    }
+
     @Test func pushTypeAndPriorityDefaults() {
         var background = NotificationContent()
         background.apns.contentAvailable = true
@@ -67,19 +76,25 @@ func payloadString(_ content: NotificationContent) -> String {
     }
 
     @Test func priorityRules() {
-        #expect(PushType.background.allows(priority: 5))
-        #expect(!PushType.background.allows(priority: 10))
+        #expect(PushType.background.allows(priority: 5) && PushType.background.allows(priority: 10))
         #expect(PushType.alert.allows(priority: 1))
         #expect(!PushType.alert.allows(priority: 7))
+        // Background always goes with 5, whatever was asked; others keep theirs.
+        #expect([nil, 1, 5, 10].map { PushType.background.priority(requested: $0) } == [5, 5, 5, 5])
+        #expect([nil, 1, 5, 10].map { PushType.alert.priority(requested: $0) } == [10, 1, 5, 10])
+        var background = NotificationContent()
+        background.apns.pushType = .background
+        background.apns.priority = 10
+        #expect(background.priority == 5)
+        #expect(throws: Never.self) { try FanOut.validate(background) }
         #expect(PushType.voip.maxPayloadBytes == 5120)
         #expect(PushType.alert.maxPayloadBytes == 4096)
     }
 
     @Test func requestValidationNamesTheField() {
         var c = NotificationContent(alert: .text("x"))
-        c.apns.pushType = .background
-        c.apns.priority = 10
-        #expect(throws: DispatchError.invalidRequest(field: "apns.priority", message: "background notifications must use priority 5 (or 1), not 10")) {
+        c.apns.priority = 7
+        #expect(throws: DispatchError.invalidRequest(field: "apns.priority", message: "must be 10, 5 or 1, found 7")) {
             try FanOut.validate(c)
         }
         var collapse = NotificationContent(alert: .text("x"))

@@ -27,6 +27,7 @@ struct NotificationBodyTests {
         #"{"app":"a","users":["u"],"apns":{"content_available":true}}"#,
         #"{"app":"a","users":["u"],"alert":"x","apns":{"push_type":"alert","priority":5,"expiration":0,"collapse_id":"c","thread_id":"t","category":"cat","mutable_content":true,"content_available":false,"interruption_level":"time-sensitive","relevance_score":0.25,"target_content_id":"tc","filter_criteria":"fc"}}"#,
         #"{"app":"a","users":["u"],"apns":{"content_available":true,"priority":10}}"#,
+        #"{"app":"a","users":["u"],"apns":{"push_type":"widgets"}}"#,
         #"{"app":"unknown.app","users":["u"],"alert":"x"}"#,
     ])
     func takesCommonBodiesAsTheFullReaderDoes(_ body: String) throws {

@@ -80,8 +80,9 @@ struct HTTP2CommandTests {
         try requireBinary()
         let help = try Run.herald(["simulate", "apns-http2", "--help"])
         #expect(help.status == 0)
-        for option in ["--unregistered", "--expired-tokens", "--bad-device-token", "--not-for-topic", "--too-many-requests", "--device-limit",
-                       "--internal-server-errors", "--service-unavailable", "--goaway-after", "--close-after", "--latency-ms",
+        for option in ["--unregistered", "--expired-tokens", "--bad-device-token", "--not-for-topic", "--too-many-requests", "--reset-stream",
+                       "--no-answer", "--device-limit", "--internal-server-errors", "--service-unavailable", "--throttle",
+                       "--goaway-after", "--close-after", "--latency-ms",
                        "--max-concurrent-streams", "--record", "--auth-key-pub", "--client-ca", "--token-update-interval"] {
             #expect(help.stdout.contains(option), "\(option)")
         }

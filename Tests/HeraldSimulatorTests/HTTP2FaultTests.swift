@@ -95,6 +95,43 @@ struct HTTP2FaultTests {
         #expect(apns.simulator.counters.rejected == ["InternalServerError": 2, "ServiceUnavailable": 2])
     }
 
+    @Test func throttledRequestsGet429ThenSucceed() throws {
+        var faults = HTTP2Faults()
+        faults.serviceUnavailable = 1
+        faults.throttledRequests = 2
+        let apns = try HTTP2SimulatorHarness.tokenAuth(faults: faults)
+        defer { apns.stop() }
+        let r = try send(apns, tokens: [sampleToken, Self.other, sampleToken, Self.other, sampleToken])
+        #expect(r.map(\.status) == [503, 429, 429, 200, 200])
+        #expect(r.map { $0.reason ?? "" } == ["ServiceUnavailable", "TooManyRequests", "TooManyRequests", "", ""])
+        #expect(apns.simulator.faults.throttledRequests == 0)
+        #expect(apns.simulator.counters.rejected == ["ServiceUnavailable": 1, "TooManyRequests": 2])
+    }
+
+    @Test func resetAndUnansweredStreamsLeaveTheConnectionUp() throws {
+        let reset = String(repeating: "0a", count: 32), silent = String(repeating: "0b", count: 32)
+        var faults = HTTP2Faults()
+        faults.resetTokens = [reset.uppercased()]
+        faults.unansweredTokens = [silent]
+        let apns = try HTTP2SimulatorHarness.tokenAuth(faults: faults)
+        defer { apns.stop() }
+        let jwt = try apns.jwt()
+        let common = ["-H", "authorization: bearer \(jwt)", "-H", "apns-topic: com.example.app", "--data-binary", samplePayload]
+        let result = try Curl.run([Curl.Request(apns.url(token: sampleToken), common),
+                                   Curl.Request(apns.url(token: reset), common),
+                                   Curl.Request(apns.url(token: silent), common + ["--max-time", "1"]),
+                                   Curl.Request(apns.url(token: Self.other), common)], caFile: apns.certificates.caFile)
+        // curl reports the reset and the timeout, and its other requests are answered on the same connection.
+        #expect(result.stderr.contains("INTERNAL_ERROR"), "\(result.stderr)")
+        #expect(result.stderr.contains("timed out"), "\(result.stderr)")
+        #expect(result.responses.map(\.status) == [200, 200], "\(result.responses)")
+        #expect(apns.simulator.received.map(\.deviceToken) == [sampleToken, Self.other])
+        let counters = apns.simulator.counters
+        #expect(counters.connections == 1 && counters.requests == 2)
+        #expect(counters.resetStreams == 1 && counters.unansweredStreams == 1)
+        #expect(counters.summary.hasSuffix(", streams reset 1, left unanswered 1"))
+    }
+
     @Test func goAwayAfterNStreams() throws {
         var faults = HTTP2Faults()
         faults.goAwayAfterStreams = 2

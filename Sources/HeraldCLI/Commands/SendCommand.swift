@@ -24,7 +24,7 @@ enum SendCommand {
             .value("badge", "N", "badge number (0 clears it)"),
             .value("data", "JSON", "custom keys beside \"aps\", as a JSON object"),
             .value("push-type", "TYPE", "apns-push-type: \(PushType.allCases.map(\.rawValue).joined(separator: ", "))"),
-            .value("priority", "N", "apns-priority: 10, 5 or 1 (default 10; 5 for background)"),
+            .value("priority", "N", "apns-priority: 10, 5 or 1 (default 10; background pushes always go with 5)"),
             .value("expiration", "UNIX", "apns-expiration in seconds since 1970; 0 = now or never"),
             .value("collapse-id", "ID", "apns-collapse-id (at most 64 bytes)"),
             .value("thread-id", "ID", "aps.thread-id"),
@@ -215,8 +215,8 @@ enum SendCommand {
             guard let score = Double(r) else { throw .usage("--relevance-score: expected a number from 0 to 1", command: command) }
             content.apns.relevanceScore = score
         }
-        if content.alert == nil && content.badge == nil && content.sound == nil && !content.apns.contentAvailable && content.data.isEmpty {
-            throw .usage("nothing to send: give --alert, --title/--body, --badge, --sound, --content-available or --data", command: command)
+        if content.isEmpty {
+            throw .usage("nothing to send: give --alert, --title/--body, --badge, --sound, --content-available, --data or --push-type widgets", command: command)
         }
         return content
     }

@@ -33,9 +33,12 @@ enum SimulateHTTP2Command {
             .value("bad-device-token", "HEX", "fault: answer this token 400 BadDeviceToken", repeatable: true),
             .value("not-for-topic", "HEX", "fault: answer this token 400 DeviceTokenNotForTopic", repeatable: true),
             .value("too-many-requests", "HEX", "fault: answer this token 429 TooManyRequests", repeatable: true),
+            .value("reset-stream", "HEX", "fault: reset this token's streams (RST_STREAM INTERNAL_ERROR) instead of answering", repeatable: true),
+            .value("no-answer", "HEX", "fault: never answer this token's requests (the stream stays open)", repeatable: true),
             .value("device-limit", "N", "fault: 429 TooManyRequests for every device after N accepted notifications"),
             .value("internal-server-errors", "N", "fault: answer the first N valid requests 500 InternalServerError"),
             .value("service-unavailable", "N", "fault: then answer the next N valid requests 503 ServiceUnavailable"),
+            .value("throttle", "N", "fault: then answer the next N valid requests 429 TooManyRequests"),
             .value("goaway-after", "N", "fault: answer N requests on a connection, GOAWAY {\"reason\":\"Shutdown\"} (last stream: the Nth) going out just before the Nth answer, then close"),
             .value("close-after", "N", "fault: after N answers on a connection close the socket abruptly"),
             .value("latency-ms", "MS", "fault: delay every response by MS milliseconds"),
@@ -56,9 +59,10 @@ enum SimulateHTTP2Command {
         ExpiredProviderToken (iat older than --token-max-age), 429 TooManyProviderTokenUpdates (a new
         token sooner than --token-update-interval after the last on the same connection).
 
-        Faults apply to requests that pass those checks, in this order: --unregistered and
-        --expired-tokens (410 with "timestamp" in ms), --bad-device-token, --not-for-topic, --too-many-requests, --device-limit,
-        then --internal-server-errors and --service-unavailable (counted over all connections).
+        Faults apply to requests that pass those checks, in this order: --reset-stream, --no-answer,
+        --unregistered and --expired-tokens (410 with "timestamp" in ms), --bad-device-token,
+        --not-for-topic, --too-many-requests, --device-limit, then --internal-server-errors,
+        --service-unavailable and --throttle (counted over all connections).
         --goaway-after, --close-after and --latency-ms act per connection.
         """)
 
@@ -161,9 +165,12 @@ enum SimulateHTTP2Command {
         faults.badDeviceTokens = try tokens("bad-device-token")
         faults.tokensNotForTopic = try tokens("not-for-topic")
         faults.tooManyRequests = try tokens("too-many-requests")
+        faults.resetTokens = try tokens("reset-stream")
+        faults.unansweredTokens = try tokens("no-answer")
         faults.requestsPerDeviceLimit = try arguments.int("device-limit", command: path, in: 0...Int.max)
         faults.internalServerErrors = try arguments.int("internal-server-errors", command: path, in: 0...Int.max) ?? 0
         faults.serviceUnavailable = try arguments.int("service-unavailable", command: path, in: 0...Int.max) ?? 0
+        faults.throttledRequests = try arguments.int("throttle", command: path, in: 0...Int.max) ?? 0
         faults.goAwayAfterStreams = try arguments.int("goaway-after", command: path, in: 1...Int.max)
         faults.closeAfterStreams = try arguments.int("close-after", command: path, in: 1...Int.max)
         faults.latency = Double(try arguments.int("latency-ms", command: path, in: 0...600_000) ?? 0) / 1000

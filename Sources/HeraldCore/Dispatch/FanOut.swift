@@ -133,10 +133,8 @@ public struct FanOut: Sendable {
     /// Checks the request's content against Apple's rules before anything is queued.
     public static func validate(_ content: NotificationContent) throws(DispatchError) {
         let o = content.apns
+        // Any of the three is accepted for every type; background pushes are sent with 5 whatever is given.
         if let p = o.priority, !content.pushType.allows(priority: p) {
-            if content.pushType == .background && p == 10 {
-                throw .invalidRequest(field: "apns.priority", message: "background notifications must use priority 5 (or 1), not 10")
-            }
             throw .invalidRequest(field: "apns.priority", message: "must be 10, 5 or 1, found \(p)")
         }
         if let c = o.collapseID, c.utf8.count > 64 {

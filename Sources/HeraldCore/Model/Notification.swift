@@ -72,7 +72,8 @@ public struct LiveActivityContent: Sendable, Equatable {
 public struct APNsOptions: Sendable, Equatable {
     /// `apns-push-type`; when `nil`, `background` for content-available-only notifications, else `alert`.
     public var pushType: PushType?
-    /// `apns-priority` (10, 5 or 1); when `nil`, the push type's default.
+    /// `apns-priority` (10, 5 or 1); when `nil`, the push type's default. Background pushes are
+    /// always sent with 5 (see ``PushType/priority(requested:)``).
     public var priority: Int?
     /// `apns-expiration` in seconds since 1970; 0 means "deliver now or never". `nil`: Apple's default.
     public var expiration: Int64?
@@ -137,8 +138,8 @@ public struct NotificationContent: Sendable, Equatable {
         return .alert
     }
 
-    /// The priority sent: the explicit one, else the push type's default.
-    public var priority: Int { apns.priority ?? pushType.defaultPriority }
+    /// The priority sent: 5 for background pushes, else the explicit one, else the push type's default.
+    public var priority: Int { pushType.priority(requested: apns.priority) }
 
     /// The notification's expiration as a date (`nil` when none, or 0 = now-or-never).
     public var expirationDate: Date? {

@@ -42,7 +42,7 @@ extension NotificationRequest {
             context.error("users", "give at least one user or token (\"users\" and/or \"tokens\")")
         }
         if context.errors.isEmpty, let content, content.isEmpty {
-            context.error("alert", "nothing to send: give alert, badge, sound, data, apns.content_available or apns.live_activity")
+            context.error("alert", "nothing to send: give alert, badge, sound, data, apns.content_available, apns.live_activity or apns.push_type \"widgets\"")
         }
         guard context.errors.isEmpty, let app, let content else { throw RequestIssues(context.errors) }
         return NotificationRequest(app: app, users: users, tokens: tokens, content: content,
@@ -78,6 +78,7 @@ extension NotificationContent {
     /// Whether there is nothing visible or actionable to send.
     public var isEmpty: Bool {
         alert == nil && badge == nil && sound == nil && data.isEmpty && !apns.contentAvailable && apns.liveActivity == nil
+            && pushType != .widgets
     }
 
     /// Reads the content fields (`alert`, `badge`, `sound`, `data`, `apns`) of an API object.

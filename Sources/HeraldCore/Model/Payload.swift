@@ -2,6 +2,9 @@
 ///
 /// The payload is the same for every device a notification fans out to, so it is built once
 /// per notification. Transports check its size against ``PushType/maxPayloadBytes``.
+///
+/// A `widgets` push carries `"content-changed": true` in `aps` (WidgetKit reloads the widget's
+/// timelines on it); it is added for that push type, so a widget push needs no other content.
 public enum APNsPayload {
     /// The payload bytes for `content`.
     public static func encode(_ content: NotificationContent) -> [UInt8] {
@@ -41,6 +44,7 @@ public enum APNsPayload {
                 aps.string("category", o.category)
                 if o.contentAvailable { aps.int("content-available", 1) }
                 if o.mutableContent { aps.int("mutable-content", 1) }
+                if content.pushType == .widgets { aps.bool("content-changed", true) }
                 aps.string("target-content-id", o.targetContentID)
                 aps.string("interruption-level", o.interruptionLevel?.rawValue)
                 aps.double("relevance-score", o.relevanceScore)

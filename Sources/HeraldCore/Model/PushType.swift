@@ -28,15 +28,19 @@ public enum PushType: String, CaseIterable, Sendable, Codable {
     /// The largest payload APNs accepts for this type, in bytes.
     public var maxPayloadBytes: Int { self == .voip ? 5120 : 4096 }
 
-    /// The priority used when the notification does not set one: 5 for background pushes
-    /// (Apple rejects 10 for them), 10 otherwise.
+    /// The priority used when the notification does not set one: 5 for background pushes, 10 otherwise.
     public var defaultPriority: Int { self == .background ? 5 : 10 }
 
-    /// Whether `priority` is allowed for this type (`background` may not use 10).
-    public func allows(priority: Int) -> Bool {
-        guard [1, 5, 10].contains(priority) else { return false }
-        return !(self == .background && priority == 10)
+    /// The `apns-priority` sent when the notification asks for `requested` (`nil`: no preference).
+    ///
+    /// Background pushes always go with 5, whatever was asked: Apple says to always use 5 for
+    /// them and refuses 10. Other types use the requested priority, else ``defaultPriority``.
+    public func priority(requested: Int?) -> Int {
+        self == .background ? 5 : requested ?? defaultPriority
     }
+
+    /// Whether `priority` is one APNs knows: 10, 5 or 1 (for every type; see ``priority(requested:)``).
+    public func allows(priority: Int) -> Bool { [1, 5, 10].contains(priority) }
 }
 
 /// `aps.interruption-level`.

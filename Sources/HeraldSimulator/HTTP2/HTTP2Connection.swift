@@ -331,6 +331,17 @@ final class HTTP2Connection: @unchecked Sendable {
         }
         if verdict.reason == nil, faultsNeedBoard, let range = verdict.token {
             let token = request.string(range).lowercased()
+            if let streamFault = core.faults.streamFault(token: token) {
+                switch streamFault {
+                case .reset:
+                    nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), context.streamID,
+                                              NGHTTP2_INTERNAL_ERROR.rawValue)
+                    core.recorder.streamReset()
+                case .noAnswer:
+                    core.recorder.leftUnanswered()
+                }
+                return
+            }
             if let fault = core.faults.decide(token: token) {
                 verdict.reason = fault.reason
                 verdict.timestamp = fault.timestamp
@@ -433,6 +444,7 @@ final class HTTP2Connection: @unchecked Sendable {
         faults = snapshot.faults
         faultsVersion = snapshot.version
         faultsNeedBoard = faults.hasTokenFaults || faults.internalServerErrors > 0 || faults.serviceUnavailable > 0
+            || faults.throttledRequests > 0
     }
 
     static func monotonicNanoseconds() -> UInt64 {

@@ -28,7 +28,7 @@ final class HTTP2FaultBoard: Sendable {
         state.withLock { s in (s.faults, versionCounter.load(ordering: .acquiring)) }
     }
 
-    /// Replaces the faults (and restarts the 500/503 and per-device counts).
+    /// Replaces the faults (and restarts the 500/503/429 and per-device counts).
     func set(_ faults: HTTP2Faults) {
         state.withLock { s in
             s.faults = faults.normalized
@@ -37,8 +37,17 @@ final class HTTP2FaultBoard: Sendable {
         }
     }
 
+    /// What to do instead of answering a valid request to `token` (lower case), if anything.
+    func streamFault(token: String) -> HTTP2StreamFault? {
+        state.withLock { s in
+            if s.faults.resetTokens.contains(token) { return .reset }
+            if s.faults.unansweredTokens.contains(token) { return .noAnswer }
+            return nil
+        }
+    }
+
     /// The fault for an otherwise accepted notification to `token` (lower case), if any;
-    /// consumes one of the 500/503 answers.
+    /// consumes one of the 500/503/429 answers.
     func decide(token: String) -> (reason: APNsHTTP2Reason, timestamp: Int64?)? {
         state.withLock { s in
             let f = s.faults
@@ -62,7 +71,20 @@ final class HTTP2FaultBoard: Sendable {
                 if s.faults.serviceUnavailable == 0 { versionCounter.add(1, ordering: .releasing) }
                 return (.serviceUnavailable, nil)
             }
+            if f.throttledRequests > 0 {
+                s.faults.throttledRequests -= 1
+                if s.faults.throttledRequests == 0 { versionCounter.add(1, ordering: .releasing) }
+                return (.tooManyRequests, nil)
+            }
             return nil
         }
     }
+}
+
+/// A stream the simulator does not answer.
+enum HTTP2StreamFault: Sendable {
+    /// `RST_STREAM INTERNAL_ERROR` at once.
+    case reset
+    /// Nothing: the stream stays open.
+    case noAnswer
 }

@@ -6,11 +6,18 @@ import HeraldCore
 ///
 /// Device-token faults apply to requests that pass every check of ``APNsHTTP2Simulator``'s
 /// validator (so a test sees them only for otherwise valid notifications), in this order:
-/// ``unregistered`` and ``expiredTokens`` (410 with `timestamp`), ``badDeviceTokens``, ``tokensNotForTopic``,
+/// ``resetTokens`` and ``unansweredTokens`` (no answer at all), ``unregistered`` and ``expiredTokens``
+/// (410 with `timestamp`), ``badDeviceTokens``, ``tokensNotForTopic``,
 /// ``tooManyRequests`` / ``requestsPerDeviceLimit`` (429), then the counters
-/// ``internalServerErrors`` (500) and ``serviceUnavailable`` (503).
+/// ``internalServerErrors`` (500), ``serviceUnavailable`` (503) and ``throttledRequests`` (429).
 /// Tokens are compared case-insensitively.
 public struct HTTP2Faults: Sendable, Equatable {
+    /// Tokens whose streams are reset (`RST_STREAM INTERNAL_ERROR`, at once) instead of answered;
+    /// the connection and its other streams carry on.
+    public var resetTokens: Set<String> = []
+    /// Tokens whose requests are never answered: the stream stays open until the client gives up
+    /// on it, while the connection answers everything else.
+    public var unansweredTokens: Set<String> = []
     /// Tokens answered 410 `Unregistered`; the value is the `timestamp` reported (Apple: when the
     /// token was last confirmed invalid for the topic).
     public var unregistered: [String: Date] = [:]
@@ -28,6 +35,8 @@ public struct HTTP2Faults: Sendable, Equatable {
     public var internalServerErrors = 0
     /// After those, the next N are answered 503 `ServiceUnavailable`.
     public var serviceUnavailable = 0
+    /// After those, the next N are answered 429 `TooManyRequests` (APNs throttling a provider).
+    public var throttledRequests = 0
     /// After answering this many requests on a connection, send GOAWAY (`NO_ERROR`, last stream =
     /// the last one answered, debug data `{"reason":"Shutdown"}`), answer nothing more, and close.
     public var goAwayAfterStreams: Int? = nil
@@ -42,7 +51,8 @@ public struct HTTP2Faults: Sendable, Equatable {
 
     /// Whether any per-token fault is set (the simulator skips token lookups otherwise).
     var hasTokenFaults: Bool {
-        !unregistered.isEmpty || !expiredTokens.isEmpty || !badDeviceTokens.isEmpty || !tokensNotForTopic.isEmpty || !tooManyRequests.isEmpty
+        !resetTokens.isEmpty || !unansweredTokens.isEmpty || !unregistered.isEmpty || !expiredTokens.isEmpty
+            || !badDeviceTokens.isEmpty || !tokensNotForTopic.isEmpty || !tooManyRequests.isEmpty
             || requestsPerDeviceLimit != nil
     }
 
@@ -54,6 +64,8 @@ public struct HTTP2Faults: Sendable, Equatable {
         copy.badDeviceTokens = Set(badDeviceTokens.map { $0.lowercased() })
         copy.tokensNotForTopic = Set(tokensNotForTopic.map { $0.lowercased() })
         copy.tooManyRequests = Set(tooManyRequests.map { $0.lowercased() })
+        copy.resetTokens = Set(resetTokens.map { $0.lowercased() })
+        copy.unansweredTokens = Set(unansweredTokens.map { $0.lowercased() })
         return copy
     }
 

@@ -99,6 +99,10 @@ public struct HTTP2SimulatorCounters: Sendable, Equatable {
     public var goAways = 0
     /// Connections closed by the `closeAfterStreams` fault.
     public var abruptCloses = 0
+    /// Streams reset instead of answered (the `resetTokens` fault).
+    public var resetStreams = 0
+    /// Requests left without an answer (the `unansweredTokens` fault).
+    public var unansweredStreams = 0
 
     /// All refused requests.
     public var rejectedTotal: Int { rejected.values.reduce(0, +) }
@@ -111,6 +115,8 @@ public struct HTTP2SimulatorCounters: Sendable, Equatable {
         }
         if goAways > 0 { text += ", GOAWAY \(goAways)" }
         if abruptCloses > 0 { text += ", closed abruptly \(abruptCloses)" }
+        if resetStreams > 0 { text += ", streams reset \(resetStreams)" }
+        if unansweredStreams > 0 { text += ", left unanswered \(unansweredStreams)" }
         return text
     }
 }
@@ -124,6 +130,8 @@ final class HTTP2Recorder: Sendable {
         var rejected = [Int](repeating: 0, count: APNsHTTP2Reason.allCases.count)
         var goAways = 0
         var abruptCloses = 0
+        var resetStreams = 0
+        var unansweredStreams = 0
         var received: [ReceivedNotification] = []
         var pending: [UInt8] = []
     }
@@ -151,6 +159,8 @@ final class HTTP2Recorder: Sendable {
     func connectionOpened() { state.withLock { $0.connections += 1 } }
     func goAwaySent() { state.withLock { $0.goAways += 1 } }
     func closedAbruptly() { state.withLock { $0.abruptCloses += 1 } }
+    func streamReset() { state.withLock { $0.resetStreams += 1 } }
+    func leftUnanswered() { state.withLock { $0.unansweredStreams += 1 } }
 
     /// Counts one answered request; `notification` is the accepted one (when wanted).
     func answered(_ reason: APNsHTTP2Reason?, notification: ReceivedNotification?) {
@@ -188,6 +198,8 @@ final class HTTP2Recorder: Sendable {
             c.accepted = s.accepted
             c.goAways = s.goAways
             c.abruptCloses = s.abruptCloses
+            c.resetStreams = s.resetStreams
+            c.unansweredStreams = s.unansweredStreams
             for (i, n) in s.rejected.enumerated() where n > 0 { c.rejected[APNsHTTP2Reason.indexed[i].rawValue] = n }
             return c
         }

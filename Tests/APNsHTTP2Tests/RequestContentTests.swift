@@ -1,0 +1,122 @@
+import Foundation
+import HeraldCore
+import HeraldSimulator
+import HeraldTestKit
+import Testing
+@testable import HeraldAPNsHTTP2
+
+/// What each request carries, as the simulator received it: topic and priority per push type,
+/// the payload, and Apple's size limits.
+@Suite(.serialized) struct RequestContentTests {
+    @Test func everyPushTypeGetsItsTopicSuffixAndAValidPriority() async throws {
+        // Apple's apns-topic for each apns-push-type ("Sending notification requests to APNs");
+        // an MDM push goes to the topic of the MDM push certificate, unchanged.
+        let mdmTopic = "com.apple.mgmt.External.6f2c1a4e-1d2b-4c3a-9e8f-0a1b2c3d4e5f"
+        let expected: [PushType: String] = [
+            .alert: "com.example.app", .background: "com.example.app", .mdm: mdmTopic,
+            .location: "com.example.app.location-query", .voip: "com.example.app.voip",
+            .complication: "com.example.app.complication", .fileprovider: "com.example.app.pushkit.fileprovider",
+            .liveactivity: "com.example.app.push-type.liveactivity", .pushtotalk: "com.example.app.voip-ptt",
+            .widgets: "com.example.app.push-type.widgets", .controls: "com.example.app.push-type.controls",
+        ]
+        #expect(Set(expected.keys) == Set(PushType.allCases))
+        let f = try TransportFixture.tokenAuth()
+        defer { f.apns.stop() }
+        let transport = try f.transport()
+        try await transport.start()
+        var batch: [Delivery] = []
+        for (i, type) in PushType.allCases.enumerated() {
+            var content: NotificationContent
+            switch type {
+            case .background: content = NotificationContent(); content.apns.contentAvailable = true
+            case .mdm: content = NotificationContent(data: ["mdm": "5a3e7c1b-2f4d-4e6a-8b9c-0d1e2f3a4b5c"])
+            default: content = NotificationContent(alert: .text("x"))
+            }
+            content.apns.pushType = type
+            var delivery = TransportFixture.delivery(i + 1, content: content)
+            if type == .mdm { delivery.topic = mdmTopic }
+            batch.append(delivery)
+        }
+        let outcomes = await transport.deliver(batch)
+        await transport.shutdown()
+        #expect(outcomes.allSatisfy { if case .delivered = $0 { return true }; return false }, "\(outcomes)")
+        let byType = Dictionary(uniqueKeysWithValues: f.apns.simulator.received.map { ($0.pushType, $0) })
+        #expect(byType.count == 11)
+        for type in PushType.allCases {
+            #expect(byType[type]?.header("apns-push-type") == type.rawValue)
+            #expect(byType[type]?.header("apns-topic") == expected[type], "\(type)")
+            #expect(byType[type]?.priority == (type == .background ? 5 : 10), "\(type)")
+        }
+    }
+
+    @Test func backgroundPushesAlwaysGoWithPriorityFive() async throws {
+        let f = try TransportFixture.tokenAuth()
+        defer { f.apns.stop() }
+        let transport = try f.transport()
+        try await transport.start()
+        let asked: [Int?] = [10, 1, 5, nil]
+        let batch = asked.enumerated().map { i, priority in
+            var content = NotificationContent(data: ["n": .number(Double(i))])
+            content.apns.pushType = .background
+            content.apns.contentAvailable = true
+            content.apns.priority = priority
+            return TransportFixture.delivery(i + 1, content: content)
+        }
+        let outcomes = await transport.deliver(batch)
+        await transport.shutdown()
+        #expect(outcomes == batch.map { .delivered(apnsID: $0.apnsID.uuidString.lowercased()) })
+        let received = f.apns.simulator.received.sorted { $0.deviceToken < $1.deviceToken }
+        #expect(received.map { $0.header("apns-priority") } == ["5", "5", "5", "5"])
+        #expect(received.map(\.pushType) == Array(repeating: .background, count: 4))
+    }
+
+    @Test func widgetPushesCarryContentChanged() async throws {
+        let f = try TransportFixture.tokenAuth()
+        defer { f.apns.stop() }
+        let transport = try f.transport()
+        try await transport.start()
+        var content = NotificationContent()
+        content.apns.pushType = .widgets
+        let outcomes = await transport.deliver([TransportFixture.delivery(1, content: content)])
+        await transport.shutdown()
+        if case .delivered = outcomes[0] {} else { Issue.record("expected delivered, got \(outcomes[0])") }
+        let received = try #require(f.apns.simulator.received.first)
+        #expect(received.pushType == .widgets && received.topic == "com.example.app.push-type.widgets")
+        #expect(received.payloadString == #"{"aps":{"content-changed":true}}"#)
+    }
+
+    /// `content` with a custom key `p` padded so that its payload is exactly `bytes` long.
+    static func padded(_ content: NotificationContent, to bytes: Int) -> NotificationContent {
+        var c = content
+        c.data["p"] = ""
+        let base = APNsPayload.encode(c).count
+        c.data["p"] = .string(String(repeating: "x", count: bytes - base))
+        return c
+    }
+
+    @Test func payloadLimitsAreCheckedBeforeSending() async throws {
+        let f = try TransportFixture.tokenAuth()
+        defer { f.apns.stop() }
+        let transport = try f.transport()
+        try await transport.start()
+        let alert = NotificationContent(alert: .text("x"))
+        var voip = NotificationContent(data: ["call": "1"])
+        voip.apns.pushType = .voip
+        let batch = [TransportFixture.delivery(1, content: Self.padded(alert, to: 4097)),
+                     TransportFixture.delivery(2, content: Self.padded(voip, to: 5121)),
+                     TransportFixture.delivery(3, content: Self.padded(alert, to: 4096)),
+                     TransportFixture.delivery(4, content: Self.padded(voip, to: 5120))]
+        #expect(batch.map(\.payload.count) == [4097, 5121, 4096, 5120])
+        let outcomes = await transport.deliver(batch)
+        await transport.shutdown()
+        #expect(outcomes[0] == .rejected(reason: "PayloadTooLarge: the payload is 4097 bytes; APNs accepts at most 4096 for alert notifications"))
+        #expect(outcomes[1] == .rejected(reason: "PayloadTooLarge: the payload is 5121 bytes; APNs accepts at most 5120 for voip notifications"))
+        #expect(outcomes[2] == .delivered(apnsID: batch[2].apnsID.uuidString.lowercased()))
+        #expect(outcomes[3] == .delivered(apnsID: batch[3].apnsID.uuidString.lowercased()))
+        // Nothing over the limit reached the server; the two at the limit arrived whole.
+        #expect(f.apns.simulator.counters.requests == 2)
+        let received = f.apns.simulator.received.sorted { $0.deviceToken < $1.deviceToken }
+        #expect(received.map(\.deviceToken) == [TransportFixture.token(3), TransportFixture.token(4)])
+        #expect(received.map(\.payload) == [batch[2].payload, batch[3].payload])
+    }
+}
