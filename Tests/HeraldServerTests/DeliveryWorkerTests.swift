@@ -124,6 +124,28 @@ import Testing
         stuck.open()
     }
 
+    @Test func aBrokenAppDoesNotHoldUpAnotherOnTheSameTransport() async throws {
+        // Everything for com.example.app fails (say its topic was revoked); org.other.app is fine.
+        let clock = TestClock()
+        let transport = ScriptedTransport(name: "t", clock: clock) { d in
+            d.app == TestDaemon.app ? .retry(after: nil, reason: "ServiceUnavailable") : .delivered(apnsID: nil)
+        }
+        let d = try await TestDaemon.start(clock: clock, transports: { _ in transport })
+        defer { Task { await d.stop() } }
+        for n in 1...20 { try await d.register(user: "u\(n)", token: TestDaemon.token(n)) }
+        try await d.register(user: "other", token: TestDaemon.token(99), app: "org.other.app")
+        let users = (1...20).map { "\"u\($0)\"" }.joined(separator: ",")
+        var broken: [String] = []
+        for _ in 0..<10 { broken.append(try await send(d, #"{"app":"com.example.app","users":[\#(users)],"alert":"x"}"#)) }
+        let healthy = try await send(d, #"{"app":"org.other.app","users":["other"],"alert":"x"}"#)
+
+        // The healthy app's notification is delivered on the first pass, without the clock moving.
+        #expect(await eventually { (try? await delivery(d, healthy)?["state"]) == "delivered" })
+        #expect(await eventually { transport.attempts.count == 201 })
+        for id in broken { #expect(try await delivery(d, id)?["state"] == "queued") }
+        #expect(transport.attempts.filter { $0.delivery.app == TestDaemon.app }.allSatisfy { $0.delivery.attempt == 1 })
+    }
+
     @Test func shutdownStopsCleanlyAndWaitingNotificationsSurviveARestart() async throws {
         let gate = GatedTransport(name: "t")
         let directory = try TemporaryDirectory(prefix: "herald-restart")
