@@ -46,7 +46,9 @@ final class CurlEngine: @unchecked Sendable {
     private var pausedUntil: UInt64 = 0
     /// Connection failures since the last answered request (a burst counts once).
     private var incidentsSinceAnswer = 0
-    private var lastIncident: UInt64 = 0
+    /// The loop turn of the last counted incident, and the current turn.
+    private var lastIncidentTurn = -1
+    private var turn = 0
     private var lastError = ""
     private var stopping = false
     /// Whether the current connection has answered a request. Until it has, only one request is
@@ -136,6 +138,7 @@ final class CurlEngine: @unchecked Sendable {
         var running: Int32 = 0
         var stopDeadline: UInt64 = .max
         while true {
+            turn &+= 1
             let now = Self.monotonic()
             let n = epoll_wait(epfd, &events, Int32(events.count), timeoutMilliseconds(now: now))
             // Cork the connection while libcurl writes its many small frames (HEADERS, DATA,
@@ -472,11 +475,13 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     /// Backs off after a failure without an answer. A burst (a GOAWAY or a drop failing every
-    /// stream at once) counts as one incident.
+    /// stream at once, which libcurl reports in one turn of the loop) counts as one incident;
+    /// every new connection that fails counts again, so a refused endpoint is retried at
+    /// 0, 100, 200, 400 ms … not as fast as the requests waiting for it.
     private func noteConnectionFailure(now: UInt64, message: String) {
         lastError = message
-        guard now > lastIncident + 50_000_000 else { return }
-        lastIncident = now
+        guard turn != lastIncidentTurn else { return }
+        lastIncidentTurn = turn
         settings.metrics.reconnects.increment()
         incidentsSinceAnswer += 1
         if incidentsSinceAnswer == 1 {

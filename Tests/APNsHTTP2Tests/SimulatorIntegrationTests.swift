@@ -435,3 +435,58 @@ final class ConnectProxy: @unchecked Sendable {
         #expect(prodAt > sandAt)
     }
 }
+
+/// A TCP listener on 127.0.0.1 port 0 that accepts each connection and closes it at once (a
+/// load balancer in front of a dead APNs), counting the connections.
+final class SlammingListener: @unchecked Sendable {
+    let port: Int
+    private let listener: Int32
+    private let count = Locked(0)
+    var connections: Int { count.value }
+
+    init() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.listener = listener
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
+        guard bound == 0, listen(listener, 64) == 0 else { throw TestSetupError("cannot listen on 127.0.0.1") }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        let fd = listener, count = self.count
+        Thread.detachNewThread {
+            while true {
+                let client = accept(fd, nil, nil)
+                if client < 0 { return }
+                count.withLock { $0 += 1 }
+                close(client)
+            }
+        }
+    }
+
+    func stop() { shutdown(listener, Int32(SHUT_RDWR)); close(listener) }
+}
+
+@Suite struct ReconnectBackoffTests {
+    @Test func aFailingEndpointIsRetriedWithBackoffNotAsFastAsRequestsWait() async throws {
+        let certs = try TestCertificates.shared()
+        let dead = try SlammingListener()
+        defer { dead.stop() }
+        let f = TransportFixture(apns: try HTTP2SimulatorHarness.tokenAuth(), certs: certs)
+        f.apns.stop()
+        let transport = try f.transport(["endpoint": .string("https://127.0.0.1:\(dead.port)"), "connectionRetries": 10, "timeout": "1s"])
+        try await transport.start()
+        let started = Date()
+        let outcomes = await transport.deliver((1...50).map { TransportFixture.delivery($0) })
+        let elapsed = Date().timeIntervalSince(started)
+        await transport.shutdown()
+        #expect(outcomes.allSatisfy { if case .retry = $0 { true } else { false } }, "\(outcomes.prefix(3))")
+        // Backoff 0, 0.1, 0.2, 0.4, 0.8 s …: a handful of connections in this time, not one per resend
+        // (50 requests × 11 sends).
+        let allowed = 2 + Int(log2(max(elapsed, 0.1) / 0.1 + 1)) + 2
+        #expect(dead.connections >= 2)
+        #expect(dead.connections <= allowed, "\(dead.connections) connections in \(elapsed) s")
+    }
+}
