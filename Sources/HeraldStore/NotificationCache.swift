@@ -15,7 +15,8 @@ struct CachedNotification {
 /// The queue's notifications whose deliveries wait for their first claim, by `seq`, so a claim
 /// need not read and parse the stored JSON.
 ///
-/// An entry leaves when its last waiting delivery is claimed (retries read the row again), so
+/// An entry leaves when its last waiting delivery is claimed for the first time (a retry uses
+/// the entry while it is there, else reads the row again), so
 /// the cache holds the backlog, never more than `limit` notifications; past the limit new
 /// notifications are simply not cached. Used only on the queue's writer thread.
 struct NotificationCache {
@@ -36,6 +37,9 @@ struct NotificationCache {
         if entry.unclaimed <= 1 { entries[seq] = nil } else { entries[seq]!.unclaimed -= 1 }
         return entry.notification
     }
+
+    /// The notification, if cached, without counting a claim (for retries).
+    func peek(_ seq: Int64) -> CachedNotification? { entries[seq]?.notification }
 
     mutating func remove(_ seq: Int64) { entries[seq] = nil }
 

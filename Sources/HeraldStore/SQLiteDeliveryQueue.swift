@@ -228,14 +228,15 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
     }
 
     /// Builds deliveries from rows. Runs on the writer thread (it uses the cache); `claiming`:
-    /// first claims, which the cache counts.
+    /// rows just claimed, whose first attempts the cache counts (retries only read it).
     private func deliveries(_ rows: [ClaimRow], transport: String, claiming: Bool, db: SQLiteDatabase) throws -> [ClaimedDelivery] {
         var result: [ClaimedDelivery] = []
         result.reserveCapacity(rows.count)
         var loaded: [Int64: CachedNotification] = [:]   // not cached: read once per claim
         for r in rows {
             let n: CachedNotification
-            if let c = (claiming ? cache.claim(r.seq) : nil) ?? loaded[r.seq] {
+            let cached = claiming ? (r.attempts == 1 ? cache.claim(r.seq) : cache.peek(r.seq)) : nil
+            if let c = cached ?? loaded[r.seq] {
                 n = c
             } else {
                 n = try notification(seq: r.seq, db: db)

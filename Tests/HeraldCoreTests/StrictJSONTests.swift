@@ -45,6 +45,16 @@ import Testing
         _ = try JSONValue.parse(fine)
     }
 
+    @Test func aByteOrderMarkIsSkippedAndStrayBytesAreShownInHex() throws {
+        #expect(try JSONValue.parse([0xEF, 0xBB, 0xBF] + Array(#"{"a":1}"#.utf8))["a"]?.intValue == 1)
+        do {
+            _ = try JSONValue.parse([0xFF, 0x7B, 0x7D])
+            Issue.record("parsed invalid JSON")
+        } catch {
+            #expect(error.message == "invalid JSON at line 1, column 1: unexpected byte 0xFF")
+        }
+    }
+
     @Test func errorsSayTheLineAndColumn() {
         do {
             _ = try JSONValue.parse("{\n  \"a\": 1,\n  \"b\": tru\n}")

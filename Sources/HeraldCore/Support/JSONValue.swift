@@ -14,7 +14,9 @@ public enum JSONValue: Sendable, Hashable {
 
     /// Parses a complete JSON document strictly (``StrictJSON``: no duplicate keys, no trailing data).
     /// - Throws: ``JSONValue/ParseError`` saying what was wrong and where (line and column).
+    /// A leading UTF-8 byte order mark (editors on Windows write one) is skipped.
     public static func parse(_ bytes: [UInt8]) throws(ParseError) -> JSONValue {
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { return try parse(Array(bytes.dropFirst(3))) }
         do {
             return try StrictJSON.parse(bytes)
         } catch {

@@ -52,7 +52,10 @@ package enum StrictJSON {
             case UInt8(ascii: "f"): try literal("false"); return .bool(false)
             case UInt8(ascii: "n"): try literal("null"); return .null
             case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try number())
-            default: throw error("unexpected character '\(Character(Unicode.Scalar(bytes[index])))'")
+            default:
+                let b = bytes[index]
+                throw error(b >= 0x21 && b < 0x7F ? "unexpected character '\(Character(Unicode.Scalar(b)))'"
+                                                  : "unexpected byte 0x\(String(b, radix: 16, uppercase: true))")
             }
         }
 
