@@ -18,10 +18,22 @@ struct Subprocess {
             posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0)
             posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0)
         }
+        // The child starts with default signal actions and no blocked signals (Herald ignores
+        // SIGPIPE, which a server like nghttpd must not inherit).
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var defaults = sigset_t(), none = sigset_t()
+        sigemptyset(&defaults)
+        sigaddset(&defaults, SIGPIPE)
+        sigemptyset(&none)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
         var argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
         var pid = pid_t()
-        let status = posix_spawn(&pid, executable, &actions, nil, &argv, environ)
+        let status = posix_spawn(&pid, executable, &actions, &attributes, &argv, environ)
         guard status == 0 else {
             throw APNsBenchmark.Failure(description: "cannot start \(executable): \(String(cString: strerror(status)))")
         }
@@ -46,6 +58,7 @@ struct Subprocess {
     static func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw APNsBenchmark.Failure(description: "pipe: \(String(cString: strerror(errno)))") }
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }  // dup2 in the child clears it on stdout/stderr
         let child: Subprocess
         do {
             child = try Subprocess(executable, arguments, output: fds[1])

@@ -15,6 +15,12 @@ import Glibc
 extension NotificationRequest {
     /// Longest `idempotency_key` accepted, in bytes.
     public static let maxIdempotencyKeyBytes = 256
+    /// Most `users` or `tokens` in one request.
+    public static let maxTargets = 100_000
+    /// Largest `badge` (APNs takes a 32-bit number).
+    public static let maxBadge = Int(Int32.max)
+    /// Longest `apns.collapse_id`, in bytes (Apple's limit).
+    public static let maxCollapseIDBytes = 64
 
     /// Reads an API body that is already parsed into a ``JSONValue``.
     /// - Throws: ``RequestIssues`` with every problem, each with its field path.
@@ -55,7 +61,7 @@ extension NotificationRequest {
             list.error("expected an array of strings, found \(list.value.typeDescription)")
             return []
         }
-        if items.count > 100_000 { list.error("at most 100000 entries per request, found \(items.count)"); return [] }
+        if items.count > maxTargets { list.error("at most \(maxTargets) entries per request, found \(items.count)"); return [] }
         var result: [String] = []
         result.reserveCapacity(items.count)
         for element in list.elements() {
@@ -107,7 +113,7 @@ extension NotificationContent {
             }
         }
         if let badge = node.int("badge") {
-            if badge < 0 || badge > Int(Int32.max) { node.error(at: "badge", "must be between 0 and \(Int32.max)") } else { content.badge = badge }
+            if badge < 0 || badge > NotificationRequest.maxBadge { node.error(at: "badge", "must be between 0 and \(NotificationRequest.maxBadge)") } else { content.badge = badge }
         }
         if let sound = node.child("sound") {
             switch sound.value {
@@ -166,7 +172,11 @@ extension NotificationContent {
             }
         }
         if let c = node.string("collapse_id") {
-            if c.utf8.count > 64 { node.error(at: "collapse_id", "must be at most 64 bytes, found \(c.utf8.count)") } else { o.collapseID = c }
+            if c.utf8.count > NotificationRequest.maxCollapseIDBytes {
+                node.error(at: "collapse_id", "must be at most \(NotificationRequest.maxCollapseIDBytes) bytes, found \(c.utf8.count)")
+            } else {
+                o.collapseID = c
+            }
         }
         o.threadID = node.string("thread_id")
         o.category = node.string("category")

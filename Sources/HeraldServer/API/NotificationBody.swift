@@ -42,7 +42,7 @@ extension StrictJSON.Parser {
             case "alert": content.alert = try p.check(content.alert, p.alert())
             case "badge":
                 let badge = try p.whole()
-                guard content.badge == nil, badge >= 0, badge <= Int(Int32.max) else { throw Unusual() }
+                guard content.badge == nil, badge >= 0, badge <= NotificationRequest.maxBadge else { throw Unusual() }
                 content.badge = badge
             case "sound": content.sound = try p.check(content.sound, .named(p.text()))
             case "data":
@@ -104,7 +104,7 @@ extension StrictJSON.Parser {
     /// `users` or `tokens`: non-empty strings.
     private mutating func targets() throws -> [String] {
         let list = try texts(nonEmpty: true)
-        if list.count > 100_000 { throw Unusual() }
+        if list.count > NotificationRequest.maxTargets { throw Unusual() }
         return list
     }
 
@@ -185,7 +185,7 @@ extension StrictJSON.Parser {
                 o.expiration = Int64(n)
             case "collapse_id":
                 let c = try p.text()
-                guard c.utf8.count <= 64 else { throw Unusual() }
+                guard c.utf8.count <= NotificationRequest.maxCollapseIDBytes else { throw Unusual() }
                 o.collapseID = c
             case "thread_id": o.threadID = try p.text()
             case "category": o.category = try p.text()
