@@ -2,6 +2,7 @@ import CCurl
 import Dispatch
 import FoundationEssentials
 import HeraldCore
+import HeraldCrypto
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -276,9 +277,27 @@ final class CurlEngine: @unchecked Sendable {
             finish(r, .retry(after: nil, reason: "no answer within \(timeoutText): \(why)"))
         }
         if now >= pausedUntil {
+            // The provider token is chosen as each request starts, not when it was queued: one
+            // queued, taken back or sent again across the 50-minute rollover must not carry an
+            // older token to a connection that has seen a newer one (APNs: 429 TooManyProviderTokenUpdates).
+            var token: Result<ProviderTokenCache.Token, CryptoError>? = nil
             while inFlight < limit && waitingHead < waiting.count {
                 let r = waiting[waitingHead]
                 waitingHead += 1
+                if let tokens = settings.tokens {
+                    if token == nil { token = Result(catching: { () throws(CryptoError) -> ProviderTokenCache.Token in try tokens.current() }) }
+                    switch token! {
+                    case .success(let current):
+                        // A request refreshed after ExpiredProviderToken already has the newest token.
+                        if r.token.map({ current.generation > $0.generation }) ?? true {
+                            r.token = current
+                            r.shapeKey.authorization = current.header
+                        }
+                    case .failure(let error):
+                        finish(r, .failed(reason: "cannot sign a provider token: \(error)"))
+                        continue
+                    }
+                }
                 begin(r, now: now)
             }
         }
