@@ -6,8 +6,8 @@ import HeraldCrypto
 
 /// The `apns-http2` transport: APNs' HTTP/2 provider API through libcurl.
 ///
-/// Token auth (ES256 JWT from a `.p8` key, one token shared by all connections) or certificate
-/// auth (mutual TLS). Each configured connection is a ``CurlEngine``: a libcurl multi handle on
+/// Token auth (ES256 JWT from a `.p8` key, one token shared by all connections, chosen as each
+/// request starts) or certificate auth (mutual TLS). Each configured connection is a ``CurlEngine``: a libcurl multi handle on
 /// its own thread multiplexing many streams. Apple's answers become outcomes through
 /// ``ResponseMapping``; a payload over Apple's limit is rejected without a request.
 public final class APNsHTTP2Transport: TransportPlugin {
@@ -65,6 +65,8 @@ public final class APNsHTTP2Transport: TransportPlugin {
             return batch.map { _ in .failed(reason: "transport \(name) was not started") }
         }
         let completion = BatchCompletion(count: batch.count)
+        // Signed here to fail the batch early when the key cannot sign; the engine sends each
+        // request with the token current when it starts (see CurlEngine.startWaiting).
         var token: ProviderTokenCache.Token? = nil
         if let tokens {
             do { token = try tokens.current() } catch {

@@ -2,6 +2,7 @@ import CCurl
 import Dispatch
 import FoundationEssentials
 import HeraldCore
+import HeraldCrypto
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -58,6 +59,12 @@ final class CurlEngine: @unchecked Sendable {
     private var warm = false
     /// libcurl closed a connection's socket during this loop turn.
     private var socketClosed = false
+    /// The local ports of connections that closed or failed during this loop turn: requests put
+    /// on one of them (``EasyHandle/localPort``) went with it; others never were on it.
+    private var lostPorts: Set<Int> = []
+    /// When a transfer last finished (monotonic nanoseconds): libcurl closes a connection idle
+    /// for longer than `idleTimeout` when the next request starts, and that request opens a new one.
+    private var lastDoneAt: UInt64 = 0
     /// When the connection last answered a request (monotonic nanoseconds).
     private var lastAnswerAt: UInt64 = 0
     /// Requests that failed alone (see ``failedAlone(_:_:)``) since the last answer, and the last error.
@@ -177,18 +184,27 @@ final class CurlEngine: @unchecked Sendable {
                     drainCompleted()
                     if inFlight == before || inFlight == 0 { break }
                 }
-                if socketClosed && loneFailuresSinceAnswer > 0 {
+                let now = Self.monotonic()
+                // A request libcurl had put on a connection that closed or failed: the connection
+                // was lost under it. A close that took none (libcurl closing a connection idle past
+                // `idleTimeout` as the next request opens a new one) is no failure.
+                let lost = all.contains { $0.request != nil && $0.localPort != 0 && lostPorts.contains($0.localPort) }
+                let idleClose = lastDoneAt != 0 && now &- lastDoneAt > idleNanoseconds
+                if socketClosed && loneFailuresSinceAnswer > 0 && (lost || !idleClose) {
                     // Streams that failed "alone" just before the connection closed: the connection failed.
-                    noteConnectionFailure(now: Self.monotonic(), message: lastLoneFailure)
-                    loneFailuresSinceAnswer = 0
+                    noteConnectionFailure(now: now, message: lastLoneFailure)
                 }
+                if socketClosed { loneFailuresSinceAnswer = 0 }
+                let failed = pendingAbort || lost
                 socketClosed = false
                 pendingAbort = false
-                if inFlight > 0 {
+                if failed && inFlight > 0 {
                     connectionLost(message: lastError.isEmpty ? "the connection closed" : lastError)
                 } else {
+                    // The next connection is a new one: one stream until it answers.
                     warm = false
                 }
+                lostPorts.removeAll(keepingCapacity: true)
             }
             startWaiting()
             if stopping {
@@ -203,6 +219,9 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     private var waitingCount: Int { waiting.count - waitingHead }
+
+    /// `idleTimeout` as libcurl applies it (whole seconds, at least one; see ``EasyHandle``).
+    private var idleNanoseconds: UInt64 { UInt64(max(1, Int(settings.configuration.idleTimeout))) * 1_000_000_000 }
 
     /// The configured `timeout` for messages: `10 s`, `300 ms`.
     private var timeoutText: String {
@@ -243,6 +262,11 @@ final class CurlEngine: @unchecked Sendable {
 
     private func startWaiting() {
         let now = Self.monotonic()
+        if warm && inFlight == 0 && lastDoneAt != 0 && now &- lastDoneAt >= idleNanoseconds {
+            // Idle past `idleTimeout`: libcurl will close the connection and open a new one for
+            // the next request, which APNs lets carry one stream until it answers.
+            warm = false
+        }
         let limit = warm ? settings.configuration.maxConcurrentStreams : 1
         // Give up on requests that waited too long (paused connection, starved streams). The queue
         // is in deadline order (appended with now + timeout; see connectionLost), so the head decides.
@@ -253,9 +277,27 @@ final class CurlEngine: @unchecked Sendable {
             finish(r, .retry(after: nil, reason: "no answer within \(timeoutText): \(why)"))
         }
         if now >= pausedUntil {
+            // The provider token is chosen as each request starts, not when it was queued: one
+            // queued, taken back or sent again across the 50-minute rollover must not carry an
+            // older token to a connection that has seen a newer one (APNs: 429 TooManyProviderTokenUpdates).
+            var token: Result<ProviderTokenCache.Token, CryptoError>? = nil
             while inFlight < limit && waitingHead < waiting.count {
                 let r = waiting[waitingHead]
                 waitingHead += 1
+                if let tokens = settings.tokens {
+                    if token == nil { token = Result(catching: { () throws(CryptoError) -> ProviderTokenCache.Token in try tokens.current() }) }
+                    switch token! {
+                    case .success(let current):
+                        // A request refreshed after ExpiredProviderToken already has the newest token.
+                        if r.token.map({ current.generation > $0.generation }) ?? true {
+                            r.token = current
+                            r.shapeKey.authorization = current.header
+                        }
+                    case .failure(let error):
+                        finish(r, .failed(reason: "cannot sign a provider token: \(error)"))
+                        continue
+                    }
+                }
                 begin(r, now: now)
             }
         }
@@ -316,6 +358,7 @@ final class CurlEngine: @unchecked Sendable {
             curl_multi_remove_handle(multi, handle)
             guard let privatePointer else { continue }
             let easy = Unmanaged<EasyHandle>.fromOpaque(privatePointer).takeUnretainedValue()
+            lastDoneAt = Self.monotonic()
             inFlight -= 1
             settings.metrics.inFlight.add(-1)
             if let request = easy.request {
@@ -363,6 +406,7 @@ final class CurlEngine: @unchecked Sendable {
         } else {
             noteConnectionFailure(now: now, message: message)
             pendingAbort = true
+            if easy.localPort != 0 { lostPorts.insert(easy.localPort) }
         }
         if r.retriesLeft > 0 && !stopping {
             r.retriesLeft -= 1
@@ -439,13 +483,16 @@ final class CurlEngine: @unchecked Sendable {
     /// first answer, which makes libcurl drop that connection too. So take every in-flight
     /// request back, and let them go again one at a time until the new connection answers.
     /// Requests that were answered have completed already; these got no answer.
+    ///
+    /// Only a request that was on the lost connection spends one of its `connectionRetries`; one
+    /// libcurl had not put on it yet (waiting for a stream, or for the next connection) goes again free.
     private func connectionLost(message: String) {
         warm = false
-        noteConnectionFailure(now: Self.monotonic(), message: message)
-        var taken: [PendingRequest] = []
+        var taken: [(request: PendingRequest, wasOnIt: Bool)] = []
         for easy in all where easy.request != nil {
+            let wasOnIt = easy.localPort != 0 && lostPorts.contains(easy.localPort)
             curl_multi_remove_handle(multi, easy.handle)
-            taken.append(easy.request!)
+            taken.append((easy.request!, wasOnIt))
             easy.shape?.inUse -= 1
             easy.request = nil
             easy.shape = nil
@@ -454,6 +501,7 @@ final class CurlEngine: @unchecked Sendable {
             settings.metrics.inFlight.add(-1)
         }
         guard !taken.isEmpty else { return }
+        if taken.contains(where: \.wasOnIt) { noteConnectionFailure(now: Self.monotonic(), message: message) }
         // Each take-back is a resend: a request whose connections keep failing under it is left
         // to the dispatcher's backoff after `connectionRetries`, like one libcurl failed itself.
         // They go first, with no later deadline than the queue's head: the queue stays in deadline
@@ -461,8 +509,13 @@ final class CurlEngine: @unchecked Sendable {
         var deadline = Self.monotonic() + UInt64(settings.configuration.timeout * 1e9)
         if waitingHead < waiting.count { deadline = min(deadline, waiting[waitingHead].waitDeadline) }
         var again: [PendingRequest] = []
-        for r in taken {
-            if r.retriesLeft > 0 && !stopping {
+        for (r, wasOnIt) in taken {
+            if stopping {
+                finish(r, .retry(after: nil, reason: "no answer: \(message)"))
+            } else if !wasOnIt {
+                r.waitDeadline = deadline
+                again.append(r)
+            } else if r.retriesLeft > 0 {
                 r.retriesLeft -= 1
                 r.waitDeadline = deadline
                 again.append(r)
@@ -553,6 +606,17 @@ final class CurlEngine: @unchecked Sendable {
     func socketClosing(_ fd: Int32) {
         if watched.remove(fd) != nil { epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nil) }
         socketClosed = true
+        var address = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard named == 0 else { return }
+        let port: UInt16 = withUnsafeBytes(of: &address) { raw in
+            // sin_port and sin6_port are both at offset 2, in network byte order.
+            UInt16(raw[2]) << 8 | UInt16(raw[3])
+        }
+        if port != 0 { lostPorts.insert(Int(port)) }
     }
 
     fileprivate func timerChanged(_ milliseconds: Int) {

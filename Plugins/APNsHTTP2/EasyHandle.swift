@@ -13,6 +13,9 @@ final class EasyHandle {
     var shape: HeaderShape?
     private(set) var body: [UInt8] = []
     private(set) var retryAfter: TimeInterval?
+    /// The local port of the connection the current request was sent on (0 until libcurl put it
+    /// on a connection): which requests a closed connection took with it.
+    fileprivate(set) var localPort = 0
     private let headers = RequestHeaders()
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
 
@@ -53,6 +56,8 @@ final class EasyHandle {
         }
         herald_curl_easy_setopt_closesocket_callback(handle, closeSocketCallback)
         herald_curl_easy_setopt_pointer(handle, CURLOPT_CLOSESOCKETDATA, engine)
+        herald_curl_easy_setopt_prereq_callback(handle, prereqCallback)
+        herald_curl_easy_setopt_pointer(handle, CURLOPT_PREREQDATA, me)
         herald_curl_easy_setopt_data_callback(handle, CURLOPT_HEADERFUNCTION, headerCallback)
         herald_curl_easy_setopt_pointer(handle, CURLOPT_HEADERDATA, me)
         herald_curl_easy_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION, writeCallback)
@@ -76,6 +81,7 @@ final class EasyHandle {
         self.shape = shape
         body.removeAll(keepingCapacity: true)
         retryAfter = nil
+        localPort = 0
         errorBuffer[0] = 0
         herald_curl_easy_setopt_string(handle, CURLOPT_URL, r.url)
         // Not copied: the request keeps the bytes alive until the transfer leaves the multi handle.
@@ -129,6 +135,12 @@ private let writeCallback: herald_curl_data_callback = { pointer, size, count, u
     let data = UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: total)
     Unmanaged<EasyHandle>.fromOpaque(user).takeUnretainedValue().append(data)
     return total
+}
+
+/// libcurl put the request on a connection (new or reused), just before sending it.
+private let prereqCallback: herald_curl_prereq_callback = { user, _, _, _, localPort in
+    if let user { Unmanaged<EasyHandle>.fromOpaque(user).takeUnretainedValue().localPort = Int(localPort) }
+    return 0  // CURL_PREREQFUNC_OK
 }
 
 private let closeSocketCallback: herald_curl_closesocket_callback = { engine, socket in

@@ -20,6 +20,9 @@ static inline CURLcode herald_curl_easy_setopt_data_callback(CURL *h, CURLoption
 typedef int (*herald_curl_closesocket_callback)(void *clientp, curl_socket_t item);
 static inline CURLcode herald_curl_easy_setopt_closesocket_callback(CURL *h, herald_curl_closesocket_callback cb) { return curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, cb); }
 
+typedef int (*herald_curl_prereq_callback)(void *clientp, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port, int conn_local_port);
+static inline CURLcode herald_curl_easy_setopt_prereq_callback(CURL *h, herald_curl_prereq_callback cb) { return curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, cb); }
+
 typedef int (*herald_curl_socket_callback)(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp);
 typedef int (*herald_curl_timer_callback)(CURLM *multi, long timeout_ms, void *userp);
 static inline CURLMcode herald_curl_multi_setopt_long(CURLM *m, CURLMoption o, long v) { return curl_multi_setopt(m, o, v); }

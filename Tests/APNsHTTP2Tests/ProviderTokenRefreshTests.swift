@@ -54,11 +54,18 @@ import Testing
         }
         #expect(transport.tokens?.generation == 1)
 
-        // 25 minutes later: one new token for all five requests, refused as well: give up.
+        // 25 minutes later: the first request's refusal makes one new token, refused as well: give
+        // up. The four behind it start with that new token (never the refused older one after
+        // it) and are refused too: no new token before it is 20 minutes old.
         clock.advance(by: 25 * 60)
         apple.advance(by: 25 * 60)
         let refreshed = await transport.deliver((6...10).map { TransportFixture.delivery($0) })
-        #expect(refreshed == Array(repeating: .retry(after: nil, reason: "ExpiredProviderToken even with a new provider token: APNs judges a provider token's age by its iat, so check this host's system clock (NTP)"), count: 5))
+        #expect(refreshed[0] == .retry(after: nil, reason: "ExpiredProviderToken even with a new provider token: APNs judges a provider token's age by its iat, so check this host's system clock (NTP)"))
+        for outcome in refreshed.dropFirst() {
+            guard case .retry(let after, let reason) = outcome else { Issue.record("expected retry, got \(outcome)"); continue }
+            #expect(after == ProviderTokenCache.minimumAge)
+            #expect(reason.hasPrefix("ExpiredProviderToken for a provider token made 0 s ago"), "\(reason)")
+        }
         #expect(transport.tokens?.generation == 2)
 
         // And the next batch does not make a third token.
@@ -66,7 +73,7 @@ import Testing
         await transport.shutdown()
         #expect(again.allSatisfy { if case .retry = $0 { return true }; return false }, "\(again)")
         #expect(transport.tokens?.generation == 2)
-        #expect(f.apns.simulator.counters.rejected == ["ExpiredProviderToken": 5 + 10 + 5])
+        #expect(f.apns.simulator.counters.rejected == ["ExpiredProviderToken": 5 + (2 + 4) + 5])
         #expect(f.apns.simulator.received.isEmpty)
     }
 
@@ -89,5 +96,70 @@ import Testing
         #expect(Set(f.apns.simulator.received.compactMap(\.tokenIssuedAt)) == [firstIAT])
         #expect(transport.tokens?.generation == 1)
         #expect(f.apns.simulator.counters.rejected.isEmpty)
+    }
+
+    /// On each connection, the `iat` of the tokens the simulator accepted never goes back.
+    static func tokensNeverGoBack(_ received: [ReceivedNotification]) -> Bool {
+        Dictionary(grouping: received, by: \.connectionID).values.allSatisfy { list in
+            let iats = list.sorted { $0.time < $1.time }.compactMap(\.tokenIssuedAt)
+            return zip(iats, iats.dropFirst()).allSatisfy { $0 <= $1 }
+        }
+    }
+
+    /// A request queued before the 50-minute rollover and sent after it carries the new token.
+    @Test func aRequestQueuedAcrossTheRolloverIsSentWithTheNewToken() async throws {
+        let clock = TestClock(start: Date())
+        let silent = TransportFixture.token(99)
+        var faults = HTTP2Faults()
+        faults.unansweredTokens = [silent]
+        let f = try TransportFixture.tokenAuth(faults: faults, clock: clock)
+        defer { f.apns.stop() }
+        let transport = try f.transport(["maxConcurrentStreams": 1, "timeout": "1s", "connectionRetries": 0], clock: clock)
+        try await transport.start()
+        let warm = await transport.deliver([TransportFixture.delivery(1)])
+        let firstIAT = Self.iat(clock.now)
+        // The silent request holds the only stream; request 2 waits behind it with the token of its batch.
+        async let held = transport.deliver([TransportFixture.delivery(99), TransportFixture.delivery(2)])
+        try await Task.sleep(nanoseconds: 300_000_000)
+        clock.advance(by: 51 * 60)
+        let outcomes = await held
+        await transport.shutdown()
+        #expect(Self.delivered(warm) && Self.delivered([outcomes[1]]), "\(warm) \(outcomes)")
+        let received = f.apns.simulator.received
+        let late = try #require(received.first { $0.deviceToken == TransportFixture.token(2) })
+        #expect(late.tokenIssuedAt == Self.iat(clock.now))
+        #expect(late.tokenIssuedAt != firstIAT)
+        #expect(transport.tokens?.generation == 2)
+        #expect(f.apns.simulator.counters.rejected["TooManyProviderTokenUpdates"] == nil)
+    }
+
+    /// A request sent again alone after the rollover (its stream failed while the connection
+    /// answered newer requests) does not take the older token back to that connection.
+    @Test func aResendAfterTheRolloverNeverSendsAnOlderToken() async throws {
+        let clock = TestClock(start: Date())
+        let silent = TransportFixture.token(99)
+        var faults = HTTP2Faults()
+        faults.unansweredTokens = [silent]
+        let f = try TransportFixture.tokenAuth(faults: faults, clock: clock)
+        defer { f.apns.stop() }
+        let transport = try f.transport(["maxConcurrentStreams": 10, "timeout": "1s", "connectionRetries": 1], clock: clock)
+        try await transport.start()
+        let warm = await transport.deliver([TransportFixture.delivery(1)])
+        async let held = transport.deliver([TransportFixture.delivery(99)])
+        try await Task.sleep(nanoseconds: 300_000_000)
+        clock.advance(by: 51 * 60)
+        // A new token on the connection while the silent request (old token) is in flight.
+        let newer = await transport.deliver((2...5).map { TransportFixture.delivery($0) })
+        let silentOutcome = await held
+        await transport.shutdown()
+        #expect(Self.delivered(warm) && Self.delivered(newer), "\(warm) \(newer)")
+        // Sent twice, never answered: no answer, and not 429 for an old token.
+        guard case .retry(_, let reason) = silentOutcome[0] else { Issue.record("expected retry, got \(silentOutcome)"); return }
+        #expect(reason.hasPrefix("no answer"), "\(reason)")
+        #expect(f.apns.simulator.counters.rejected["TooManyProviderTokenUpdates"] == nil)
+        let received = f.apns.simulator.received
+        #expect(Set(received.map(\.connectionID)).count == 1)
+        #expect(Set(received.compactMap(\.tokenIssuedAt)).count == 2)
+        #expect(Self.tokensNeverGoBack(received))
     }
 }

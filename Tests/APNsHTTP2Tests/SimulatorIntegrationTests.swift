@@ -392,6 +392,31 @@ final class ConnectProxy: @unchecked Sendable {
         #expect(connections[2] != connections[1], "a connection idle longer than idleTimeout must not be reused")
     }
 
+    /// libcurl closes a connection idle past `idleTimeout` in the same step in which it opens the
+    /// next one: that close is no failure, and the requests on the new connection are not taken back.
+    @Test func closingAnIdleConnectionIsNoFailure() async throws {
+        let f = try TransportFixture.tokenAuth()
+        defer { f.apns.stop() }
+        let metrics = MetricsRegistry()
+        let transport = try f.transport(["idleTimeout": "1s", "connectionRetries": 0], metrics: metrics)
+        try await transport.start()
+        let first = await transport.deliver([TransportFixture.delivery(1)])
+        try await Task.sleep(nanoseconds: 2_100_000_000)
+        let one = await transport.deliver([TransportFixture.delivery(2)])
+        try await Task.sleep(nanoseconds: 2_100_000_000)
+        // A burst after an idle gap goes to a new connection: one request until it answers.
+        let burst = await transport.deliver((3...12).map { TransportFixture.delivery($0) })
+        await transport.shutdown()
+        let outcomes = first + one + burst
+        #expect(outcomes.allSatisfy { if case .delivered = $0 { true } else { false } }, "\(outcomes)")
+        #expect(metrics.total("herald_apns_connection_failures_total") == 0)
+        #expect(metrics.total("herald_apns_requests_without_answer_total") == 0)
+        let received = f.apns.simulator.received
+        #expect(received.count == 12)
+        #expect(Set(received.map(\.connectionID)).count == 3, "a connection idle longer than idleTimeout must not be reused")
+        #expect(f.apns.simulator.counters.requests == 12, "nothing was sent twice")
+    }
+
     @Test func anUnreachableTransportDoesNotHoldUpAnother() async throws {
         let f = try TransportFixture.tokenAuth()
         defer { f.apns.stop() }
