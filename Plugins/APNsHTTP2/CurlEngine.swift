@@ -27,49 +27,54 @@ struct EngineSettings: Sendable {
 /// exponentially, so an unreachable or flapping APNs is not hammered; when only its stream
 /// failed (reset, or its deadline while the connection kept answering) only it is sent again.
 final class CurlEngine: @unchecked Sendable {
-    private let settings: EngineSettings
-    private let index: Int
-    private let multi: UnsafeMutableRawPointer
-    private let epfd: Int32
-    private let wakeFD: Int32
-    private let inbox = Locked<(requests: [PendingRequest], stopping: Bool)>(([], false))
-    private let stopped = DispatchSemaphore(value: 0)
+    let settings: EngineSettings
+    let index: Int
+    let multi: UnsafeMutableRawPointer
+    let epfd: Int32
+    let wakeFD: Int32
+    let inbox = Locked<(requests: [PendingRequest], stopping: Bool)>(([], false))
+    let stopped = DispatchSemaphore(value: 0)
 
     // Engine-thread state.
-    private var waiting: [PendingRequest] = []
-    private var waitingHead = 0
-    private var inFlight = 0
-    private var idle: [EasyHandle] = []
-    private var all: [EasyHandle] = []
-    private var shapes: [HeaderShape.Key: HeaderShape] = [:]
-    private var watched: Set<Int32> = []
-    private var curlTimerDeadline: UInt64? = nil
-    private var pausedUntil: UInt64 = 0
+    var waiting: [PendingRequest] = []
+    var waitingHead = 0
+    var inFlight = 0
+    var idle: [EasyHandle] = []
+    var all: [EasyHandle] = []
+    var shapes: [HeaderShape.Key: HeaderShape] = [:]
+    var watched: Set<Int32> = []
+    var curlTimerDeadline: UInt64? = nil
+    var pausedUntil: UInt64 = 0
     /// Connection failures since the last answered request (a burst counts once).
-    private var incidentsSinceAnswer = 0
+    var incidentsSinceAnswer = 0
     /// The loop turn of the last counted incident, and the current turn.
-    private var lastIncidentTurn = -1
-    private var turn = 0
-    private var lastError = ""
-    private var stopping = false
+    var lastIncidentTurn = -1
+    var turn = 0
+    var lastError = ""
+    var stopping = false
     /// Whether the current connection has answered a request. Until it has, only one request is
     /// in flight: APNs allows a single stream on a new token-auth connection until a request with
     /// a valid token succeeds, and libcurl 7.88 closes the whole connection when a stream is
     /// refused, so sending more first would only churn connections.
-    private var warm = false
+    var warm = false
     /// libcurl closed a connection's socket during this loop turn.
-    private var socketClosed = false
+    var socketClosed = false
     /// The local ports of connections that closed or failed during this loop turn: requests put
     /// on one of them (``EasyHandle/localPort``) went with it; others never were on it.
-    private var lostPorts: Set<Int> = []
+    var lostPorts: Set<Int> = []
     /// When a transfer last finished (monotonic nanoseconds): libcurl closes a connection idle
     /// for longer than `idleTimeout` when the next request starts, and that request opens a new one.
-    private var lastDoneAt: UInt64 = 0
+    var lastDoneAt: UInt64 = 0
     /// When the connection last answered a request (monotonic nanoseconds).
-    private var lastAnswerAt: UInt64 = 0
+    var lastAnswerAt: UInt64 = 0
     /// Requests that failed alone (see ``failedAlone(_:_:)``) since the last answer, and the last error.
-    private var loneFailuresSinceAnswer = 0
-    private var lastLoneFailure = ""
+    var loneFailuresSinceAnswer = 0
+    var lastLoneFailure = ""
+    /// A transfer failed its connection this turn: take back what is in flight.
+    var pendingAbort = false
+    /// The newest provider token generations this engine logged a refresh, and a clock warning, for.
+    var loggedRefresh = 0
+    var loggedClockWarning = 0
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
@@ -133,14 +138,14 @@ final class CurlEngine: @unchecked Sendable {
         }
     }
 
-    private func wake() {
+    func wake() {
         var one: UInt64 = 1
         _ = write(wakeFD, &one, 8)
     }
 
     // MARK: Event loop
 
-    private func run() {
+    func run() {
         var events = [epoll_event](repeating: epoll_event(), count: 64)
         var running: Int32 = 0
         var stopDeadline: UInt64 = .max
@@ -218,25 +223,25 @@ final class CurlEngine: @unchecked Sendable {
         stopped.signal()
     }
 
-    private var waitingCount: Int { waiting.count - waitingHead }
+    var waitingCount: Int { waiting.count - waitingHead }
 
     /// `idleTimeout` as libcurl applies it (whole seconds, at least one; see ``EasyHandle``).
-    private var idleNanoseconds: UInt64 { UInt64(max(1, Int(settings.configuration.idleTimeout))) * 1_000_000_000 }
+    var idleNanoseconds: UInt64 { UInt64(max(1, Int(settings.configuration.idleTimeout))) * 1_000_000_000 }
 
     /// The configured `timeout` for messages: `10 s`, `300 ms`.
-    private var timeoutText: String {
+    var timeoutText: String {
         let t = settings.configuration.timeout
         return t >= 1 && t == t.rounded() ? "\(Int(t)) s" : "\(Int((t * 1000).rounded())) ms"
     }
 
-    private func setCork(_ on: Bool) {
+    func setCork(_ on: Bool) {
         var value: Int32 = on ? 1 : 0
         for fd in watched {
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_CORK, &value, socklen_t(MemoryLayout<Int32>.size))
         }
     }
 
-    private func timeoutMilliseconds(now: UInt64) -> Int32 {
+    func timeoutMilliseconds(now: UInt64) -> Int32 {
         var until: UInt64 = now + 1_000_000_000
         if let t = curlTimerDeadline { until = min(until, t) }
         if waitingCount > 0 {
@@ -246,7 +251,7 @@ final class CurlEngine: @unchecked Sendable {
         return until <= now ? 0 : Int32(min((until - now + 999_999) / 1_000_000, 1000))
     }
 
-    private func takeInbox() {
+    func takeInbox() {
         let (requests, stop) = inbox.withLock { box -> ([PendingRequest], Bool) in
             let r = box.requests
             box.requests.removeAll(keepingCapacity: true)
@@ -260,7 +265,7 @@ final class CurlEngine: @unchecked Sendable {
         }
     }
 
-    private func startWaiting() {
+    func startWaiting() {
         let now = Self.monotonic()
         if warm && inFlight == 0 && lastDoneAt != 0 && now &- lastDoneAt >= idleNanoseconds {
             // Idle past `idleTimeout`: libcurl will close the connection and open a new one for
@@ -312,7 +317,7 @@ final class CurlEngine: @unchecked Sendable {
 
     // MARK: Requests
 
-    private func shape(for key: HeaderShape.Key) -> HeaderShape {
+    func shape(for key: HeaderShape.Key) -> HeaderShape {
         if let s = shapes[key] { return s }
         if shapes.count > 256 {
             for (k, s) in shapes where s.inUse == 0 { shapes[k] = nil }
@@ -322,7 +327,7 @@ final class CurlEngine: @unchecked Sendable {
         return s
     }
 
-    private func begin(_ r: PendingRequest, now: UInt64) {
+    func begin(_ r: PendingRequest, now: UInt64) {
         let easy: EasyHandle
         if let reused = idle.popLast() {
             easy = reused
@@ -348,7 +353,7 @@ final class CurlEngine: @unchecked Sendable {
         }
     }
 
-    private func drainCompleted() {
+    func drainCompleted() {
         var left: Int32 = 0
         while let message = curl_multi_info_read(multi, &left) {
             guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
@@ -371,7 +376,7 @@ final class CurlEngine: @unchecked Sendable {
         }
     }
 
-    private func completed(_ r: PendingRequest, easy: EasyHandle, code: CURLcode) {
+    func completed(_ r: PendingRequest, easy: EasyHandle, code: CURLcode) {
         let now = Self.monotonic()
         if code == CURLE_OK {
             var status = 0
@@ -417,153 +422,20 @@ final class CurlEngine: @unchecked Sendable {
         }
     }
 
-    private var pendingAbort = false
+    var responseCounters: [Int: Counter] = [:]
 
-    /// Whether a transfer failed without its connection failing: the server reset its stream
-    /// (`CURLE_HTTP2_STREAM`) on a connection that has answered, or its deadline passed while the
-    /// connection answered requests meanwhile. Anything else (`CURLE_HTTP2`, send, receive, TLS and
-    /// connect errors, a deadline on a silent connection) is the connection's failure.
-    private func failedAlone(_ code: CURLcode, _ r: PendingRequest) -> Bool {
-        switch code {
-        case CURLE_HTTP2_STREAM: return warm
-        case CURLE_OPERATION_TIMEDOUT: return lastAnswerAt > r.startedAt
-        default: return false
-        }
-    }
-
-    /// The newest provider token generations this engine logged a refresh, and a clock warning, for.
-    private var loggedRefresh = 0
-    private var loggedClockWarning = 0
-
-    /// 403 ExpiredProviderToken: send `r` again once, with a newer token. The cache makes no
-    /// token younger than its minimum age (APNs would answer 429 TooManyProviderTokenUpdates,
-    /// and a token that young can only be "expired" when this host's clock is wrong).
-    private func resendWithNewerToken(_ r: PendingRequest, reason: String, now: UInt64) {
-        let clockHint = "APNs judges a provider token's age by its iat, so check this host's system clock (NTP)"
-        guard let tokens = settings.tokens, let used = r.token, !r.refreshedToken else {
-            if let used = r.token, used.generation > loggedClockWarning {
-                loggedClockWarning = used.generation
-                settings.logger.warning("APNs says a provider token made just now expired; check the system clock", ["engine": String(index)])
-            }
-            finish(r, .retry(after: nil, reason: "\(reason) even with a new provider token: \(clockHint)"))
-            return
-        }
-        let refresh: ProviderTokenCache.Refresh
-        do {
-            refresh = try tokens.refresh(after: used)
-        } catch {
-            finish(r, .failed(reason: "cannot sign a provider token: \(error)"))
-            return
-        }
-        switch refresh {
-        case .tooSoon(let age):
-            if used.generation > loggedClockWarning {
-                loggedClockWarning = used.generation
-                settings.logger.warning("APNs says a provider token made \(Int(age)) s ago expired; check the system clock",
-                                        ["engine": String(index)])
-            }
-            let wait = ProviderTokenCache.minimumAge - age
-            finish(r, .retry(after: wait, reason: "\(reason) for a provider token made \(Int(age)) s ago: \(clockHint); "
-                                 + "no new token is made before the current one is \(Int(ProviderTokenCache.minimumAge / 60)) minutes old"))
-        case .token(let fresh):
-            if fresh.generation > loggedRefresh {
-                loggedRefresh = fresh.generation
-                settings.logger.notice("provider token refreshed after ExpiredProviderToken", ["engine": String(index)])
-            }
-            r.refreshedToken = true
-            r.token = fresh
-            r.shapeKey.authorization = fresh.header
-            r.waitDeadline = now + UInt64(settings.configuration.timeout * 1e9)
-            waiting.append(r)
-        }
-    }
-
-    /// The connection died (GOAWAY, reset, close) with requests in flight. libcurl would resend
-    /// them all at once on a fresh connection, where APNs refuses all but one stream before the
-    /// first answer, which makes libcurl drop that connection too. So take every in-flight
-    /// request back, and let them go again one at a time until the new connection answers.
-    /// Requests that were answered have completed already; these got no answer.
-    ///
-    /// Only a request that was on the lost connection spends one of its `connectionRetries`; one
-    /// libcurl had not put on it yet (waiting for a stream, or for the next connection) goes again free.
-    private func connectionLost(message: String) {
-        warm = false
-        var taken: [(request: PendingRequest, wasOnIt: Bool)] = []
-        for easy in all where easy.request != nil {
-            let wasOnIt = easy.localPort != 0 && lostPorts.contains(easy.localPort)
-            curl_multi_remove_handle(multi, easy.handle)
-            taken.append((easy.request!, wasOnIt))
-            easy.shape?.inUse -= 1
-            easy.request = nil
-            easy.shape = nil
-            idle.append(easy)
-            inFlight -= 1
-            settings.metrics.inFlight.add(-1)
-        }
-        guard !taken.isEmpty else { return }
-        if taken.contains(where: \.wasOnIt) { noteConnectionFailure(now: Self.monotonic(), message: message) }
-        // Each take-back is a resend: a request whose connections keep failing under it is left
-        // to the dispatcher's backoff after `connectionRetries`, like one libcurl failed itself.
-        // They go first, with no later deadline than the queue's head: the queue stays in deadline
-        // order, so giving up at the head alone keeps every request's wait within `timeout`.
-        var deadline = Self.monotonic() + UInt64(settings.configuration.timeout * 1e9)
-        if waitingHead < waiting.count { deadline = min(deadline, waiting[waitingHead].waitDeadline) }
-        var again: [PendingRequest] = []
-        for (r, wasOnIt) in taken {
-            if stopping {
-                finish(r, .retry(after: nil, reason: "no answer: \(message)"))
-            } else if !wasOnIt {
-                r.waitDeadline = deadline
-                again.append(r)
-            } else if r.retriesLeft > 0 {
-                r.retriesLeft -= 1
-                r.waitDeadline = deadline
-                again.append(r)
-            } else {
-                finish(r, .retry(after: nil, reason: "no answer: \(message)"))
-            }
-        }
-        waiting = again + waiting[waitingHead...]
-        waitingHead = 0
-    }
-
-    /// Backs off after a failure without an answer. A burst (a GOAWAY or a drop failing every
-    /// stream at once, which libcurl reports in one turn of the loop) counts as one incident;
-    /// every new connection that fails counts again, so a refused endpoint is retried at
-    /// 0, 100, 200, 400 ms … not as fast as the requests waiting for it.
-    private func noteConnectionFailure(now: UInt64, message: String) {
-        lastError = message
-        guard turn != lastIncidentTurn else { return }
-        lastIncidentTurn = turn
-        settings.metrics.reconnects.increment()
-        incidentsSinceAnswer += 1
-        if incidentsSinceAnswer == 1 {
-            // A connection that worked and then closed (GOAWAY, idle close, a reset): reconnect at once.
-            settings.logger.info("APNs connection closed; reconnecting", ["error": message, "engine": String(index)])
-            return
-        }
-        // Failing again before any answer: back off exponentially, 100 ms up to 30 s, with jitter.
-        let backoff = min(0.1 * pow(2, Double(incidentsSinceAnswer - 2)), 30)
-        let jittered = backoff * Double.random(in: 0.8...1.0)
-        pausedUntil = max(pausedUntil, now + UInt64(jittered * 1e9))
-        settings.logger.warning("APNs connection failed again; backing off",
-                                ["error": message, "backoff_ms": String(Int(jittered * 1000)), "engine": String(index)])
-    }
-
-    private var responseCounters: [Int: Counter] = [:]
-
-    private func responseCounter(_ status: Int) -> Counter {
+    func responseCounter(_ status: Int) -> Counter {
         if let c = responseCounters[status] { return c }
         let c = settings.metrics.responses(status: status)
         responseCounters[status] = c
         return c
     }
 
-    private func finish(_ r: PendingRequest, _ outcome: DeliveryOutcome) {
+    func finish(_ r: PendingRequest, _ outcome: DeliveryOutcome) {
         r.batch.complete(r.slot, outcome)
     }
 
-    private func abandonAll(reason: String) {
+    func abandonAll(reason: String) {
         takeInbox()
         for i in waitingHead..<waiting.count { finish(waiting[i], .retry(after: nil, reason: reason)) }
         waiting.removeAll()
