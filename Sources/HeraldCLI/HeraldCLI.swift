@@ -52,9 +52,13 @@ public enum HeraldCLI {
                            environment: [String: String] = ProcessInfo.processInfo.environment) async -> Int32 {
         let context = CommandContext(registry: registry, environment: environment)
         let console = context.console
-        if arguments.isEmpty || arguments == ["help"] || arguments.first == "--help" || arguments.first == "-h" {
+        if arguments.isEmpty {
+            console.err(overview)  // a usage error: no command
+            return 2
+        }
+        if arguments == ["help"] || arguments.first == "--help" || arguments.first == "-h" {
             console.out(overview)
-            return arguments.isEmpty ? 2 : 0
+            return 0
         }
         if arguments.first == "--version" || arguments.first == "version" {
             console.out("herald \(version)")

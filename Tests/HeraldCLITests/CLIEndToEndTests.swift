@@ -156,6 +156,10 @@ struct CLIFixture {
         #expect(command.status == 2 && command.stderr.contains("did you mean \"send\"?"))
         let nothing = try f.run(["send", "--app", "com.example.app", "--user", "a"])
         #expect(nothing.status == 2 && nothing.stderr.contains("nothing to send"))
+        let bare = try Run.herald([])
+        #expect(bare.status == 2 && bare.stdout.isEmpty && bare.stderr.contains("Usage: herald <command>"))
+        let group = try Run.herald(["devices", "--help"])
+        #expect(group.status == 0 && group.stderr.isEmpty && group.stdout.contains("herald devices add"))
     }
 
     @Test func helpForEveryCommand() throws {
