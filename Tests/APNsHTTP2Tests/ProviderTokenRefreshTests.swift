@@ -106,17 +106,28 @@ import Testing
         }
     }
 
+    /// A simulator that never answers token 99, and a started transport (timeout 1 s, the test
+    /// clock) that has delivered one notification, so its connection is warm.
+    static func warmWithSilentToken99(clock: TestClock, _ settings: [String: JSONValue])
+        async throws -> (TransportFixture, APNsHTTP2Transport, [DeliveryOutcome]) {
+        var faults = HTTP2Faults()
+        faults.unansweredTokens = [TransportFixture.token(99)]
+        let f = try TransportFixture.tokenAuth(faults: faults, clock: clock)
+        do {
+            let transport = try f.transport(settings.merging(["timeout": "1s"]) { a, _ in a }, clock: clock)
+            try await transport.start()
+            return (f, transport, await transport.deliver([TransportFixture.delivery(1)]))
+        } catch {
+            f.apns.stop()
+            throw error
+        }
+    }
+
     /// A request queued before the 50-minute rollover and sent after it carries the new token.
     @Test func aRequestQueuedAcrossTheRolloverIsSentWithTheNewToken() async throws {
         let clock = TestClock(start: Date())
-        let silent = TransportFixture.token(99)
-        var faults = HTTP2Faults()
-        faults.unansweredTokens = [silent]
-        let f = try TransportFixture.tokenAuth(faults: faults, clock: clock)
+        let (f, transport, warm) = try await Self.warmWithSilentToken99(clock: clock, ["maxConcurrentStreams": 1, "connectionRetries": 0])
         defer { f.apns.stop() }
-        let transport = try f.transport(["maxConcurrentStreams": 1, "timeout": "1s", "connectionRetries": 0], clock: clock)
-        try await transport.start()
-        let warm = await transport.deliver([TransportFixture.delivery(1)])
         let firstIAT = Self.iat(clock.now)
         // The silent request holds the only stream; request 2 waits behind it with the token of its batch.
         async let held = transport.deliver([TransportFixture.delivery(99), TransportFixture.delivery(2)])
@@ -137,14 +148,8 @@ import Testing
     /// answered newer requests) does not take the older token back to that connection.
     @Test func aResendAfterTheRolloverNeverSendsAnOlderToken() async throws {
         let clock = TestClock(start: Date())
-        let silent = TransportFixture.token(99)
-        var faults = HTTP2Faults()
-        faults.unansweredTokens = [silent]
-        let f = try TransportFixture.tokenAuth(faults: faults, clock: clock)
+        let (f, transport, warm) = try await Self.warmWithSilentToken99(clock: clock, ["maxConcurrentStreams": 10, "connectionRetries": 1])
         defer { f.apns.stop() }
-        let transport = try f.transport(["maxConcurrentStreams": 10, "timeout": "1s", "connectionRetries": 1], clock: clock)
-        try await transport.start()
-        let warm = await transport.deliver([TransportFixture.delivery(1)])
         async let held = transport.deliver([TransportFixture.delivery(99)])
         try await Task.sleep(nanoseconds: 300_000_000)
         clock.advance(by: 51 * 60)
