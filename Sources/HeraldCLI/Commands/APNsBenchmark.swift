@@ -55,8 +55,10 @@ struct APNsBenchmark {
         defer { server.stop() }
 
         var rows: [[String: JSONValue]] = []
+        var singleConnectionReference = 0.0
         for c in [1, connections] {
             let reference = try h2load(port: server.port, connections: c, jwt: jwt)
+            if c == 1 { singleConnectionReference = reference }
             let (rate, cpu, failures) = try await transportRun(port: server.port, connections: c, certs: certs)
             let ratio = rate / reference
             rows.append(["connections": .number(Double(c)), "h2load_per_s": .number(reference.rounded()),
@@ -69,11 +71,32 @@ struct APNsBenchmark {
                             + (failures > 0 ? "  \(failures) not delivered" : ""))
             }
         }
+
+        // The target: the transport with one connection (multi handle, thread) per core
+        // against h2load on one connection.
+        let cores = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        let (perCore, perCoreCPU, perCoreFailures) = try await transportRun(port: server.port, connections: cores, certs: certs)
+        let perCoreRatio = perCore / singleConnectionReference
+        let met = perCoreRatio >= Self.targetRatio
         if json {
+            let target: [String: JSONValue] = [
+                "connections": .number(Double(cores)), "h2load_one_connection_per_s": .number(singleConnectionReference.rounded()),
+                "herald_per_s": .number(perCore.rounded()), "ratio": .number((perCoreRatio * 1000).rounded() / 1000),
+                "cpu_us_per_notification": .number((perCoreCPU * 10).rounded() / 10), "failures": .number(Double(perCoreFailures)),
+                "target_ratio": .number(Self.targetRatio), "met": .bool(met),
+            ]
             console.out(JSONValue.object(["server": .string(serverName), "n": .number(Double(n)), "streams": .number(Double(streams)),
-                                          "runs": .array(rows.map { .object($0) })]).jsonString)
+                                          "runs": .array(rows.map { .object($0) }), "target": .object(target)]).jsonString)
+        } else {
+            console.out("target: one connection per core (\(cores)) against h2load on one connection:")
+            console.out("  herald  \(perCore.fixed(0, width: 9)) notifications/s  (\(perCoreRatio.fixed(2))× h2load -c1; target ≥ \(Self.targetRatio.fixed(2))×: "
+                        + (met ? "met" : "not met") + ")  \(perCoreCPU.fixed(1)) µs CPU per notification"
+                        + (perCoreFailures > 0 ? "  \(perCoreFailures) not delivered" : ""))
         }
     }
+
+    /// The target: notifications/s at least this share of h2load's on one connection.
+    static let targetRatio = 0.35
 
     /// Sends `n` notifications through a fresh transport; returns notifications/s, CPU µs per
     /// notification, and how many were not delivered.
