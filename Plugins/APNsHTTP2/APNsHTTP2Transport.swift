@@ -22,7 +22,7 @@ public final class APNsHTTP2Transport: TransportPlugin {
     private let configuration: APNsHTTP2Configuration
     private let logger: Logger
     private let clock: any WallClock
-    /// The provider tokens (token auth), shared by every engine.
+    /// The provider tokens (token auth), shared by every engine and every transport with this key.
     let tokens: ProviderTokenCache?
     private let metrics: TransportMetrics
     private let engines: Locked<[CurlEngine]>
@@ -34,7 +34,7 @@ public final class APNsHTTP2Transport: TransportPlugin {
         self.logger = context.logger
         self.clock = context.clock
         if case .token(let key, let keyID, let teamID, _) = configuration.authentication {
-            tokens = ProviderTokenCache(key: key, keyID: keyID, teamID: teamID, clock: context.clock)
+            tokens = ProviderTokenCache.shared(key: key, keyID: keyID, teamID: teamID, clock: context.clock)
         } else {
             tokens = nil
         }

@@ -3,7 +3,9 @@ import Glibc
 import HeraldCore
 import HeraldCrypto
 
-/// One APNs provider token (JWT) per key, shared by every connection of a transport.
+/// One APNs provider token (JWT) per key, shared by every connection of a transport and, through
+/// ``shared(key:keyID:teamID:clock:)``, by every transport of the process that signs with the
+/// same key (a sandbox and a production transport, or a transport rebuilt by a reload).
 ///
 /// Apple rejects tokens older than an hour and answers 429 TooManyProviderTokenUpdates when a
 /// connection sees a new token sooner than 20 minutes after the last. So the token is refreshed
@@ -60,6 +62,31 @@ final class ProviderTokenCache: Sendable {
         self.teamID = teamID
         self.clock = clock
     }
+
+    /// The cache for this signing key (team, key id and key material) and clock: the same
+    /// instance for every transport of the process, so they send one token between them and a
+    /// transport rebuilt by a reload goes on with the token in use instead of making a new one
+    /// sooner than Apple allows. A clock that is an object (a test clock) gets caches of its own.
+    static func shared(key: ES256SigningKey, keyID: String, teamID: String, clock: any WallClock) -> ProviderTokenCache {
+        let clockID = type(of: clock) is AnyClass ? "\(ObjectIdentifier(clock as AnyObject))" : String(reflecting: type(of: clock))
+        let id = SharedKey(teamID: teamID, keyID: keyID, publicKeyPEM: key.publicKeyPEM, clock: clockID)
+        return registry.withLock { caches in
+            if let cache = caches[id] { return cache }
+            let cache = ProviderTokenCache(key: key, keyID: keyID, teamID: teamID, clock: clock)
+            caches[id] = cache
+            return cache
+        }
+    }
+
+    private struct SharedKey: Hashable {
+        var teamID: String
+        var keyID: String
+        var publicKeyPEM: String
+        var clock: String
+    }
+
+    /// Every shared cache made so far: one per key and clock, kept for the process's life.
+    private static let registry = Locked<[SharedKey: ProviderTokenCache]>([:])
 
     /// The token to send now, made or refreshed when due.
     func current() throws(CryptoError) -> Token {

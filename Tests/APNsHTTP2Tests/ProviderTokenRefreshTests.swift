@@ -98,6 +98,38 @@ import Testing
         #expect(f.apns.simulator.counters.rejected.isEmpty)
     }
 
+    /// Two transports signing with one key (say sandbox and production, or one rebuilt by a
+    /// reload) send one token between them: a refresh made by one is used by the other.
+    @Test func transportsWithTheSameKeyShareOneToken() async throws {
+        let clock = TestClock(start: Date())
+        let f = try TransportFixture.tokenAuth(clock: clock)
+        defer { f.apns.stop() }
+        let first = try f.transport(clock: clock)
+        let second = try f.transport(["connections": 2], clock: clock)
+        #expect(first.tokens != nil && first.tokens === second.tokens)
+        try await first.start()
+        try await second.start()
+        var outcomes = await first.deliver((1...5).map { TransportFixture.delivery($0) })
+        outcomes += await second.deliver((6...10).map { TransportFixture.delivery($0) })
+        let firstIAT = Self.iat(clock.now)
+        clock.advance(by: 51 * 60)
+        outcomes += await second.deliver((11...15).map { TransportFixture.delivery($0) })
+        outcomes += await first.deliver((16...20).map { TransportFixture.delivery($0) })
+        await first.shutdown()
+        await second.shutdown()
+        #expect(Self.delivered(outcomes), "\(outcomes)")
+        let received = f.apns.simulator.received
+        #expect(received.count == 20)
+        #expect(Set(received.prefix(10).compactMap(\.tokenIssuedAt)) == [firstIAT])
+        #expect(Set(received.dropFirst(10).compactMap(\.tokenIssuedAt)) == [Self.iat(clock.now)])
+        #expect(first.tokens?.generation == 2)
+        #expect(f.apns.simulator.counters.rejected.isEmpty)
+
+        // Another clock (another daemon in this test process) gets a cache of its own.
+        let otherClock = TestClock(start: Date())
+        #expect(try f.transport(clock: otherClock).tokens !== first.tokens)
+    }
+
     /// On each connection, the `iat` of the tokens the simulator accepted never goes back.
     static func tokensNeverGoBack(_ received: [ReceivedNotification]) -> Bool {
         Dictionary(grouping: received, by: \.connectionID).values.allSatisfy { list in
