@@ -62,6 +62,9 @@ struct NotificationRequestJSONTests {
         #expect(issues(#"{"app":"a","users":["u"],"alert":{"loc_args":["a",2]}}"#).first?.path == "alert.loc_args[1]")
         #expect(issues(#"{"app":"a","users":["u"],"alert":"x","apns":{"live_activity":{"event":"start"}}}"#).first?.path == "apns.live_activity.timestamp")
         #expect(issues(#"{"users":["u"],"alert":"x"}"#).first?.path == "app")
+        // A Live Activity's content_state and attributes are the app's own keys, but objects.
+        #expect(issues(#"{"app":"a","users":["u"],"apns":{"live_activity":{"event":"end","timestamp":1,"attributes":[null]}}}"#).first?.path == "apns.live_activity.attributes")
+        #expect(issues(#"{"app":"a","users":["u"],"apns":{"live_activity":{"event":"end","timestamp":1,"content_state":"x"}}}"#).first?.path == "apns.live_activity.content_state")
         #expect(issues(#"{"app":"a","alert":"x"}"#).first?.path == "users")
         #expect(issues(#"{"app":"a","users":["u"]}"#).first?.path == "alert")
         #expect(issues(#"["app"]"#).first?.path == "")

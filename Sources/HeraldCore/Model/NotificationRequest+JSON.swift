@@ -153,10 +153,15 @@ extension NotificationContent {
         return node.context.errors.count == before ? content : nil
     }
 
-    /// A value whose keys are the app's own (not checked against a schema).
+    /// An object whose keys are the app's own (not checked against a schema): a Live
+    /// Activity's `content_state` or `attributes`, which Apple takes as dictionaries only.
     private static func freeForm(_ node: JSONNode?) -> JSONValue? {
         guard let node else { return nil }
-        if case .object(let members) = node.value { node.allowKeys(Array(members.keys)) }
+        guard case .object(let members) = node.value else {
+            node.error("expected an object (the app's own keys), found \(node.value.typeDescription)")
+            return nil
+        }
+        node.allowKeys(Array(members.keys))
         return node.value
     }
 
