@@ -3,7 +3,7 @@ SWIFT ?= swift
 CONFIG ?= config.json
 HERALD := .build/release/herald
 
-.PHONY: all bootstrap build build-debug run test bench check clean
+.PHONY: all bootstrap build build-debug run test bench fuzz check clean
 
 all: build
 
@@ -32,6 +32,10 @@ check: build
 ## bench: benchmarks with reference tools measured in the same run.
 bench: build
 	@scripts/bench.sh
+
+## fuzz: libFuzzer on the API's notification body readers (FUZZ_SECONDS, default 300).
+fuzz: bootstrap
+	@scripts/fuzz.sh
 
 clean:
 	rm -rf .build var
