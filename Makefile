@@ -3,7 +3,7 @@ SWIFT ?= swift
 CONFIG ?= config.json
 HERALD := .build/release/herald
 
-.PHONY: all bootstrap build build-debug run test bench fuzz check clean
+.PHONY: all bootstrap build build-debug run test bench fuzz soak check clean
 
 all: build
 
@@ -36,6 +36,10 @@ bench: build
 ## fuzz: libFuzzer on the API's notification body readers (FUZZ_SECONDS, default 300).
 fuzz: bootstrap
 	@scripts/fuzz.sh
+
+## soak: the daemon under load with APNs faults, GOAWAYs and a reload; exactly-once check, RSS per round.
+soak: build
+	@scripts/soak.sh
 
 clean:
 	rm -rf .build var

@@ -40,6 +40,9 @@ final class EasyHandle {
         herald_curl_easy_setopt_long(handle, CURLOPT_TCP_KEEPINTVL, 10)
         herald_curl_easy_setopt_long(handle, CURLOPT_TCP_NODELAY, 1)
         herald_curl_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, max(1, Int(c.timeout * 1000)))
+        // libcurl's smallest upload buffer (its default is 64 KiB per handle, and a pool holds one
+        // handle per stream in flight): a payload is at most 5120 bytes and sent from POSTFIELDS.
+        herald_curl_easy_setopt_long(handle, CURLOPT_UPLOAD_BUFFERSIZE, 16 * 1024)
         if let ca = c.caFile { herald_curl_easy_setopt_string(handle, CURLOPT_CAINFO, ca) }
         if let proxy = c.proxy {
             herald_curl_easy_setopt_string(handle, CURLOPT_PROXY, proxy)
