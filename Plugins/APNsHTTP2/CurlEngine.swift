@@ -42,7 +42,8 @@ final class CurlEngine: @unchecked Sendable {
     var idle: [EasyHandle] = []
     var all: [EasyHandle] = []
     var shapes: [HeaderShape.Key: HeaderShape] = [:]
-    var watched: Set<Int32> = []
+    /// The sockets in the epoll set, with the events asked for.
+    var watched: [Int32: UInt32] = [:]
     var curlTimerDeadline: UInt64? = nil
     var pausedUntil: UInt64 = 0
     /// Connection failures since the last answered request (a burst counts once).
@@ -236,7 +237,7 @@ final class CurlEngine: @unchecked Sendable {
 
     func setCork(_ on: Bool) {
         var value: Int32 = on ? 1 : 0
-        for fd in watched {
+        for fd in watched.keys {
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_CORK, &value, socklen_t(MemoryLayout<Int32>.size))
         }
     }
@@ -457,17 +458,23 @@ final class CurlEngine: @unchecked Sendable {
 
     fileprivate func socketChanged(_ fd: Int32, what: Int32) {
         if what == CURL_POLL_REMOVE {
-            if watched.remove(fd) != nil { epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nil) }
+            if watched.removeValue(forKey: fd) != nil { epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nil) }
             return
         }
         var mask: UInt32 = 0
         if what & CURL_POLL_IN != 0 { mask |= EPOLLIN.rawValue }
         if what & CURL_POLL_OUT != 0 { mask |= EPOLLOUT.rawValue }
         var event = epoll_event(events: mask, data: epoll_data_t(fd: fd))
-        if watched.contains(fd) {
-            epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &event)
+        if let current = watched[fd] {
+            // libcurl repeats the same interest as transfers come and go on one connection.
+            if current != mask {
+                watched[fd] = mask
+                if epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &event) != 0 && errno == ENOENT {
+                    epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event)
+                }
+            }
         } else {
-            watched.insert(fd)
+            watched[fd] = mask
             if epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event) != 0 && errno == EEXIST {
                 epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &event)
             }
@@ -476,7 +483,7 @@ final class CurlEngine: @unchecked Sendable {
 
     /// libcurl closes a connection: the next one must answer once before more streams go out.
     func socketClosing(_ fd: Int32) {
-        if watched.remove(fd) != nil { epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nil) }
+        if watched.removeValue(forKey: fd) != nil { epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nil) }
         socketClosed = true
         var address = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
