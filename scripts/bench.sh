@@ -61,17 +61,7 @@ JSON
   curl -s -o /dev/null -H 'Content-Type: application/json' \
     -d '{"app":"com.example.app","user":"solo","token":"00000000000000000000000000000000000000000000000000000000000000aa"}' "$url/v1/devices"
   for app in com.example.app com.example.apns; do
-    cat > "$dir/register.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-local n = 0
-request = function()
-  n = n + 1
-  if n > 2000 then n = 1 end
-  return wrk.format(nil, nil, nil, string.format('{"app":"$app","user":"u%d","token":"%064x"}', (n - 1) % 200, n + 4096))
-end
-LUA
-    wrk -t1 -c4 -d3s -s "$dir/register.lua" "$url/v1/devices" > "$dir/register.txt"
+    HERALD_APP=$app wrk -t1 -c4 -d3s -s scripts/wrk/register.lua "$url/v1/devices" > "$dir/register.txt"
   done
   local registered; registered=$(curl -s "$url/v1/users/u199/devices?app=com.example.apns" | grep -o '"token"' | wc -l)
 
@@ -79,13 +69,8 @@ LUA
   local health; health=$(wrk -t2 -c64 -d5s "$url/healthz" | wrk_rate)
 
   # Accepted notifications/s: one device each, durable group commit, workers delivering meanwhile.
-  cat > "$dir/accept.lua" <<'LUA'
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = '{"app":"com.example.app","users":["solo"],"alert":{"title":"Hello","body":"Benchmark"},"data":{"k":"v"}}'
-LUA
   local before; before=$(metric "$port" herald_notifications_accepted_total)
-  wrk -t2 -c128 -d"${DURATION}s" -s "$dir/accept.lua" "$url/v1/notifications" > "$dir/accept.txt" &
+  wrk -t2 -c128 -d"${DURATION}s" -s scripts/wrk/accept.lua "$url/v1/notifications" > "$dir/accept.txt" &
   local wrk_pid=$! peak=0
   while kill -0 $wrk_pid 2>/dev/null; do r=$(rss_kb $pid); [ "$r" -gt "$peak" ] && peak=$r; sleep 0.5; done
   local accepted=$(( $(metric "$port" herald_notifications_accepted_total) - before ))
@@ -96,18 +81,9 @@ LUA
 
   # End to end: 10 devices per user; deliveries/s from the first request until the queue is empty.
   fanout() { # app transport; sets rate (deliveries/s)
-    cat > "$dir/fanout.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-local n = 0
-request = function()
-  n = n + 1
-  return wrk.format(nil, nil, nil, string.format('{"app":"$1","users":["u%d"],"alert":"fan-out %d"}', n % 200, n))
-end
-LUA
     local d0; d0=$(metric "$port" "herald_deliveries_total{transport=\"$2\",outcome=\"delivered\"")
     local t0; t0=$(date +%s.%N)
-    wrk -t2 -c64 -d"${DURATION}s" -s "$dir/fanout.lua" "$url/v1/notifications" > "$dir/fanout.txt" &
+    HERALD_APP=$1 wrk -t2 -c64 -d"${DURATION}s" -s scripts/wrk/fanout.lua "$url/v1/notifications" > "$dir/fanout.txt" &
     local wrk_pid=$!
     while kill -0 $wrk_pid 2>/dev/null; do r=$(rss_kb $pid); [ "$r" -gt "$peak" ] && peak=$r; sleep 0.5; done
     for _ in $(seq 1200); do [ "$(metric "$port" 'herald_queue_depth{')" = 0 ] && [ "$(metric "$port" 'herald_deliveries_in_flight{')" = 0 ] && break; sleep 0.1; done

@@ -44,31 +44,12 @@ daemon=$!
 url=http://127.0.0.1:$(wait_port "$dir/out.txt")
 metric() { curl -s "$url/metrics" | awk -v m="$1" 'index($0, m) == 1 { s += $NF } END { printf "%d", s }'; }
 
-cat > "$dir/register.lua" <<'LUA'
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-local n = 0
-request = function()
-  n = n + 1
-  if n > 2000 then n = 1 end
-  return wrk.format(nil, nil, nil, string.format('{"app":"com.example.app","user":"u%d","token":"%064x"}', (n - 1) % 200, n + 4096))
-end
-LUA
-wrk -t1 -c4 -d3s -s "$dir/register.lua" "$url/v1/devices" > /dev/null
-cat > "$dir/fanout.lua" <<'LUA'
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-local n = 0
-request = function()
-  n = n + 1
-  return wrk.format(nil, nil, nil, string.format('{"app":"com.example.app","users":["u%d"],"alert":"soak %d"}', n % 200, n))
-end
-LUA
+wrk -t1 -c4 -d3s -s scripts/wrk/register.lua "$url/v1/devices" > /dev/null
 
 echo "== soak: $ROUNDS rounds of ${SECONDS_PER_ROUND}s, 10 devices per user, faults and GOAWAYs, SIGHUP after round $(( (ROUNDS + 1) / 2 ))"
 printf "  %5s %10s %12s %12s\n" round "RSS MB" accepted delivered
 for round in $(seq "$ROUNDS"); do
-  wrk -t1 -c16 -d"${SECONDS_PER_ROUND}s" -s "$dir/fanout.lua" "$url/v1/notifications" > /dev/null
+  wrk -t1 -c16 -d"${SECONDS_PER_ROUND}s" -s scripts/wrk/fanout.lua "$url/v1/notifications" > /dev/null
   [ "$round" = $(( (ROUNDS + 1) / 2 )) ] && kill -HUP $daemon
   for _ in $(seq 1200); do
     [ "$(( $(metric 'herald_queue_depth{') + $(metric 'herald_deliveries_in_flight{') ))" = 0 ] && break; sleep 0.5
