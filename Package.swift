@@ -37,7 +37,7 @@ let package = Package(
         // MARK: APNs simulators and the daemon
         .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldCrypto", "CNGHTTP2"],
                 path: "Sources/HeraldSimulator"),
-        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldStore", "CMicroHTTPD"],
+        .target(name: "HeraldServer", dependencies: ["HeraldCore", "CMicroHTTPD"],
                 path: "Sources/HeraldServer"),
 
         // MARK: Transport plugins
@@ -49,7 +49,7 @@ let package = Package(
                 dependencies: ["HeraldCore", "HeraldStore", "HeraldCrypto", "HeraldServer", "HeraldSimulator"],
                 path: "Sources/HeraldCLI"),
         .executableTarget(name: "herald",
-                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldLogTransport", "HeraldAPNsHTTP2"],
+                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldStore", "HeraldLogTransport", "HeraldAPNsHTTP2"],
                           path: "Sources/herald"),
 
         // MARK: Test kit (doubles and in-process servers for tests)

@@ -355,7 +355,7 @@ import Testing
         // A configuration built in code does not start either.
         var built = try TestDaemon.parse(TestDaemon.configJSON(keys: false), directory: dir)
         built.configuration.api.listen = ListenAddress(host: "0.0.0.0", port: 0)
-        let daemon = Daemon(configuration: built, registry: TestDaemon.registry, logSink: RecordingLogHandler(),
+        let daemon = Daemon(configuration: built, registry: TestDaemon.registry, storage: .embedded, logSink: RecordingLogHandler(),
                             options: Daemon.Options(environment: [:], lockDatabase: false))
         await #expect(throws: DaemonError.self) { try await daemon.start() }
         #expect(daemon.port == 0)

@@ -110,10 +110,10 @@ struct TestDaemon {
         }
         let logs = RecordingLogHandler()
         let make = transports ?? { name in ScriptedTransport(name: name, clock: SystemClock()) }
-        let daemon = Daemon(configuration: configuration, registry: registry, logSink: logs,
+        let daemon = Daemon(configuration: configuration, registry: registry, storage: .embedded, logSink: logs,
                             options: Daemon.Options(clock: clock, random: { 0.5 },
                                                     makeTransport: { spec, _ in make(spec.name) },
-                                                    environment: [:], transportRestartDelay: 0.2))
+                                                    environment: [:], probeInterval: 0.2))
         let port = try await daemon.start()
         return TestDaemon(directory: directory, daemon: daemon, port: port, logs: logs)
     }
