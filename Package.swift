@@ -68,7 +68,7 @@ let package = Package(
                     path: "Tests/HeraldCLITests"),
         .testTarget(name: "HeraldSimulatorTests", dependencies: ["HeraldSimulator", "HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldSimulatorTests"),
-        .testTarget(name: "HeraldServerTests", dependencies: ["HeraldServer", "HeraldStore", "HeraldCore", "HeraldTestKit"],
+        .testTarget(name: "HeraldServerTests", dependencies: ["HeraldServer", "HeraldStore", "HeraldCore", "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/HeraldServerTests"),
         .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldCore", "HeraldCrypto", "HeraldStore",
                                                         "HeraldSimulator", "HeraldTestKit"],
