@@ -19,9 +19,14 @@ struct SQLiteDeliveryQueueTests {
     func withQueue(busyTimeout: TimeInterval = 5, _ body: (SQLiteDeliveryQueue, TemporaryDirectory) async throws -> Void) async throws {
         let dir = try TemporaryDirectory(prefix: "herald-queue")
         defer { dir.remove() }
+        try await withQueue(in: dir, busyTimeout: busyTimeout) { try await body($0, dir) }
+    }
+
+    /// Runs `body` with the queue in `dir/q.db`; closes the queue on every path.
+    func withQueue(in dir: TemporaryDirectory, busyTimeout: TimeInterval = 5, _ body: (SQLiteDeliveryQueue) async throws -> Void) async throws {
         let queue = try SQLiteDeliveryQueue(path: dir.file("q.db"), synchronous: .normal, busyTimeout: busyTimeout)
         do {
-            try await body(queue, dir)
+            try await body(queue)
         } catch {
             await queue.close()
             throw error
@@ -95,20 +100,20 @@ struct SQLiteDeliveryQueueTests {
     @Test func claimsOfACrashedRunAreInterrupted() async throws {
         let dir = try TemporaryDirectory(prefix: "herald-queue")
         defer { dir.remove() }
-        var q = try SQLiteDeliveryQueue(path: dir.file("q.db"), synchronous: .normal)
-        _ = try await q.enqueue(notification("n", tokens: ["aa01", "aa02", "aa03"]), idempotencySince: t0)
-        _ = try await q.claim(transport: "t", limit: 2, now: t0, leaseUntil: t0 + 3600)
-        await q.close()  // as if the process died here
-        q = try SQLiteDeliveryQueue(path: dir.file("q.db"), synchronous: .normal)
-        #expect(q.depth()["t"] == QueueDepth(queued: 1, inFlight: 2))
-        let interrupted = try await q.interrupted(transport: "t")
-        #expect(interrupted.map(\.delivery.token) == ["aa01", "aa02"])
-        // The lease of the dead run does not matter; the sweeper leaves them to the recovery.
-        #expect(try await q.reclaimExpiredLeases(now: t0 + 7200) == 0)
-        try await q.complete(interrupted.map { DeliveryCompletion(id: $0.delivery.id, attempt: $0.delivery.attempt,
-                                                                  disposition: .retry(at: t0, reason: "interrupted")) }, now: t0)
-        #expect(try await q.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0 + 60).count == 3)
-        await q.close()
+        try await withQueue(in: dir) { q in
+            _ = try await q.enqueue(notification("n", tokens: ["aa01", "aa02", "aa03"]), idempotencySince: t0)
+            _ = try await q.claim(transport: "t", limit: 2, now: t0, leaseUntil: t0 + 3600)
+        }  // closed as if the process died here
+        try await withQueue(in: dir) { q in
+            #expect(q.depth()["t"] == QueueDepth(queued: 1, inFlight: 2))
+            let interrupted = try await q.interrupted(transport: "t")
+            #expect(interrupted.map(\.delivery.token) == ["aa01", "aa02"])
+            // The lease of the dead run does not matter; the sweeper leaves them to the recovery.
+            #expect(try await q.reclaimExpiredLeases(now: t0 + 7200) == 0)
+            try await q.complete(interrupted.map { DeliveryCompletion(id: $0.delivery.id, attempt: $0.delivery.attempt,
+                                                                      disposition: .retry(at: t0, reason: "interrupted")) }, now: t0)
+            #expect(try await q.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0 + 60).count == 3)
+        }
     }
 
     @Test func pruneRemovesOnlyFinishedOldNotifications() async throws {
