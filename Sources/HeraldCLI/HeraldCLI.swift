@@ -23,6 +23,7 @@ public enum HeraldCLI {
         SimulateHTTP2Command.command,
         SimulateBinaryCommands.gateway, SimulateBinaryCommands.feedback,
         BenchCommand.command,
+        CryptoBenchCommand.command,
     ]
 
     static var overview: String {
