@@ -69,6 +69,9 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
         var lanes: [String: Lane] = [:]
         var depth: [String: QueueDepth] = [:]
         var waiters: [(below: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        /// Transports given up on, with the reason: a delivery of theirs that comes back to the
+        /// queue ends `failed` instead.
+        var abandoned: [String: String] = [:]
         var closed = false
     }
 
@@ -99,10 +102,12 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
 
     /// Ends every waiting delivery of `transport` as `failed` with `reason` (the CLI's answer to
     /// a transport that paused: nobody is there to fix it). Claimed ones finish as they are
-    /// answered. Returns the reports it gave ``onFinal``.
+    /// answered, or as `failed` with `reason` if they would come back to the queue. Returns the
+    /// reports it gave ``onFinal``.
     @discardableResult
     public func abandon(transport: String, reason: String) -> [DeliveryReport] {
         let reports: [DeliveryReport] = state.withLock { s in
+            s.abandoned[transport] = reason
             let ids = s.rows.filter { $0.value.transport == transport && $0.value.state == .queued }.map(\.key).sorted()
             s.lanes[transport] = Lane()
             var reports: [DeliveryReport] = []
@@ -207,7 +212,11 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
             for c in completions {
                 guard var row = s.rows[c.id], row.state == .sent, row.attempts == c.attempt else { continue }
                 s.depth[row.transport, default: QueueDepth()].inFlight -= 1
-                if c.state == .queued {
+                if c.state == .queued, let reason = s.abandoned[row.transport] {
+                    s.rows[c.id] = nil
+                    reports.append(DeliveryReport(token: row.token, user: row.user, transport: row.transport, outcome: .failed,
+                                                  reason: reason, attempts: row.attempts - (c.countsAttempt ? 0 : 1), apnsID: nil))
+                } else if c.state == .queued {
                     row.state = .queued
                     if !c.countsAttempt { row.attempts -= 1 }
                     row.due = c.retryAt ?? now

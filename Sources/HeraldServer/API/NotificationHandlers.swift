@@ -57,6 +57,9 @@ extension API {
 
         let queued = QueuedNotification(plan: plan, content: notification.content,
                                         idempotencyKey: notification.idempotencyKey, createdAt: accepted)
+        // The last point where a shutdown may still refuse: past it the notification is being
+        // committed, and the answer (202) says so however long the commit takes.
+        if Task.isCancelled { throw APIError.shuttingDown }
         let receipt = try await dependencies.queue.enqueue(queued, idempotencySince: since)
         if receipt.replayed {
             serverMetrics.replayed()

@@ -174,7 +174,8 @@ public final class Daemon: Sendable {
     }
 
     private func transportContext(_ name: String) -> TransportContext {
-        TransportContext(logger: logger.labeled("transport.\(name)"), clock: options.clock, metrics: metrics)
+        TransportContext(logger: logger.labeled("transport.\(name)"), clock: options.clock, metrics: metrics,
+                         durableWrites: configuration.storage.synchronous == .full)
     }
 
     private func buildTransport(_ spec: TransportSpec) -> any Transport {
