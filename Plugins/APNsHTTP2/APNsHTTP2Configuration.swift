@@ -20,6 +20,17 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
         case certificate(ClientIdentity, source: String)
     }
 
+    /// The HTTP/2 client under the transport (`engine`).
+    public enum Engine: String, Sendable, CaseIterable {
+        /// libcurl (the default): the most tried client, and the one for unusual proxies and networks.
+        case curl
+        /// libnghttp2 on OpenSSL, with Herald's own event loop: more notifications per second per CPU.
+        case nghttp2
+    }
+
+    /// The HTTP/2 client: ``Engine/curl`` (default) or ``Engine/nghttp2``. Both follow the same
+    /// rules (streams, resends, deadlines, tokens); they differ in cost.
+    public var engine: Engine = .curl
     /// `production` (api.push.apple.com) or `sandbox` (api.sandbox.push.apple.com). Required.
     public var apnsEnvironment: APNsEnvironment
     /// Scheme, host and port requests go to; from `endpoint`, else Apple's host for the environment on 443.
@@ -29,7 +40,7 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
     public var authentication: Authentication
     /// `apns-topic` to use instead of the app's (`topic`); the push type's suffix is still appended.
     public var topic: String?
-    /// HTTP/2 connections (each on its own thread with its own libcurl multi handle). Default 1.
+    /// HTTP/2 connections (each on its own thread with its own engine). Default 1.
     public var connections: Int = 1
     /// Most streams in flight per connection (the server's SETTINGS_MAX_CONCURRENT_STREAMS also
     /// applies). Default 500.
@@ -42,7 +53,7 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
     public var connectTimeout: TimeInterval = 10
     /// Idle connections are closed after this (a silently dead connection is never reused). Default 5 min.
     public var idleTimeout: TimeInterval = 300
-    /// `CURLOPT_PROXY`: an HTTP CONNECT proxy such as `http://proxy.internal:3128`.
+    /// An HTTP CONNECT proxy such as `http://proxy.internal:3128` (credentials as `http://user:password@host:port`).
     public var proxy: String?
     /// Transparent retries of a request that failed without an answer (taken back from a dropped
     /// connection or after GOAWAY, a reset stream, an attempt past ``timeout``), before the
@@ -52,7 +63,7 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
     public var environment: APNsEnvironment? { apnsEnvironment }
 
     public var summary: String {
-        var parts = ["\(apnsEnvironment.rawValue) \(endpoint)"]
+        var parts = ["\(apnsEnvironment.rawValue) \(endpoint)", "engine \(engine.rawValue)"]
         switch authentication {
         case .token(_, let keyID, let teamID, _): parts.append("token auth key \(keyID) team \(teamID)")
         case .certificate(let identity, _): parts.append("certificate auth \(identity.certificate.commonName ?? identity.certificate.subject)")
@@ -133,6 +144,7 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
         let idleTimeout = node.duration("idleTimeout", minimum: 1)
         let proxy = node.string("proxy")
         let retries = node.int("connectionRetries", in: 0...10)
+        let engine = node.oneOf("engine", Engine.self)
         let authentication = readAuthentication(node)
         guard let environment, let endpoint, let authentication else { return nil }
         var c = APNsHTTP2Configuration(apnsEnvironment: environment, endpoint: endpoint, caFile: caFile,
@@ -143,6 +155,7 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
         if let connectTimeout { c.connectTimeout = connectTimeout }
         if let idleTimeout { c.idleTimeout = idleTimeout }
         if let retries { c.connectionRetries = retries }
+        if let engine { c.engine = engine }
         return c
     }
 
