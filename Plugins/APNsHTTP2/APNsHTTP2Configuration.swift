@@ -63,13 +63,14 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
     public var environment: APNsEnvironment? { apnsEnvironment }
 
     public var summary: String {
-        var parts = ["\(apnsEnvironment.rawValue) \(endpoint)", "engine \(engine.rawValue)"]
+        var parts = ["\(apnsEnvironment.rawValue) \(endpoint)"]
         switch authentication {
         case .token(_, let keyID, let teamID, _): parts.append("token auth key \(keyID) team \(teamID)")
         case .certificate(let identity, _): parts.append("certificate auth \(identity.certificate.commonName ?? identity.certificate.subject)")
         }
         if connections != 1 { parts.append("\(connections) connections") }
         if let proxy { parts.append("via proxy \(Self.redactedProxy(proxy))") }
+        parts.append("engine \(engine.rawValue)")
         return parts.joined(separator: ", ")
     }
 
@@ -145,6 +146,9 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
         let proxy = node.string("proxy")
         let retries = node.int("connectionRetries", in: 0...10)
         let engine = node.oneOf("engine", Engine.self)
+        if engine == .nghttp2, let proxy, ProxyTunnel(proxy, to: "") == nil {
+            node.error(at: "proxy", ProxyTunnel.unsupported(proxy))
+        }
         let authentication = readAuthentication(node)
         guard let environment, let endpoint, let authentication else { return nil }
         var c = APNsHTTP2Configuration(apnsEnvironment: environment, endpoint: endpoint, caFile: caFile,

@@ -43,6 +43,9 @@ public final class APNsHTTP2Transport: TransportPlugin {
         engines = Locked([])
     }
 
+    /// The engines running now (for tests).
+    var runningEngines: [any APNsEngine] { engines.withLock { $0 } }
+
     public var preferredBatchSize: Int { configuration.maxConcurrentStreams * configuration.connections * 2 }
 
     public func start() async throws {
@@ -121,8 +124,6 @@ public final class APNsHTTP2Transport: TransportPlugin {
 
     public func checkReport() async -> [CheckFinding] {
         var findings: [CheckFinding] = []
-        findings.append(CheckFinding(.info, "engine: \(configuration.engine.rawValue)"
-                                     + (configuration.engine == .curl ? " (libcurl)" : " (libnghttp2 on OpenSSL)")))
         switch configuration.authentication {
         case .token(_, let keyID, let teamID, let keyFile):
             findings.append(CheckFinding(.ok, "token auth: ES256 key \(keyID) (P-256) from \(keyFile), team \(teamID)"))

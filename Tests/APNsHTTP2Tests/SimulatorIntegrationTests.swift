@@ -74,6 +74,7 @@ struct TransportFixture {
         content.apns.priority = 5
         let batch = (1...40).map { TransportFixture.delivery($0, content: content) }
         let outcomes = await transport.deliver(batch)
+        #expect(transport.runningEngines.allSatisfy { engine == .curl ? $0 is CurlEngine : $0 is NGHTTP2Engine })
         await transport.shutdown()
         #expect(outcomes == batch.map { .delivered(apnsID: $0.apnsID.uuidString.lowercased()) })
         let received = f.apns.simulator.received

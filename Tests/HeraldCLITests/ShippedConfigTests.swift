@@ -27,7 +27,7 @@ import Testing
         let result = try Run.herald(["check", "--config", config], environment: ["HERALD_API_KEY": "a-long-enough-test-key"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stderr.isEmpty, "warnings: \(result.stderr)")
-        #expect(result.stdout.contains("apns: apns-http2 sandbox https://127.0.0.1:2197, token auth key ABC123DEFG team DEF123GHIJ"))
+        #expect(result.stdout.contains("apns: apns-http2 sandbox https://127.0.0.1:2197, token auth key ABC123DEFG team DEF123GHIJ, engine curl"))
         #expect(result.stdout.contains("ok: a provider token was signed"))
         #expect(result.stdout.contains("com.example.app: topic=com.example.app routes=apns,dry"))
     }
