@@ -119,7 +119,7 @@ bench_apns_http2() {
 # next to h2load on the same server: notifications/s, the ratio and CPU per notification.
 bench_transport() {
   need h2load
-  "$HERALD" bench apns-http2 --n "${BENCH_NOTIFICATIONS:-100000}" --connections 4 --work "$(mktemp -d /tmp/herald-bench-transport.XXXXXX)"
+  "$HERALD" bench apns-http2 --n "${BENCH_NOTIFICATIONS:-100000}" --work "$(mktemp -d /tmp/herald-bench-transport.XXXXXX)"
 }
 
 sections=("$@")
