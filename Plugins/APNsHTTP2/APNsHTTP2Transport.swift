@@ -81,7 +81,6 @@ public final class APNsHTTP2Transport: TransportPlugin {
                 return batch.map { _ in .failed(reason: "cannot sign a provider token: \(error)") }
             }
         }
-        let base = configuration.endpoint.baseURL + "/3/device/"
         var perEngine = Array(repeating: [PendingRequest](), count: engines.count)
         let first = nextEngine.withLock { n -> Int in
             defer { n = (n + 1) % engines.count }
@@ -99,7 +98,7 @@ public final class APNsHTTP2Transport: TransportPlugin {
                                       priority: delivery.content.priority, expiration: delivery.content.apns.expiration,
                                       collapseID: delivery.content.apns.collapseID, authorization: token?.header)
             let request = PendingRequest(delivery: delivery, payload: payloads.bytes(for: delivery), slot: slot, batch: completion,
-                                         url: base + delivery.token, shapeKey: key, token: token,
+                                         shapeKey: key, token: token,
                                          retries: configuration.connectionRetries)
             perEngine[(first + slot * engines.count / max(batch.count, 1)) % engines.count].append(request)
         }

@@ -211,7 +211,7 @@ class EngineCore: @unchecked Sendable {
         lastAnswerAt = now
         if status != 403 { warm = true }
         responseCounter(status).increment()
-        switch ResponseMapping.outcome(status: status, body: body, apnsID: r.delivery.apnsID.uuidString.lowercased(), retryAfter: retryAfter) {
+        switch ResponseMapping.outcome(status: status, body: body, apnsID: r.delivery.apnsID.lowercasedString, retryAfter: retryAfter) {
         case .outcome(let outcome):
             finish(r, outcome)
         case .refreshProviderToken(let reason):

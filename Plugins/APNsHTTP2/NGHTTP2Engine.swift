@@ -54,6 +54,7 @@ final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
     var unsent: [NGStream] = []
     var spare: [NGStream] = []
     var shapes: [HeaderShape.Key: NGHeaderShape] = [:]
+    var lastShape: NGHeaderShape?
     /// Requests refused this turn (above GOAWAY's last-stream-id): taken back together.
     var refused: [(request: PendingRequest, wasOnIt: Bool)] = []
     var loneFailuresSinceAnswer = 0
@@ -194,12 +195,16 @@ final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
     }
 
     func shape(for key: HeaderShape.Key) -> NGHeaderShape {
-        if let s = shapes[key] { return s }
+        // A campaign sends one shape after another: compare with the last one before hashing the
+        // key (its JWT makes a hash cost more than the comparison of strings sharing storage).
+        if let last = lastShape, last.key == key { return last }
+        if let s = shapes[key] { lastShape = s; return s }
         if shapes.count > 256 {
             for (k, s) in shapes where s.inUse == 0 { shapes[k] = nil }
         }
         let s = NGHeaderShape(key, authority: authority)
         shapes[key] = s
+        lastShape = s
         return s
     }
 

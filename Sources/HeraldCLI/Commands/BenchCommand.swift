@@ -9,11 +9,12 @@ enum BenchCommand {
     static let spec = CommandSpec(
         path: "bench apns-http2",
         summary: "Benchmark the apns-http2 transport against a local HTTP/2 server, next to h2load.",
-        usage: "bench apns-http2 [--n N] [--connections C] [--streams S] [--server nghttpd|simulator|auto] [--work DIR]",
+        usage: "bench apns-http2 [--n N] [--connections C] [--streams S] [--engine curl|nghttp2|both] [--server nghttpd|simulator|auto] [--work DIR]",
         options: [
             .value("n", "N", "notifications per run (default 100000)"),
             .value("connections", "C", "connections for the second round (default: one per core; the first round uses 1)"),
             .value("streams", "S", "streams in flight per connection, for h2load -m and the transport (default 100)"),
+            .value("engine", "E", "curl, nghttp2, or both (default both; one alone is for profiling)"),
             .value("server", "KIND", "nghttpd, simulator, or auto: the simulator when h2load gets at least as much from it as from nghttpd (default auto)"),
             .value("work", "DIR", "folder for certificates and server files (default var/bench)"),
             .flag("json", "print the figures as one JSON object"),
@@ -34,11 +35,16 @@ enum BenchCommand {
         let streams = try arguments.int("streams", command: spec.path, in: 1...10_000) ?? 100
         let work = arguments.value("work") ?? "var/bench"
         let serverChoice = arguments.value("server") ?? "auto"
+        let engine = arguments.value("engine") ?? "both"
+        guard ["both", "curl", "nghttp2"].contains(engine) else {
+            throw .usage("--engine: expected curl, nghttp2 or both", command: spec.path)
+        }
         guard ["auto", "nghttpd", "simulator"].contains(serverChoice) else {
             throw .usage("--server: expected nghttpd, simulator or auto", command: spec.path)
         }
         do {
-            let bench = try APNsBenchmark(n: n, streams: streams, work: work, registry: context.registry, console: context.console)
+            let bench = try APNsBenchmark(n: n, streams: streams, work: work, registry: context.registry, console: context.console,
+                                          engines: engine == "both" ? APNsBenchmark.allEngines : [engine])
             try await bench.run(serverChoice: serverChoice, connections: connections, json: arguments.flag("json"))
         } catch let error as CLIError {
             throw error
