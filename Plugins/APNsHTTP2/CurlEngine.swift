@@ -37,6 +37,8 @@ final class CurlEngine: EngineCore, APNsEngine, @unchecked Sendable {
     var lastLoneFailure = ""
     /// A transfer failed its connection this turn: take back what is in flight.
     var pendingAbort = false
+    /// The next request opens a new connection (the current one timed out without a word).
+    var freshConnection = false
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
@@ -185,6 +187,8 @@ final class CurlEngine: EngineCore, APNsEngine, @unchecked Sendable {
         let shape = shape(for: r.shapeKey)
         shape.inUse += 1
         easy.prepare(request: r, shape: shape)
+        easy.setFreshConnection(freshConnection)
+        freshConnection = false
         r.startedAt = now
         inFlight += 1
         settings.metrics.inFlight.add(1)
@@ -248,6 +252,10 @@ final class CurlEngine: EngineCore, APNsEngine, @unchecked Sendable {
             noteConnectionFailure(now: now, message: message)
             pendingAbort = true
             if easy.localPort != 0 { lostPorts.insert(easy.localPort) }
+            // A connection that answered nothing within the deadline may be dead without a close
+            // (a middlebox dropped it): libcurl would keep using it, so the next request opens a
+            // new one (the nghttp2 engine asks with PING instead).
+            if code == CURLE_OPERATION_TIMEDOUT { freshConnection = true }
         }
         retryOrFinish(r, now: now, failure: ResponseMapping.transportFailure(curlCode: Int32(code.rawValue), message: message))
     }

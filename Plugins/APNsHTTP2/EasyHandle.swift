@@ -96,6 +96,14 @@ final class EasyHandle {
         herald_curl_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headers.list(apnsID: r.delivery.apnsID, shape: shape))
     }
 
+    /// Whether this request must open a new connection instead of reusing one (set per request).
+    func setFreshConnection(_ fresh: Bool) {
+        guard fresh != freshConnection else { return }
+        freshConnection = fresh
+        herald_curl_easy_setopt_long(handle, CURLOPT_FRESH_CONNECT, fresh ? 1 : 0)
+    }
+    private var freshConnection = false
+
     /// libcurl's message for a failed transfer, with the detail of its error buffer.
     func errorMessage(_ code: CURLcode) -> String {
         let detail = String(cString: errorBuffer)

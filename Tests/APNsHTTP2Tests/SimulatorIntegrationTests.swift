@@ -304,6 +304,10 @@ final class ConnectProxy: @unchecked Sendable {
     let port: Int
     private let listener: Int32
     private let tunnels = Locked<[String]>([])
+    /// While set, the tunnels open now relay nothing (a connection a middlebox silently dropped);
+    /// tunnels opened later work.
+    private let frozenBefore = Locked(0)
+    private let opened = Locked(0)
 
     init() throws {
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -334,6 +338,9 @@ final class ConnectProxy: @unchecked Sendable {
 
     var targets: [String] { tunnels.withLock { $0 } }
 
+    /// Silences every tunnel open now, for good.
+    func freezeOpenTunnels() { frozenBefore.withLock { $0 = opened.value } }
+
     func stop() { shutdown(listener, Int32(SHUT_RDWR)); close(listener) }
 
     private func serve(_ client: Int32) {
@@ -348,6 +355,7 @@ final class ConnectProxy: @unchecked Sendable {
         guard parts.count >= 2, parts[0] == "CONNECT", let colon = parts[1].lastIndex(of: ":"),
               let upstreamPort = UInt16(parts[1][parts[1].index(after: colon)...]) else { close(client); return }
         tunnels.withLock { $0.append(String(parts[1])) }
+        let number = opened.withLock { n -> Int in n += 1; return n }
         let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -357,15 +365,17 @@ final class ConnectProxy: @unchecked Sendable {
         guard rc == 0 else { close(client); close(upstream); return }
         let ok = Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8)
         _ = ok.withUnsafeBytes { send(client, $0.baseAddress, $0.count, 0) }
-        Thread.detachNewThread { Self.relay(from: upstream, to: client) }
-        Self.relay(from: client, to: upstream)
+        let frozen: @Sendable () -> Bool = { [frozenBefore] in number <= frozenBefore.value }
+        Thread.detachNewThread { Self.relay(from: upstream, to: client, frozen: frozen) }
+        Self.relay(from: client, to: upstream, frozen: frozen)
     }
 
-    private static func relay(from a: Int32, to b: Int32) {
+    private static func relay(from a: Int32, to b: Int32, frozen: @escaping @Sendable () -> Bool) {
         var buffer = [UInt8](repeating: 0, count: 16_384)
         while true {
             let n = buffer.withUnsafeMutableBytes { recv(a, $0.baseAddress, $0.count, 0) }
             if n <= 0 { break }
+            if frozen() { continue }  // swallowed: the peer hears nothing, and no close either
             _ = buffer.withUnsafeBytes { send(b, $0.baseAddress, n, Int32(MSG_NOSIGNAL)) }
         }
         shutdown(b, Int32(SHUT_WR))
@@ -386,6 +396,27 @@ final class ConnectProxy: @unchecked Sendable {
         #expect(outcomes.allSatisfy { if case .delivered = $0 { return true }; return false }, "\(outcomes)")
         #expect(proxy.targets == ["127.0.0.1:\(f.apns.port)"])
         #expect(f.apns.simulator.received.count == 20)
+    }
+
+    /// A connection that goes silent without closing (a middlebox dropped it): requests on it
+    /// time out, are sent again, and reach APNs on a new connection.
+    @Test(arguments: Engine.allCases) func aSilentlyDeadConnectionIsReplaced(engine: Engine) async throws {
+        let f = try TransportFixture.tokenAuth()
+        defer { f.apns.stop() }
+        let proxy = try ConnectProxy()
+        proxy.start()
+        defer { proxy.stop() }
+        let transport = try f.transport(engine: engine, ["proxy": .string("http://127.0.0.1:\(proxy.port)"), "timeout": "500ms",
+                                                         "connectionRetries": 4])
+        try await transport.start()
+        let first = TransportFixture.delivery(1), second = TransportFixture.delivery(2)
+        let before = await transport.deliver([first])
+        proxy.freezeOpenTunnels()
+        let after = await transport.deliver([second])
+        await transport.shutdown()
+        #expect(before == [.delivered(apnsID: first.apnsID.lowercasedString)])
+        #expect(after == [.delivered(apnsID: second.apnsID.lowercasedString)], "\(after)")
+        #expect(proxy.targets.count == 2, "one tunnel, then a new one after the first went silent")
     }
 
     @Test(arguments: Engine.allCases) func idleConnectionsAreClosedAndReplaced(engine: Engine) async throws {
