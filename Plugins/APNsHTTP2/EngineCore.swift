@@ -187,7 +187,7 @@ class EngineCore: @unchecked Sendable {
                             r.shapeKey.authorization = current.header
                         }
                     case .failure(let error):
-                        finish(r, .failed(reason: "cannot sign a provider token: \(error)"))
+                        finish(r, .setupFailure(reason: "cannot sign a provider token: \(error)"))
                         continue
                     }
                 }
@@ -267,7 +267,7 @@ class EngineCore: @unchecked Sendable {
         do {
             refresh = try tokens.refresh(after: used)
         } catch {
-            finish(r, .failed(reason: "cannot sign a provider token: \(error)"))
+            finish(r, .setupFailure(reason: "cannot sign a provider token: \(error)"))
             return
         }
         switch refresh {

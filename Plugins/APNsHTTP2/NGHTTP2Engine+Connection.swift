@@ -152,7 +152,7 @@ extension NGHTTP2Engine {
                 noteConnectionFailure(now: Self.monotonic(), message: "the server did not speak HTTP/2")
                 for stream in streams {
                     if let r = stream.request {
-                        finish(r, .failed(reason: "\(settings.configuration.endpoint) did not negotiate HTTP/2; APNs requires it"))
+                        finish(r, .setupFailure(reason: "\(settings.configuration.endpoint) did not negotiate HTTP/2; APNs requires it"))
                     }
                 }
                 closeConnection()
