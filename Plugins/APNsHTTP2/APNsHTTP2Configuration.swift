@@ -99,21 +99,31 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
         init?(_ text: String) {
             var rest = Substring(text)
             if rest.hasPrefix("https://") { rest = rest.dropFirst(8) } else if rest.contains("://") { return nil }
+            guard let (host, port) = Self.hostAndPort(rest, defaultPort: 443) else { return nil }
+            self.host = host
+            self.port = port
+        }
+
+        /// `host`, `host:port`, `[v6]` or `[v6]:port` (trailing slashes ignored), with a port in 1…65535.
+        static func hostAndPort(_ text: Substring, defaultPort: Int) -> (String, Int)? {
+            var rest = text
             while rest.hasSuffix("/") { rest = rest.dropLast() }
+            let host: String, port: Int
             if rest.hasPrefix("[") {
                 guard let close = rest.firstIndex(of: "]") else { return nil }
                 host = String(rest[rest.index(after: rest.startIndex)..<close])
                 let after = rest[rest.index(after: close)...]
-                if after.isEmpty { port = 443 } else if after.hasPrefix(":"), let p = Int(after.dropFirst()) { port = p } else { return nil }
+                if after.isEmpty { port = defaultPort } else if after.hasPrefix(":"), let p = Int(after.dropFirst()) { port = p } else { return nil }
             } else if let colon = rest.lastIndex(of: ":") {
                 host = String(rest[..<colon])
                 guard let p = Int(rest[rest.index(after: colon)...]) else { return nil }
                 port = p
             } else {
                 host = String(rest)
-                port = 443
+                port = defaultPort
             }
             guard !host.isEmpty, !host.contains("/"), (1...65535).contains(port) else { return nil }
+            return (host, port)
         }
 
         init(host: String, port: Int) {

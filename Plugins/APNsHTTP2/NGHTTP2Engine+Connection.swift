@@ -342,6 +342,7 @@ extension NGHTTP2Engine {
         outStart = 0
         outEnd = 0
         nextDeadline = .max
+        immediate = true  // requests waiting (after GOAWAY, say) open the next connection now
     }
 }
 
@@ -358,26 +359,15 @@ struct ProxyTunnel {
             guard rest[..<scheme.lowerBound].lowercased() == "http" else { return nil }
             rest = rest[scheme.upperBound...]
         }
-        while rest.hasSuffix("/") { rest = rest.dropLast() }
         var credentials: String? = nil
         if let at = rest.lastIndex(of: "@") {
             credentials = Self.percentDecoded(rest[..<at])
             rest = rest[rest.index(after: at)...]
         }
-        if rest.hasPrefix("[") {
-            guard let close = rest.firstIndex(of: "]") else { return nil }
-            host = String(rest[rest.index(after: rest.startIndex)..<close])
-            let after = rest[rest.index(after: close)...]
-            if after.isEmpty { port = 1080 } else if after.hasPrefix(":"), let p = Int(after.dropFirst()) { port = p } else { return nil }
-        } else if let colon = rest.lastIndex(of: ":") {
-            host = String(rest[..<colon])
-            guard let p = Int(rest[rest.index(after: colon)...]) else { return nil }
-            port = p
-        } else {
-            host = String(rest)
-            port = 1080  // libcurl's default proxy port
-        }
-        guard !host.isEmpty, (1...65535).contains(port) else { return nil }
+        // 1080 is libcurl's default proxy port.
+        guard let (host, port) = APNsHTTP2Configuration.Endpoint.hostAndPort(rest, defaultPort: 1080) else { return nil }
+        self.host = host
+        self.port = port
         var text = "CONNECT \(authority) HTTP/1.1\r\nHost: \(authority)\r\n"
         if let credentials {
             text += "Proxy-Authorization: Basic \(Data(credentials.utf8).base64EncodedString())\r\n"
