@@ -99,6 +99,23 @@ import Testing
         #expect(counters.connections <= 6, "\(counters)")
     }
 
+    /// The server allows 5 streams (SETTINGS_MAX_CONCURRENT_STREAMS) where the transport would
+    /// send 500: a stream over its limit would be refused, and with no resends allowed that
+    /// request would fail.
+    @Test(arguments: Engine.allCases) func theServersStreamLimitIsHonoured(engine: Engine) async throws {
+        var faults = HTTP2Faults()
+        faults.latency = 0.02
+        let f = try TransportFixture.tokenAuth(faults: faults) { $0.maxConcurrentStreams = 5 }
+        defer { f.apns.stop() }
+        let transport = try f.transport(engine: engine, ["maxConcurrentStreams": 500, "connectionRetries": 0])
+        try await transport.start()
+        let batch = (1...60).map { TransportFixture.delivery($0) }
+        let outcomes = await transport.deliver(batch)
+        await transport.shutdown()
+        Self.expectDeliveredOnce(batch, outcomes, f.apns.simulator.received)
+        #expect(f.apns.simulator.counters.connections == 1)
+    }
+
     @Test(arguments: Engine.allCases) func aSilentServerAnswersEveryRequestWithinTheDocumentedWorstCase(engine: Engine) async throws {
         // docs/configuration.md: at worst 2 × timeout × (1 + connectionRetries) per request.
         var faults = HTTP2Faults()
