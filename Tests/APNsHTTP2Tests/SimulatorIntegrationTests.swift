@@ -337,6 +337,9 @@ final class ConnectProxy: @unchecked Sendable {
     }
 
     var targets: [String] { tunnels.withLock { $0 } }
+    /// The CONNECT requests' heads, as received.
+    var requestHeads: [String] { heads.withLock { $0 } }
+    private let heads = Locked<[String]>([])
 
     /// Silences every tunnel open now, for good.
     func freezeOpenTunnels() { frozenBefore.withLock { $0 = opened.value } }
@@ -355,6 +358,8 @@ final class ConnectProxy: @unchecked Sendable {
         guard parts.count >= 2, parts[0] == "CONNECT", let colon = parts[1].lastIndex(of: ":"),
               let upstreamPort = UInt16(parts[1][parts[1].index(after: colon)...]) else { close(client); return }
         tunnels.withLock { $0.append(String(parts[1])) }
+        let head = String(decoding: request, as: UTF8.self)
+        heads.withLock { $0.append(head) }
         let number = opened.withLock { n -> Int in n += 1; return n }
         let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
@@ -389,12 +394,15 @@ final class ConnectProxy: @unchecked Sendable {
         let proxy = try ConnectProxy()
         proxy.start()
         defer { proxy.stop() }
-        let transport = try f.transport(engine: engine, ["proxy": .string("http://127.0.0.1:\(proxy.port)")])
+        // Credentials in the URL, percent-encoded as libcurl takes them.
+        let transport = try f.transport(engine: engine, ["proxy": .string("http://herald:p%40ss@127.0.0.1:\(proxy.port)")])
         try await transport.start()
         let outcomes = await transport.deliver((1...20).map { TransportFixture.delivery($0) })
         await transport.shutdown()
         #expect(outcomes.allSatisfy { if case .delivered = $0 { return true }; return false }, "\(outcomes)")
         #expect(proxy.targets == ["127.0.0.1:\(f.apns.port)"])
+        let basic = "Proxy-Authorization: Basic " + Data("herald:p@ss".utf8).base64EncodedString()
+        #expect(proxy.requestHeads.allSatisfy { $0.contains(basic + "\r\n") }, "\(proxy.requestHeads)")
         #expect(f.apns.simulator.received.count == 20)
     }
 
