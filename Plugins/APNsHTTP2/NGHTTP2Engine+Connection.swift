@@ -214,7 +214,9 @@ extension NGHTTP2Engine {
     /// Moves the session's output to the socket in one write per turn.
     func flush() {
         guard phase == .open, let session, let connection else { return }
-        while outEnd < 256 * 1024 {
+        var capped = false
+        while true {
+            if outEnd >= 256 * 1024 { capped = true; break }
             var chunk: UnsafePointer<UInt8>? = nil
             let n = nghttp2_session_mem_send(session, &chunk)
             if n < 0 {
@@ -248,7 +250,7 @@ extension NGHTTP2Engine {
         outStart = 0
         outEnd = 0
         wantsWritable = false
-        if nghttp2_session_want_write(session) != 0 { immediate = true }
+        if capped { immediate = true }  // more output waits: next turn, after reading
         watch(EPOLLIN.rawValue)
         if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
             // After GOAWAY with nothing left in flight (or our own termination): done.

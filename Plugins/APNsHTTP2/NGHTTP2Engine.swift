@@ -216,12 +216,19 @@ final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
             for stream in unsent where stream.request != nil {
                 let me = Unmanaged.passUnretained(stream).toOpaque()
                 let id = herald_h2_submit_request(session, stream.nva, stream.nvCount, NGHTTP2Callbacks.readBody, me, me)
-                if id < 0 {
+                if id == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE.rawValue {
                     // Stream ids used up (after about a billion requests): a new connection takes them.
                     lastError = "cannot open a stream: \(String(cString: nghttp2_strerror(id)))"
                     refused.append((stream.request!, false))
                     release(stream)
                     goingAway = true
+                    continue
+                }
+                if id < 0 {
+                    // The request itself cannot be sent (nghttp2 refused its headers): never will be.
+                    let r = stream.request!
+                    release(stream)
+                    finish(r, .rejected(reason: "cannot send the request: \(String(cString: nghttp2_strerror(id)))"))
                     continue
                 }
                 stream.streamID = id
@@ -300,6 +307,12 @@ final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
                 return
             }
         case .open:
+            if goingAway && streams.isEmpty {
+                // Nothing left to finish on a connection that takes no new streams.
+                closeConnection(graceful: true)
+                warm = false
+                return
+            }
             if let deadline = pingDeadline, now >= deadline {
                 connectionFailed("the connection did not answer a PING within \(timeoutText)")
                 return
