@@ -8,7 +8,6 @@
    nghttp2 engine (client side): nghttp2_frame and nghttp2_data_source are unions, and building
    header arrays in Swift would allocate per message. */
 
-static inline uint8_t herald_h2_frame_type(const nghttp2_frame *f) { return f->hd.type; }
 static inline int32_t herald_h2_frame_stream_id(const nghttp2_frame *f) { return f->hd.stream_id; }
 
 /* Whether the frame opens a request (HEADERS of category REQUEST). */
