@@ -29,7 +29,7 @@ final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
     let tls: TLSClientContext
     let authority: String
     let proxy: ProxyTunnel?
-    /// Seconds without a byte from the server after which an open connection is sent a PING.
+    /// Nanoseconds (60 s) without a byte from the server after which an open connection is sent a PING.
     static let pingAfter: UInt64 = 60_000_000_000
 
     // Connection (engine thread).
