@@ -44,7 +44,7 @@ let package = Package(
 
         // MARK: Transport plugins
         .target(name: "HeraldLogTransport", dependencies: ["HeraldCore"], path: "Plugins/LogTransport"),
-        .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldCrypto", "CCurl"], path: "Plugins/APNsHTTP2"),
+        .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldCrypto", "CCurl", "CNGHTTP2"], path: "Plugins/APNsHTTP2"),
 
         // MARK: CLI and executable
         .target(name: "HeraldCLI",
