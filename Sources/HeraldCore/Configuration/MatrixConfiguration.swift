@@ -104,3 +104,28 @@ public struct MatrixConfiguration: Sendable, Equatable {
             + "relevance-score 0…1, interruption-level passive, active, time-sensitive or critical)"
     }
 }
+
+extension HeraldConfiguration {
+    /// `herald check`'s report of the `matrix` section: where it listens, each app id's route,
+    /// and an error for an app id whose Herald app has no transport for its tokens' environment.
+    public func matrixReport() -> (lines: [String], errors: Int) {
+        guard let matrix else { return (["matrix: off (no \"matrix\" section)"], 0) }
+        var lines = ["matrix: POST /_matrix/push/v1/notify on \(matrix.listen?.description ?? "api.listen (\(api.listen))"), "
+                     + "maxBodyBytes=\(matrix.maxBodyBytes) maxRequestsPerSecond=\(matrix.maxRequestsPerSecond)"]
+        var errors = 0
+        for id in matrix.apps.keys.sorted() {
+            let m = matrix.apps[id]!
+            guard let app = app(m.app) else { continue }
+            let environment = m.environment ?? defaultEnvironment(app)
+            if let transport = defaultTransport(app: app, environment: environment) {
+                let payload = m.defaultPayload.isEmpty ? "" : " defaultPayload=\(JSONValue.object(m.defaultPayload).jsonString)"
+                lines.append("  \(id) → app \(m.app) (\(environment.rawValue), transport \(transport))\(payload)")
+            } else {
+                errors += 1
+                lines.append("    error: matrix.apps[\"\(id)\"]: app \(m.app) has no route for \(environment.rawValue) tokens; "
+                             + "add a transport with that environment to apps.\(m.app).routes or set \"environment\"")
+            }
+        }
+        return (lines, errors)
+    }
+}
