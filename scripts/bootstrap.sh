@@ -9,6 +9,7 @@ packages=(
   libmicrohttpd-dev libnghttp2-dev                 # daemon HTTP API, HTTP/2 simulator
   nghttp2-client nghttp2-server                    # h2load and nghttpd: reference tools for tests and benchmarks
   wrk                                              # HTTP/1.1 load generator for `make bench` (the daemon API)
+  python3 python3-venv                             # Synapse (from PyPI) for the Matrix gateway's end-to-end test
 )
 
 missing=()
@@ -21,7 +22,8 @@ if ! command -v swift >/dev/null 2>&1; then
   exit 1
 fi
 
-[ ${#missing[@]} -eq 0 ] && exit 0
+synapse() { "$(dirname "$0")/synapse-venv.sh"; }
+[ ${#missing[@]} -eq 0 ] && { synapse; exit 0; }
 
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "bootstrap: missing packages (${missing[*]}) and no apt-get to install them; install them by hand" >&2
@@ -41,3 +43,4 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq >/dev/null
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "bootstrap: done" >&2
+synapse
