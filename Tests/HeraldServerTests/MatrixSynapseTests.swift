@@ -141,11 +141,12 @@ final class SynapseProcess: Sendable {
             rc_login: {address: \(limits), account: \(limits), failed_attempts: \(limits)}
             """)
         // The shell stops Synapse on SIGTERM, and by itself when the test process is gone (even after SIGKILL).
+        // With SIGKILL: Synapse inherits a signal mask that blocks SIGTERM, and its database is thrown away anyway.
         let wrapper = """
             "$0" -m synapse.app.homeserver --config-path "$1" >"$2/stdout.log" 2>&1 </dev/null &
             pid=$!
             echo $pid >"$2/synapse.pid"
-            stop() { kill $pid 2>/dev/null; wait $pid; exit 0; }
+            stop() { kill -9 $pid 2>/dev/null; wait $pid; exit 0; }
             trap stop TERM INT
             while kill -0 $PPID 2>/dev/null && kill -0 $pid 2>/dev/null; do sleep 0.5; done
             stop
@@ -171,7 +172,7 @@ final class SynapseProcess: Sendable {
         return synapse
     }
 
-    /// Stops Synapse: SIGTERM to the shell (which stops Synapse and waits for it); after 30 s,
+    /// Stops Synapse: SIGTERM to the shell (which kills Synapse and waits for it); after 30 s,
     /// SIGKILL to both.
     func stop() async {
         if process.isRunning { kill(process.processIdentifier, SIGTERM) }
