@@ -62,7 +62,7 @@ public final class APNsHTTP2Transport: TransportPlugin {
         guard !batch.isEmpty else { return [] }
         let engines = self.engines.withLock { $0 }
         guard !engines.isEmpty else {
-            return batch.map { _ in .failed(reason: "transport \(name) was not started") }
+            return batch.map { _ in .retry(after: nil, reason: "transport \(name) was not started") }
         }
         let completion = BatchCompletion(count: batch.count)
         // Signed here to fail the batch early when the key cannot sign; the engine sends each
@@ -70,7 +70,7 @@ public final class APNsHTTP2Transport: TransportPlugin {
         var token: ProviderTokenCache.Token? = nil
         if let tokens {
             do { token = try tokens.current() } catch {
-                return batch.map { _ in .failed(reason: "cannot sign a provider token: \(error)") }
+                return batch.map { _ in .setupFailure(reason: "cannot sign a provider token: \(error)") }
             }
         }
         let base = configuration.endpoint.baseURL + "/3/device/"

@@ -35,7 +35,7 @@ extension CurlEngine {
         do {
             refresh = try tokens.refresh(after: used)
         } catch {
-            finish(r, .failed(reason: "cannot sign a provider token: \(error)"))
+            finish(r, .setupFailure(reason: "cannot sign a provider token: \(error)"))
             return
         }
         switch refresh {

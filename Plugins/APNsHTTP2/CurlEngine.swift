@@ -300,7 +300,7 @@ final class CurlEngine: @unchecked Sendable {
                             r.shapeKey.authorization = current.header
                         }
                     case .failure(let error):
-                        finish(r, .failed(reason: "cannot sign a provider token: \(error)"))
+                        finish(r, .setupFailure(reason: "cannot sign a provider token: \(error)"))
                         continue
                     }
                 }
@@ -386,7 +386,7 @@ final class CurlEngine: @unchecked Sendable {
             herald_curl_easy_getinfo_long(easy.handle, CURLINFO_HTTP_VERSION, &version)
             if version != Int(CURL_HTTP_VERSION_2_0) {
                 noteConnectionFailure(now: now, message: "the server did not speak HTTP/2")
-                finish(r, .failed(reason: "\(settings.configuration.endpoint) did not negotiate HTTP/2; APNs requires it"))
+                finish(r, .setupFailure(reason: "\(settings.configuration.endpoint) did not negotiate HTTP/2; APNs requires it"))
                 return
             }
             incidentsSinceAnswer = 0

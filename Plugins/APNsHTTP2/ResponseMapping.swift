@@ -28,7 +28,7 @@ enum ResponseMapping {
              (403, "BadEnvironmentKeyInToken"):
             // The transport's credentials are wrong: not the notification's fault, and retrying
             // will not help until the configuration is fixed.
-            return .outcome(.failed(reason: "\(reason): \(credentialHint(reason))"))
+            return .outcome(.setupFailure(reason: "\(reason): \(credentialHint(reason))"))
         case (429, "TooManyRequests"):
             return .outcome(.retry(after: retryAfter, reason: reason))
         case (429, _):

@@ -274,18 +274,16 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
             let nowMs = now.millisecondsSince1970
             var changes: [String: (queued: Int, inFlight: Int)] = [:]
             for c in completions {
-                let requeued: Bool
-                switch c.disposition {
-                case .finished(let state, let reason, let apnsID):
-                    finish.reset()
-                    finish.bind(1, state.rawValue).bind(2, reason).bind(3, apnsID).bind(4, nowMs).bind(5, c.id).bind(6, c.attempt)
-                    try finish.run()
-                    requeued = false
-                case .retry(let at, let reason):
+                let requeued = c.state == .queued
+                if requeued {
                     retry.reset()
-                    retry.bind(1, reason).bind(2, at.millisecondsSince1970).bind(3, nowMs).bind(4, c.id).bind(5, c.attempt)
+                    retry.bind(1, c.reason).bind(2, (c.retryAt ?? now).millisecondsSince1970).bind(3, nowMs).bind(4, c.id)
+                        .bind(5, c.attempt).bind(6, c.countsAttempt ? 0 : 1)
                     try retry.run()
-                    requeued = true
+                } else {
+                    finish.reset()
+                    finish.bind(1, c.state.rawValue).bind(2, c.reason).bind(3, c.apnsID).bind(4, nowMs).bind(5, c.id).bind(6, c.attempt)
+                    try finish.run()
                 }
                 guard db.changes > 0 else { continue }
                 transportOf.reset()
@@ -297,6 +295,19 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
                 transportOf.reset()
             }
             return ((), { [self] in adjust(changes) })
+        }
+    }
+
+    public func renewLeases(_ claims: [ClaimedDelivery], until: Date) async throws {
+        guard !claims.isEmpty else { return }
+        try await writer.perform { [self] db in
+            let renew = try statements.renew(db)
+            for c in claims {
+                renew.reset()
+                renew.bind(1, until.millisecondsSince1970).bind(2, c.delivery.id).bind(3, c.delivery.attempt)
+                try renew.run()
+            }
+            return ((), {})
         }
     }
 

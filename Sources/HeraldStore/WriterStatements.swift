@@ -41,6 +41,7 @@ struct WriterStatements {
     private var sent: SQLiteStatement?
     private var finished: SQLiteStatement?
     private var retried: SQLiteStatement?
+    private var renewed: SQLiteStatement?
     private var transportByID: SQLiteStatement?
 
     mutating func insertNotification(_ db: SQLiteDatabase) throws -> SQLiteStatement {
@@ -84,11 +85,20 @@ struct WriterStatements {
             """)
     }
 
-    /// Back to the queue: `?1` reason, `?2` due, `?3` now, `?4` id, `?5` attempt.
+    /// Back to the queue: `?1` reason, `?2` due, `?3` now, `?4` id, `?5` attempt, `?6` 1 to give
+    /// the attempt back (it did not count), else 0.
     mutating func retry(_ db: SQLiteDatabase) throws -> SQLiteStatement {
         try Self.reuse(&retried, db, """
-            UPDATE deliveries SET state = 'queued', last_reason = ?1, lease_until = NULL, next_attempt_at = ?2, updated_at = ?3
+            UPDATE deliveries SET state = 'queued', last_reason = ?1, lease_until = NULL, next_attempt_at = ?2, updated_at = ?3,
+                attempts = attempts - ?6
             WHERE id = ?4 AND attempts = ?5 AND state = 'sent'
+            """)
+    }
+
+    /// Extends a claim's lease: `?1` lease until, `?2` id, `?3` attempt.
+    mutating func renew(_ db: SQLiteDatabase) throws -> SQLiteStatement {
+        try Self.reuse(&renewed, db, """
+            UPDATE deliveries SET lease_until = ?1 WHERE id = ?2 AND attempts = ?3 AND state = 'sent' AND lease_until IS NOT NULL
             """)
     }
 

@@ -39,9 +39,9 @@ import Testing
         }
     }
 
-    @Test func credentialProblemsFailWithAHint() {
-        guard case .outcome(.failed(let reason)) = map(403, #"{"reason":"InvalidProviderToken"}"#) else {
-            Issue.record("expected failed")
+    @Test func credentialProblemsAreSetupFailuresWithAHint() {
+        guard case .outcome(.setupFailure(let reason)) = map(403, #"{"reason":"InvalidProviderToken"}"#) else {
+            Issue.record("expected a setup failure")
             return
         }
         #expect(reason == "InvalidProviderToken: APNs refused the provider token; check keyId, teamId and keyFile")

@@ -272,7 +272,7 @@ struct TransportFixture {
         try await stranger.start()
         let refused = await stranger.deliver([TransportFixture.delivery(1)])
         await stranger.shutdown()
-        #expect(refused == [.failed(reason: "InvalidProviderToken: APNs refused the provider token; check keyId, teamId and keyFile")])
+        #expect(refused == [.setupFailure(reason: "InvalidProviderToken: APNs refused the provider token; check keyId, teamId and keyFile")])
 
         // Nothing listens: a retryable outcome naming the connection failure, quickly.
         let port = f.apns.port

@@ -85,7 +85,7 @@ import Testing
         var delivered = 0
         for (d, o) in zip(batch, outcomes) {
             switch o {
-            case .delivered(let id): delivered += 1; #expect(id == d.apnsID.uuidString.lowercased())
+            case .delivered(let id, _): delivered += 1; #expect(id == d.apnsID.uuidString.lowercased())
             case .retry(_, let reason): #expect(reason.hasPrefix("no answer: "), "\(reason)")
             default: Issue.record("\(d.token): \(o)")
             }

@@ -40,7 +40,7 @@ import Testing
         #expect(policy.action(for: .delivered(apnsID: "a"), attempt: 1, content: content, now: now, random: 0) == .finish(.delivered, reason: nil))
         #expect(policy.action(for: .rejected(reason: "BadTopic"), attempt: 1, content: content, now: now, random: 0) == .finish(.rejected, reason: "BadTopic"))
         #expect(policy.action(for: .expired, attempt: 1, content: content, now: now, random: 0) == .finish(.expired, reason: nil))
-        #expect(policy.action(for: .failed(reason: "no"), attempt: 1, content: content, now: now, random: 0) == .finish(.failed, reason: "no"))
+        #expect(policy.action(for: .setupFailure(reason: "no"), attempt: 1, content: content, now: now, random: 0) == .pause(reason: "no"))
     }
 
     @Test func invalidTokenUsesApplesTimestampOrNow() {

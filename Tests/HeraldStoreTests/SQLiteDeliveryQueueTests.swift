@@ -33,8 +33,8 @@ struct SQLiteDeliveryQueueTests {
             #expect(claimed.allSatisfy { $0.delivery.attempt == 1 && $0.delivery.content.badge == 1 && $0.delivery.topic == "com.example.app" })
             #expect(q.depth()["t"] == QueueDepth(queued: 0, inFlight: 2))
             #expect(try await q.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0 + 60).isEmpty)
-            try await q.complete([DeliveryCompletion(id: claimed[0].delivery.id, attempt: 1, disposition: .finished(.delivered, reason: nil, apnsID: nil)),
-                                  DeliveryCompletion(id: claimed[1].delivery.id, attempt: 1, disposition: .finished(.rejected, reason: "BadTopic", apnsID: nil))],
+            try await q.complete([.finished(claimed[0].delivery, .delivered, reason: nil),
+                                  .finished(claimed[1].delivery, .rejected, reason: "BadTopic")],
                                  now: t0 + 1)
             #expect(q.depth()["t"] == QueueDepth(queued: 0, inFlight: 0))
             let status = try #require(try await q.status(notificationID: "n1"))
@@ -49,14 +49,14 @@ struct SQLiteDeliveryQueueTests {
         try await withQueue { q, _ in
             _ = try await q.enqueue(notification(tokens: ["aa01"]), idempotencySince: t0)
             let first = try await q.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0 + 60)
-            try await q.complete([DeliveryCompletion(id: first[0].delivery.id, attempt: 1, disposition: .retry(at: t0 + 10, reason: "Busy"))], now: t0)
+            try await q.complete([.requeued(first[0].delivery, at: t0 + 10, reason: "Busy")], now: t0)
             #expect(try await q.claim(transport: "t", limit: 10, now: t0 + 9, leaseUntil: t0 + 60).isEmpty)
             #expect(try await q.nextDue(transport: "t") == t0 + 10)
             let second = try await q.claim(transport: "t", limit: 10, now: t0 + 10, leaseUntil: t0 + 70)
             #expect(second.first?.delivery.attempt == 2)
             #expect(second.first?.delivery.apnsID == first[0].delivery.apnsID)
             // A late answer to attempt 1 does not touch attempt 2.
-            try await q.complete([DeliveryCompletion(id: first[0].delivery.id, attempt: 1, disposition: .finished(.failed, reason: "late", apnsID: nil))], now: t0 + 11)
+            try await q.complete([.finished(first[0].delivery, .failed, reason: "late")], now: t0 + 11)
             #expect(q.depth()["t"]?.inFlight == 1)
         }
     }
@@ -99,8 +99,7 @@ struct SQLiteDeliveryQueueTests {
         #expect(interrupted.map(\.delivery.token) == ["aa01", "aa02"])
         // The lease of the dead run does not matter; the sweeper leaves them to the recovery.
         #expect(try await q.reclaimExpiredLeases(now: t0 + 7200) == 0)
-        try await q.complete(interrupted.map { DeliveryCompletion(id: $0.delivery.id, attempt: $0.delivery.attempt,
-                                                                  disposition: .retry(at: t0, reason: "interrupted")) }, now: t0)
+        try await q.complete(interrupted.map { .requeued($0.delivery, at: t0, reason: "interrupted") }, now: t0)
         #expect(try await q.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0 + 60).count == 3)
         await q.close()
     }
@@ -112,7 +111,7 @@ struct SQLiteDeliveryQueueTests {
             _ = try await q.enqueue(notification("new", tokens: ["aa03"], at: t0 + 1000), idempotencySince: t0)
             let claimed = try await q.claim(transport: "t", limit: 10, now: t0 + 1000, leaseUntil: t0 + 2000)
             let done = claimed.filter { $0.delivery.notificationID != "open" }
-            try await q.complete(done.map { DeliveryCompletion(id: $0.delivery.id, attempt: 1, disposition: .finished(.delivered, reason: nil, apnsID: nil)) }, now: t0)
+            try await q.complete(done.map { .finished($0.delivery, .delivered, reason: nil) }, now: t0)
             #expect(try await q.prune(createdBefore: t0 + 500) == 1)
             #expect(try await q.status(notificationID: "old") == nil)
             #expect(try await q.status(notificationID: "open") != nil)

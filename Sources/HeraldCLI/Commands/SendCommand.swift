@@ -129,7 +129,7 @@ enum SendCommand {
             }
             var counts: [String: Int] = [:]
             for r in reports { counts[r.outcome.rawValue, default: 0] += 1 }
-            let tally = DeliveryReport.Outcome.allCases.compactMap { o in counts[o.rawValue].map { "\($0) \(o.rawValue)" } }
+            let tally = DeliveryState.finalStates.compactMap { o in counts[o.rawValue].map { "\($0) \(o.rawValue)" } }
             let seconds = Date().timeIntervalSince(start)
             console.out("\(reports.count) device\(reports.count == 1 ? "" : "s"): \(tally.isEmpty ? "none" : tally.joined(separator: ", ")) in \(seconds.fixed(2)) s")
             if plan.skippedOverLimit > 0 { console.out("\(plan.skippedOverLimit) devices skipped: over maxDevicesPerUser (\(app.maxDevicesPerUser))") }

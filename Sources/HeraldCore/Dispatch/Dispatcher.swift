@@ -91,7 +91,7 @@ public final class Dispatcher: Sendable {
     private func run(transportName: String, deliveries: [Delivery],
                      onReport: @escaping @Sendable (DeliveryReport) -> Void) async -> [DeliveryReport] {
         var reports: [DeliveryReport] = []
-        func finish(_ d: Delivery, _ outcome: DeliveryReport.Outcome, _ reason: String?, apnsID: String? = nil) {
+        func finish(_ d: Delivery, _ outcome: DeliveryState, _ reason: String?, apnsID: String? = nil) {
             let report = DeliveryReport(token: d.token, user: d.user, transport: d.transport, outcome: outcome,
                                         reason: reason, attempts: d.attempt, apnsID: apnsID)
             metrics.finished(transport: d.transport, outcome: outcome, reason: reason)
@@ -133,7 +133,7 @@ public final class Dispatcher: Sendable {
                 switch policy.action(for: outcome, attempt: delivery.attempt, content: delivery.content, now: after, random: random()) {
                 case .finish(let final, let reason):
                     var apnsID: String? = nil
-                    if case .delivered(let id) = outcome { apnsID = id ?? delivery.apnsID.lowercasedString }
+                    if case .delivered(let id, _) = outcome { apnsID = id ?? delivery.apnsID.lowercasedString }
                     finish(delivery, final, reason, apnsID: apnsID)
                 case .retry(let at, let reason):
                     metrics.retried(transport: transportName)
@@ -146,6 +146,8 @@ public final class Dispatcher: Sendable {
                 case .invalidate(let since, let reason):
                     await invalidate(delivery, since: since, reason: reason)
                     finish(delivery, .invalidToken, reason)
+                case .pause(let reason):
+                    finish(delivery, .failed, reason)
                 }
             }
         }
@@ -195,7 +197,7 @@ public final class Dispatcher: Sendable {
 struct DispatchMetrics: Sendable {
     let registry: MetricsRegistry
 
-    func finished(transport: String, outcome: DeliveryReport.Outcome, reason: String?) {
+    func finished(transport: String, outcome: DeliveryState, reason: String?) {
         registry.counter("herald_deliveries_total", help: "Deliveries by transport, final outcome and reason.",
                          labels: [("transport", transport), ("outcome", outcome.rawValue), ("reason", Self.reasonLabel(reason))]).increment()
     }

@@ -46,10 +46,14 @@ public struct Delivery: Sendable, Equatable {
     public var apnsTopic: String { content.pushType.topic(forBundleID: topic) }
 }
 
-/// What a transport reports for one delivery; the dispatcher decides what follows.
+/// What a transport reports for one delivery: what the peer said, nothing more. The host's
+/// ``OutcomePolicy`` decides what follows (a ``DeliveryAction``), and the delivery's stored
+/// ``DeliveryState`` records where it ended.
 public enum DeliveryOutcome: Sendable, Equatable {
-    /// Accepted by the peer (APNs answered 200). `apnsID` is the id the peer confirmed.
-    case delivered(apnsID: String?)
+    /// Accepted by the peer (APNs answered 200). `apnsID` is the id the peer confirmed;
+    /// `evidence` says how the transport knows, when the peer does not answer each
+    /// notification (the binary protocol), and is kept as the delivery's reason.
+    case delivered(apnsID: String?, evidence: String? = nil)
     /// A temporary failure (429, 500, 503, a dropped connection): try again later, no sooner
     /// than `after` seconds when given.
     case retry(after: TimeInterval?, reason: String)
@@ -60,48 +64,55 @@ public enum DeliveryOutcome: Sendable, Equatable {
     case rejected(reason: String)
     /// The notification's expiration passed before it could be sent.
     case expired
-    /// Cannot be sent for a reason that is not the notification's (no route, a transport that
-    /// does not work); not retried.
-    case failed(reason: String)
-
-    /// The final state name used in reports, the API and metrics.
-    public var stateName: String {
-        switch self {
-        case .delivered: return "delivered"
-        case .retry: return "retry"
-        case .tokenInvalid: return "invalid_token"
-        case .rejected: return "rejected"
-        case .expired: return "expired"
-        case .failed: return "failed"
-        }
-    }
+    /// The transport's own setup is wrong (credentials refused, a certificate expired, a key
+    /// that cannot sign, an endpoint that does not speak the protocol): not the notification's
+    /// fault. The host pauses the transport and keeps the delivery queued, attempt uncounted,
+    /// until the setup is fixed. `reason` says what to fix and contains no secret.
+    case setupFailure(reason: String)
 
     /// The reason, when there is one.
     public var reason: String? {
         switch self {
-        case .delivered, .expired: return nil
-        case .retry(_, let r), .tokenInvalid(_, let r), .rejected(let r), .failed(let r): return r
+        case .delivered(_, let evidence): return evidence
+        case .expired: return nil
+        case .retry(_, let r), .tokenInvalid(_, let r), .rejected(let r), .setupFailure(let r): return r
         }
     }
 }
 
+/// Where a delivery stands: the queue's state, the API's `state`, and (final states only) the
+/// outcome in reports.
+public enum DeliveryState: String, CaseIterable, Sendable, Codable {
+    /// Waiting for its first attempt, for a retry, or for a paused transport.
+    case queued
+    /// Handed to its transport; the outcome is not recorded yet.
+    case sent
+    case delivered
+    /// Gave up: retries used up, no route, or no transport can carry it.
+    case failed
+    case invalidToken = "invalid_token"
+    case rejected
+    case expired
+
+    /// Whether nothing more will happen to the delivery.
+    public var isFinal: Bool { self != .queued && self != .sent }
+
+    /// The final states, in the order reports list them.
+    public static let finalStates: [DeliveryState] = [.delivered, .invalidToken, .rejected, .expired, .failed]
+}
+
 /// The final result for one device of a notification.
 public struct DeliveryReport: Sendable, Equatable {
-    public enum Outcome: String, Sendable, CaseIterable {
-        case delivered
-        case invalidToken = "invalid_token"
-        case rejected, expired, failed
-    }
-
     public var token: String
     public var user: String?
     public var transport: String?
-    public var outcome: Outcome
+    /// A final state (never `queued` or `sent`).
+    public var outcome: DeliveryState
     public var reason: String?
     public var attempts: Int
     public var apnsID: String?
 
-    public init(token: String, user: String?, transport: String?, outcome: Outcome, reason: String?,
+    public init(token: String, user: String?, transport: String?, outcome: DeliveryState, reason: String?,
                 attempts: Int, apnsID: String?) {
         self.token = token
         self.user = user

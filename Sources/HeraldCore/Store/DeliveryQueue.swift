@@ -11,7 +11,7 @@ import Glibc
 /// durable before it returns.
 ///
 /// Delivery states move `queued → sent → (delivered | failed | invalid_token | rejected |
-/// expired)`, or `sent → queued` for a retry. A `sent` row whose claim was lost (a crash) is
+/// expired)`, or `sent → queued` for a retry or a paused transport. A `sent` row whose claim was lost (a crash) is
 /// ambiguous: the transport may or may not have accepted it; see ``interrupted(transport:)``.
 public protocol DeliveryQueue: Sendable {
     /// Stores a notification with its deliveries in one transaction.
@@ -38,6 +38,11 @@ public protocol DeliveryQueue: Sendable {
     /// out and the delivery was claimed again) is ignored.
     func complete(_ completions: [DeliveryCompletion], now: Date) async throws
 
+    /// Extends the lease of claims still held by a transport (the worker calls it while a batch
+    /// is out, so a slow but live transport never has its deliveries claimed twice). A claim
+    /// whose attempt no longer matches is left alone.
+    func renewLeases(_ claims: [ClaimedDelivery], until: Date) async throws
+
     /// Returns deliveries whose lease ran out in this run to the queue; returns how many.
     func reclaimExpiredLeases(now: Date) async throws -> Int
 
@@ -46,6 +51,10 @@ public protocol DeliveryQueue: Sendable {
 
     /// A notification and the state of each of its deliveries.
     func status(notificationID: String) async throws -> NotificationStatus?
+
+    /// Accepts waiting to be made durable (the API refuses new ones past
+    /// `server.maxPendingAccepts`); 0 for a queue that commits each accept at once.
+    var waitingAccepts: Int { get }
 
     /// Unfinished deliveries per transport (kept in memory; cheap).
     func depth() -> [String: QueueDepth]
@@ -70,33 +79,6 @@ public struct ClaimedDelivery: Sendable {
     public init(delivery: Delivery, acceptedAt: Date) {
         self.delivery = delivery
         self.acceptedAt = acceptedAt
-    }
-}
-
-/// A delivery's state in the queue (the API's `state`).
-public enum DeliveryState: String, CaseIterable, Sendable, Codable {
-    /// Waiting for its first attempt or for a retry.
-    case queued
-    /// Handed to its transport; the outcome is not recorded yet.
-    case sent
-    case delivered
-    case failed
-    case invalidToken = "invalid_token"
-    case rejected
-    case expired
-
-    /// Whether nothing more will happen to the delivery.
-    public var isFinal: Bool { self != .queued && self != .sent }
-
-    /// The state that ends a delivery with this report outcome.
-    public init(_ outcome: DeliveryReport.Outcome) {
-        switch outcome {
-        case .delivered: self = .delivered
-        case .invalidToken: self = .invalidToken
-        case .rejected: self = .rejected
-        case .expired: self = .expired
-        case .failed: self = .failed
-        }
     }
 }
 
@@ -131,7 +113,7 @@ public struct QueuedNotification: Sendable {
         }
         for r in plan.reports {
             planned.append(PlannedDelivery(token: r.token, user: r.user, transport: r.transport,
-                                           environment: .production, apnsID: UUIDSource.random(), state: DeliveryState(r.outcome),
+                                           environment: .production, apnsID: UUIDSource.random(), state: r.outcome,
                                            reason: r.reason))
         }
         self.init(id: plan.notificationID, app: plan.app.id, topic: plan.app.topic, content: content,
@@ -179,25 +161,46 @@ public struct EnqueueReceipt: Sendable, Equatable {
     }
 }
 
-/// The outcome of one claimed delivery.
+/// What to record for one claimed delivery: a final state, or back to `queued`.
 public struct DeliveryCompletion: Sendable, Equatable {
-    public enum Disposition: Sendable, Equatable {
-        /// Final. `apnsID` is the id the peer confirmed, when it did.
-        case finished(DeliveryState, reason: String?, apnsID: String?)
-        /// Back to `queued`, due at this time.
-        case retry(at: Date, reason: String)
-    }
-
     /// The delivery's row id.
     public var id: Int64
-    /// The attempt of the claim (``Delivery/attempt``): a fencing token.
+    /// The attempt of the claim (``Delivery/attempt``): a fencing token. A completion whose
+    /// attempt no longer matches the stored delivery is ignored.
     public var attempt: Int
-    public var disposition: Disposition
+    /// A final state, or `.queued` to send again at ``retryAt``.
+    public var state: DeliveryState
+    public var reason: String?
+    /// The id the peer confirmed when it differs from the one sent (`nil` keeps the stored one).
+    public var apnsID: String?
+    /// When a `.queued` delivery is due again.
+    public var retryAt: Date?
+    /// For `.queued`: whether the attempt counts toward `maxAttempts`. `false` when the
+    /// delivery was never the problem (its transport paused, the daemon stopped before sending).
+    public var countsAttempt: Bool
 
-    public init(id: Int64, attempt: Int, disposition: Disposition) {
+    /// A final state.
+    public static func finished(_ claim: Delivery, _ state: DeliveryState, reason: String?, apnsID: String? = nil) -> DeliveryCompletion {
+        precondition(state.isFinal, "finished(_:_:) takes a final state")
+        return DeliveryCompletion(id: claim.id, attempt: claim.attempt, state: state, reason: reason, apnsID: apnsID,
+                                  retryAt: nil, countsAttempt: true)
+    }
+
+    /// Back to the queue, due at `at`; `countsAttempt: false` gives the attempt back.
+    public static func requeued(_ claim: Delivery, at: Date, reason: String, countsAttempt: Bool = true) -> DeliveryCompletion {
+        DeliveryCompletion(id: claim.id, attempt: claim.attempt, state: .queued, reason: reason, apnsID: nil,
+                           retryAt: at, countsAttempt: countsAttempt)
+    }
+
+    public init(id: Int64, attempt: Int, state: DeliveryState, reason: String?, apnsID: String?, retryAt: Date?,
+                countsAttempt: Bool) {
         self.id = id
         self.attempt = attempt
-        self.disposition = disposition
+        self.state = state
+        self.reason = reason
+        self.apnsID = apnsID
+        self.retryAt = retryAt
+        self.countsAttempt = countsAttempt
     }
 }
 

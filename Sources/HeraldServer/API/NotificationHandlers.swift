@@ -71,7 +71,7 @@ extension API {
             serverMetrics.accepted(app: notification.app)
             serverMetrics.acceptedDeliveries(receipt.deliveries)
             for r in plan.reports {
-                serverMetrics.finished(transport: r.transport ?? "none", state: DeliveryState(r.outcome), reason: r.reason)
+                serverMetrics.finished(transport: r.transport ?? "none", state: r.outcome, reason: r.reason)
             }
             if !perTransport.isEmpty { dependencies.wake(Set(perTransport.keys)) }
             if plan.skippedOverLimit > 0 {

@@ -136,8 +136,7 @@ final class TransportWorker: Sendable {
             }
             if isStopping {
                 // Claimed while stopping: hand them back at once rather than leave them leased.
-                let back = claimed.map { DeliveryCompletion(id: $0.delivery.id, attempt: $0.delivery.attempt,
-                                                            disposition: .retry(at: now, reason: "the daemon stopped before sending")) }
+                let back = claimed.map { DeliveryCompletion.requeued($0.delivery, at: now, reason: "the daemon stopped before sending", countsAttempt: false) }
                 try? await queue.complete(back, now: now)
                 break
             }
@@ -209,12 +208,11 @@ final class TransportWorker: Sendable {
             let d = c.delivery
             let id = d.apnsID.lowercasedString
             if confirmed.contains(id) {
-                completions.append(DeliveryCompletion(id: d.id, attempt: d.attempt, disposition: .finished(.delivered, reason: nil, apnsID: id)))
+                completions.append(.finished(d, .delivered, reason: nil))
                 metrics.finished(transport: name, state: .delivered, reason: nil)
                 metrics.latency(transport: name).observe(now.timeIntervalSince(c.acceptedAt))
             } else {
-                completions.append(DeliveryCompletion(id: d.id, attempt: d.attempt,
-                                                      disposition: .retry(at: now, reason: "interrupted by a restart; sent again")))
+                completions.append(.requeued(d, at: now, reason: "interrupted by a restart; sent again"))
             }
         }
         do {
@@ -237,8 +235,7 @@ final class TransportWorker: Sendable {
         let latency = metrics.latency(transport: name)
         for c in batch {
             if OutcomePolicy.hasExpired(c.delivery.content, now: start) {
-                completions.append(DeliveryCompletion(id: c.delivery.id, attempt: c.delivery.attempt,
-                                                      disposition: .finished(.expired, reason: "expired before sending", apnsID: nil)))
+                completions.append(.finished(c.delivery, .expired, reason: "expired before sending"))
                 metrics.finished(transport: name, state: .expired, reason: "expired")
                 latency.observe(start.timeIntervalSince(c.acceptedAt))
             } else {
@@ -267,11 +264,11 @@ final class TransportWorker: Sendable {
                 if case .retry = outcome { jitter = random() } else { jitter = 0 }
                 switch policy.action(for: outcome, attempt: d.attempt, content: d.content, now: after, random: jitter) {
                 case .finish(let final, let reason):
-                    let state = DeliveryState(final)
+                    let state = final
                     var apnsID: String? = nil
                     // The id the peer confirmed; `nil` (keep the stored one) when it is the one sent.
-                    if case .delivered(let id?) = outcome, id != d.apnsID.lowercasedString { apnsID = id }
-                    completions.append(DeliveryCompletion(id: d.id, attempt: d.attempt, disposition: .finished(state, reason: reason, apnsID: apnsID)))
+                    if case .delivered(let id?, _) = outcome, id != d.apnsID.lowercasedString { apnsID = id }
+                    completions.append(.finished(d, state, reason: reason, apnsID: apnsID))
                     metrics.finished(transport: name, state: state, reason: reason)
                     latency.observe(after.timeIntervalSince(c.acceptedAt))
                     if state != .delivered {
@@ -279,20 +276,22 @@ final class TransportWorker: Sendable {
                                                           "reason": reason ?? "", "attempts": String(d.attempt), "notification": d.notificationID])
                     }
                 case .retry(let at, let reason):
-                    completions.append(DeliveryCompletion(id: d.id, attempt: d.attempt, disposition: .retry(at: at, reason: reason)))
+                    completions.append(.requeued(d, at: at, reason: reason))
                     metrics.retried(transport: name)
                 case .invalidate(let since, let reason):
                     await invalidate(d, since: since, reason: reason)
-                    completions.append(DeliveryCompletion(id: d.id, attempt: d.attempt, disposition: .finished(.invalidToken, reason: reason, apnsID: nil)))
+                    completions.append(.finished(d, .invalidToken, reason: reason))
                     metrics.finished(transport: name, state: .invalidToken, reason: reason)
                     latency.observe(after.timeIntervalSince(c.acceptedAt))
+                case .pause(let reason):
+                    completions.append(.requeued(d, at: after, reason: reason, countsAttempt: false))
                 }
             }
         }
         do {
             try await queue.complete(completions, now: clock.now)
             // A retry changes when the next delivery is due: let the claim loop look again.
-            if completions.contains(where: { if case .retry = $0.disposition { return true } else { return false } }) {
+            if completions.contains(where: { $0.state == .queued }) {
                 work.notify()
             }
         } catch {
