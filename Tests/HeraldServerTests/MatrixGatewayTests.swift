@@ -287,3 +287,27 @@ enum MatrixPayloadFixtures {
 
     static func parse(_ body: String) throws -> MatrixNotification { try MatrixNotification.parse(JSONValue.parse(body)) }
 }
+
+/// A reload turns the gateway on (on api.listen); moving it to a listener of its own needs a restart.
+@Suite struct MatrixGatewayReloadTests {
+    @Test func reloadTurnsTheGatewayOnAndRefusesANewListener() async throws {
+        let d = try await TestDaemon.start()
+        do {
+            let c = HTTPTestClient(port: d.port)
+            let body = MatrixGatewayFixture.body(type: nil, pushkey: TestDaemon.token(1), appID: "x", extra: #""counts": {"unread": 1}"#)
+            #expect(try await c.post(MatrixGatewayFixture.notifyPath, body).status == 404)
+            let on = TestDaemon.configJSON(extra: #", "matrix": {"apps": {"x": {"app": "com.example.app"}}}"#)
+            #expect(await d.daemon.reload(try TestDaemon.parse(on, directory: d.directory)) == .applied(added: [], changed: [], removed: []))
+            let r = try await c.post(MatrixGatewayFixture.notifyPath, body)
+            #expect(r.status == 200 && r.text == "{\"rejected\":[]}\n", "\(r)")
+            let moved = TestDaemon.configJSON(extra: #", "matrix": {"listen": "127.0.0.1:0", "apps": {"x": {"app": "com.example.app"}}}"#)
+            guard case .refused(let reasons) = await d.daemon.reload(try TestDaemon.parse(moved, directory: d.directory)) else {
+                Issue.record("a new matrix.listen must need a restart")
+                await d.stop()
+                return
+            }
+            #expect(reasons == ["matrix.listen changed (none → 127.0.0.1:0): restart to apply"])
+        } catch { Issue.record(error) }
+        await d.stop()
+    }
+}
