@@ -1,20 +1,12 @@
 import Foundation
 import HeraldCore
+import HeraldTestKit
 import Testing
 
 /// The Matrix notify body, pushkeys, Sygnal's payload mapping (every branch) and the `matrix`
 /// config section.
 @Suite struct MatrixPayloadTests {
-    /// The spec's example request (Push Gateway API, `POST /_matrix/push/v1/notify`).
-    static let specExample = """
-    {"notification": {"event_id": "$3957tyerfgewrf384", "room_id": "!slw48wfj34rtnrf:example.com", "type": "m.room.message",
-      "sender": "@exampleuser:matrix.org", "sender_display_name": "Major Tom", "room_name": "Mission Control",
-      "room_alias": "#exampleroom:matrix.org", "prio": "high",
-      "content": {"msgtype": "m.text", "body": "I'm floating in a most peculiar way."},
-      "counts": {"unread": 2, "missed_calls": 1},
-      "devices": [{"app_id": "org.matrix.matrixConsole.ios", "pushkey": "V2h5IG9uIGVhcnRoIGRpZCB5b3UgZGVjb2RlIHRoaXM/",
-                   "pushkey_ts": 12345678, "data": {}, "tweaks": {"sound": "bing"}}]}}
-    """
+    static let specExample = MatrixFixtures.specExample
 
     static func notification(_ json: String) throws -> MatrixNotification {
         try MatrixNotification.parse(JSONValue.parse(json))

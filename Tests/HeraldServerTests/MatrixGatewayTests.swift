@@ -273,17 +273,9 @@ import Testing
     }
 }
 
-/// The spec's example, shared by the gateway tests.
+/// Notify bodies for the gateway tests.
 enum MatrixPayloadFixtures {
-    static let specExample = """
-    {"notification": {"event_id": "$3957tyerfgewrf384", "room_id": "!slw48wfj34rtnrf:example.com", "type": "m.room.message",
-      "sender": "@exampleuser:matrix.org", "sender_display_name": "Major Tom", "room_name": "Mission Control",
-      "room_alias": "#exampleroom:matrix.org", "prio": "high",
-      "content": {"msgtype": "m.text", "body": "I'm floating in a most peculiar way."},
-      "counts": {"unread": 2, "missed_calls": 1},
-      "devices": [{"app_id": "org.matrix.matrixConsole.ios", "pushkey": "V2h5IG9uIGVhcnRoIGRpZCB5b3UgZGVjb2RlIHRoaXM/",
-                   "pushkey_ts": 12345678, "data": {}, "tweaks": {"sound": "bing"}}]}}
-    """
+    static let specExample = MatrixFixtures.specExample
 
     static func parse(_ body: String) throws -> MatrixNotification { try MatrixNotification.parse(JSONValue.parse(body)) }
 }
