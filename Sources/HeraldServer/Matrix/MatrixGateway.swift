@@ -144,6 +144,7 @@ extension API {
         }
 
         let content: NotificationContent
+        let mode: MatrixPayload.Mode
         switch MatrixPayload.map(n, device: device, defaultPayload: mapping.defaultPayload) {
         case .reject(let reason):
             matrixState.pushkey(label, "rejected_default_payload")
@@ -156,13 +157,13 @@ extension API {
             apiLogger.warning("notification not sent: its payload stays over Apple's limit after shortening the alert texts",
                               ["app_id": label, "event_id": n.eventID ?? "", "bytes": String(bytes)])
             return nil
-        case .send(let c, let mode, let dropped):
+        case .send(let c, let m, let dropped):
             content = c
+            mode = m
             if !dropped.isEmpty {
                 apiLogger.warning("default_payload keys Herald cannot send were left out",
                                   ["app_id": label, "pushkey": Redact.token(device.pushkey), "keys": dropped.joined(separator: ",")])
             }
-            matrixState.count("herald_matrix_payloads_total", "Matrix notifications by the payload sent.", [("app_id", label), ("mode", mode.rawValue)])
         }
         let key = n.eventID.flatMap { $0.isEmpty ? nil : Self.matrixIdempotencyKey(eventID: $0, token: token) }
         let receipt: EnqueueReceipt
@@ -176,6 +177,10 @@ extension API {
             return nil
         }
         matrixState.pushkey(label, receipt.replayed ? "duplicate" : "accepted")
+        if !receipt.replayed {
+            matrixState.count("herald_matrix_payloads_total", "Matrix notifications queued, by the payload they send.",
+                              [("app_id", label), ("mode", mode.rawValue)])
+        }
         return nil
     }
 
