@@ -12,10 +12,11 @@ import Testing
     static let appID = "org.example.herald.ios"
 
     @Test(.timeLimit(.minutes(4))) func synapsePushesThroughHerald() async throws {
+        let dir = try TemporaryDirectory(prefix: "herald-synapse")
+        defer { dir.remove() }
         let gateway = try await MatrixGatewayFixture.start(matrix: #"""
             {"apps": {"\#(Self.appID)": {"app": "com.example.app"}}}
             """#)
-        let dir = try TemporaryDirectory(prefix: "herald-synapse")
         var synapse: SynapseProcess? = nil
         do {
             synapse = try await SynapseProcess.start(in: dir)
@@ -75,7 +76,6 @@ import Testing
             Issue.record(error, "synapse log: \(synapse?.logTail ?? "-")")
         }
         await synapse?.stop()
-        dir.remove()
         await gateway.stop()
     }
 }
