@@ -133,7 +133,7 @@ extension API {
             guard let ts = device.pushkeyTS, Double(ts) > dead.timeIntervalSince1970 else {
                 matrixState.pushkey(label, "rejected_dead")
                 return "APNs reported the token dead (\(known.invalidationReason ?? "invalid")) at \(dead.iso8601), "
-                    + "not before the pusher's pushkey_ts"
+                    + "at or after the pusher's pushkey_ts (\(device.pushkeyTS.map(String.init) ?? "absent"))"
             }
         }
         if known == nil || known?.invalidatedAt != nil,
