@@ -48,6 +48,13 @@ import Testing
                 (#""counts": {"unread": 5, "missed_calls": 2}"#, nil, nil, ""),
                 (#""counts": {"unread": 3}"#, nil, "$11", #""format": "event_id_only", "default_payload": {"aps": {"alert": {"loc-key": "Notification", "loc-args": []}}}"#),
                 (#""content": {"msgtype": "m.text", "body": "x"}"#, "m.sticker", "$12", #""default_payload": {"aps": {"category": "MSG"}}"#),
+                (#""content": {"msgtype": "m.image", "body": "dog.png"}"#, "m.room.message", "$13", ""),
+                (#""content": {"msgtype": "m.emote", "body": "nods"}"#, "m.room.message", "$14", ""),
+                (#""room_name": "Ops", "counts": {"unread": 4}"#, "m.room.message", "$15", ""),
+                (##""room_alias": "#ops:x", "user_is_target": true, "membership": "invite""##, "m.room.member", "$16", ""),
+                (#""user_is_target": false, "membership": "join", "counts": {"unread": 6}"#, "m.room.member", "$17", ""),
+                (#""room_name": "Ops", "content": {"msgtype": "m.text", "body": "\#(String(repeating: "long \\\"text\\\" ", count: 600))"}"#,
+                 "m.room.message", "$18", ""),
             ]
             var expected: [String: (payload: String, priority: Int)] = [:]
             for (i, c) in cases.enumerated() {
@@ -81,6 +88,13 @@ import Testing
             #expect(byCase(10)?.jsonString == #"{"aps":{"badge":7}}"#)
             #expect(byCase(11)?.jsonString == #"{"aps":{"alert":{"loc-args":[],"loc-key":"Notification"},"mutable-content":1},"event_id":"$11","origin":"herald","room_id":"!r:x","unread_count":3}"#)
             #expect(byCase(12)?["aps"]?["category"]?.stringValue == "MSG" && byCase(12)?["aps"]?["sound"]?.stringValue == "ping")
+            #expect(byCase(13)?["aps"]?["alert"]?["loc-key"]?.stringValue == "IMAGE_FROM_USER")
+            #expect(byCase(14)?["aps"]?["alert"]?["loc-key"]?.stringValue == "ACTION_FROM_USER")
+            #expect(byCase(15)?["aps"]?["alert"]?["loc-key"]?.stringValue == "MSG_FROM_USER_IN_ROOM")
+            #expect(byCase(16)?["aps"]?["alert"]?["loc-args"]?.jsonString == ##"["Bob","#ops:x"]"##)
+            #expect(byCase(17)?["aps"]?.jsonString == #"{"badge":6,"mutable-content":1}"#)   // no alert: the badge (and the default payload)
+            let long = try #require(arrived.first { $0.deviceToken == F.token(18).hex })
+            #expect(long.payload.count <= 4096 && long.payload.count > 4000, "shortened to Apple's limit: \(long.payload.count) bytes")
         } catch { Issue.record(error) }
         await f.stop()
     }
