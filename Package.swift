@@ -8,9 +8,11 @@ import PackageDescription
 ///   as few Swift modules as possible; no C type appears in a public API.
 /// - Transport adapters live under `Plugins/<Name>/`, depend on the core (and, where they need
 ///   crypto or TLS, on `HeraldCrypto`), never on each other, the store or the daemon.
+///
+/// Herald builds on Linux only (Glibc, epoll, /proc); no other platform is declared, and
+/// `HeraldCore` stops a build elsewhere with an error that says so.
 let package = Package(
     name: "Herald",
-    platforms: [.macOS(.v14)],
     products: [
         .executable(name: "herald", targets: ["herald"]),
         .library(name: "HeraldCore", targets: ["HeraldCore"]),
@@ -37,7 +39,7 @@ let package = Package(
         // MARK: APNs simulators and the daemon
         .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldCrypto", "CNGHTTP2"],
                 path: "Sources/HeraldSimulator"),
-        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldStore", "CMicroHTTPD"],
+        .target(name: "HeraldServer", dependencies: ["HeraldCore", "CMicroHTTPD"],
                 path: "Sources/HeraldServer"),
 
         // MARK: Transport plugins
@@ -49,7 +51,7 @@ let package = Package(
                 dependencies: ["HeraldCore", "HeraldStore", "HeraldCrypto", "HeraldServer", "HeraldSimulator"],
                 path: "Sources/HeraldCLI"),
         .executableTarget(name: "herald",
-                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldLogTransport", "HeraldAPNsHTTP2"],
+                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldStore", "HeraldLogTransport", "HeraldAPNsHTTP2"],
                           path: "Sources/herald"),
 
         // MARK: Test kit (doubles and in-process servers for tests)
@@ -68,8 +70,8 @@ let package = Package(
                     path: "Tests/HeraldCLITests"),
         .testTarget(name: "HeraldSimulatorTests", dependencies: ["HeraldSimulator", "HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldSimulatorTests"),
-        .testTarget(name: "HeraldServerTests", dependencies: ["HeraldServer", "HeraldStore", "HeraldCore", "HeraldTestKit",
-                                                           "HeraldAPNsHTTP2", "HeraldSimulator"],
+        .testTarget(name: "HeraldServerTests", dependencies: ["HeraldServer", "HeraldStore", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
+                                                           "HeraldAPNsHTTP2"],
                     path: "Tests/HeraldServerTests"),
         .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldCore", "HeraldCrypto", "HeraldStore",
                                                         "HeraldSimulator", "HeraldTestKit"],

@@ -7,7 +7,7 @@ import Testing
 
 /// `POST /_matrix/push/v1/notify` end to end: the daemon in this process, the real
 /// `apns-http2` transport, and the APNs HTTP/2 simulator receiving what it sends.
-@Suite(.serialized) struct MatrixGatewayTests {
+@Suite(.serialized, .stopsDaemons) struct MatrixGatewayTests {
     typealias F = MatrixGatewayFixture
 
     @Test(.timeLimit(.minutes(1))) func specExampleIsDeliveredAsSygnalSendsIt() async throws {
@@ -258,7 +258,7 @@ import Testing
 }
 
 /// The gateway without a `matrix` section, and its rate limit (with a frozen clock).
-@Suite struct MatrixGatewayLimitsTests {
+@Suite(.stopsDaemons) struct MatrixGatewayLimitsTests {
     @Test func offWithoutAMatrixSection() async throws {
         let d = try await TestDaemon.start()
         do {
@@ -295,7 +295,7 @@ enum MatrixPayloadFixtures {
 }
 
 /// A reload turns the gateway on (on api.listen); moving it to a listener of its own needs a restart.
-@Suite struct MatrixGatewayReloadTests {
+@Suite(.stopsDaemons) struct MatrixGatewayReloadTests {
     @Test func reloadTurnsTheGatewayOnAndRefusesANewListener() async throws {
         let d = try await TestDaemon.start()
         do {

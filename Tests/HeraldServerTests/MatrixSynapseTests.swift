@@ -8,7 +8,7 @@ import Testing
 /// bootstrap) on loopback, two users, two pushers pointed at Herald's gateway (one in full
 /// format with a base64 pushkey, one `event_id_only` with a hex pushkey and a default payload),
 /// an invitation and messages; the APNs simulator receives what Sygnal would have sent.
-@Suite(.serialized) struct MatrixSynapseTests {
+@Suite(.serialized, .stopsDaemons) struct MatrixSynapseTests {
     static let appID = "org.example.herald.ios"
 
     @Test(.timeLimit(.minutes(4))) func synapsePushesThroughHerald() async throws {

@@ -3,6 +3,7 @@ import HeraldAPNsHTTP2
 import HeraldCore
 import HeraldServer
 import HeraldSimulator
+import HeraldStore
 import HeraldTestKit
 
 /// A daemon in this process with the real `apns-http2` transport pointed at the in-process APNs
@@ -45,10 +46,13 @@ struct MatrixGatewayFixture {
             let configuration = try DaemonConfiguration.parse(Data(config(apns, matrix: matrix).utf8), baseDirectory: directory.path,
                                                               registry: registry, environment: [:])
             let logs = RecordingLogHandler()
-            let daemon = Daemon(configuration: configuration, registry: registry, logSink: logs,
-                                options: Daemon.Options(random: { 0.5 }, environment: [:], transportRestartDelay: 0.2))
+            let daemon = Daemon(configuration: configuration, registry: registry, storage: .embedded, logSink: logs,
+                                options: Daemon.Options(random: { 0.5 }, environment: [:], probeInterval: 0.2))
             let port = try await daemon.start()
-            return MatrixGatewayFixture(apns: apns, test: TestDaemon(directory: directory, daemon: daemon, port: port, logs: logs))
+            let test = TestDaemon(directory: directory, daemon: daemon, port: port, logs: logs)
+            // Stopped by the suite's .stopsDaemons trait on every path, too.
+            StopsDaemons.current?.withLock { $0.append(test) }
+            return MatrixGatewayFixture(apns: apns, test: test)
         } catch {
             apns.stop()
             throw error

@@ -20,7 +20,16 @@ enum CheckCommand {
         var failures = 0
         var lines: [String] = []
         lines.append("config: \(configuration.sourcePath ?? "-")")
-        lines.append("storage: \(configuration.storage.driver.rawValue) \(configuration.storage.path) (synchronous=\(configuration.storage.synchronous.rawValue))")
+        lines.append("storage (\(configuration.storage.driver.rawValue)):")
+        do {
+            for finding in await (try context.storage.driver(for: configuration)).describe(configuration) {
+                if finding.severity == .error { failures += 1 }
+                lines.append("    \(finding)")
+            }
+        } catch {
+            failures += 1
+            lines.append("    error: \(error)")
+        }
         lines.append("apps (\(configuration.apps.count)):")
         for id in configuration.apps.keys.sorted() {
             let a = configuration.apps[id]!

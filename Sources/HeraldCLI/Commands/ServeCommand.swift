@@ -19,7 +19,7 @@ enum ServeCommand {
         homeservers (no API key), on matrix.listen when set (then it prints "herald: matrix gateway
         listening on HOST:PORT" too), else on api.listen. See docs/matrix-gateway.md.
 
-        Every accepted notification is committed to the SQLite queue (storage.path) before the API
+        Every accepted notification is committed to the queue (storage) before the API
         answers 202; workers deliver it through the app's transports, retry temporary failures and
         resume unfinished deliveries after a restart. Without at least one key in api.keys ([] counts
         as none) the API is open, so api.listen must then be a loopback address: any other is a
@@ -49,7 +49,7 @@ enum ServeCommand {
             throw .configuration(lines)
         }
         for warning in configuration.configuration.warnings { context.console.err("\(path): warning: \(warning)") }
-        let daemon = Daemon(configuration: configuration, registry: context.registry,
+        let daemon = Daemon(configuration: configuration, registry: context.registry, storage: context.storage,
                             options: Daemon.Options(environment: context.environment, announce: true, handleSignals: true))
         do throws(DaemonError) {
             try await daemon.start()

@@ -1,6 +1,5 @@
 import FoundationEssentials
 import Glibc
-import HeraldCore
 
 /// A level-triggered wake-up for async waiters: ``notify()`` wakes every waiter, or the next
 /// one to wait when nobody is waiting yet (so a wake-up is never lost). Waiting is cancellable.
