@@ -30,9 +30,9 @@ enum ServeCommand {
                            server.shutdownDeadline, close the transports, exit 0.
           SIGHUP           reload the configuration file: keys, apps, routes, transports, tuning and
                            log settings. Unchanged transports keep their connections. A file with
-                           errors, or a change to storage, api.listen, api.maxBodyBytes or
-                           server.connectionLimit/connectionTimeout/maxCommitBatch, is refused and
-                           logged; the running configuration stays.
+                           errors, or a change to storage, api.listen, api.maxBodyBytes,
+                           matrix.listen or server.connectionLimit/connectionTimeout/maxCommitBatch,
+                           is refused and logged; the running configuration stays.
 
         Exit codes: 0 after a signal, 1 when the daemon cannot start, 2 for a bad configuration.
         """)
