@@ -268,6 +268,28 @@ import Testing
         await d.stop()
     }
 
+    /// The one 5xx: Herald could not store the push (here a full queue), so only the homeserver can retry.
+    @Test func aFullQueueIs503WithRetryAfterAndNothingStored() async throws {
+        let gate = GatedTransport(name: "t")
+        let matrix = #", "matrix": {"apps": {"x": {"app": "com.example.app"}}}"#
+        let d = try await TestDaemon.start(config: TestDaemon.configJSON(server: #""maxQueuedPerTransport": 1"#, extra: matrix),
+                                           transports: { _ in gate })
+        do {
+            let c = HTTPTestClient(port: d.port)
+            func body(_ e: String) -> String { MatrixGatewayFixture.body(eventID: e, pushkey: TestDaemon.token(1), appID: "x") }
+            #expect(try await c.post(MatrixGatewayFixture.notifyPath, body("$1")).status == 200)
+            let full = try await c.post(MatrixGatewayFixture.notifyPath, body("$2"))
+            #expect(full.status == 503 && full.json?["errcode"]?.stringValue == "M_UNKNOWN" && full.headers["retry-after"] == "1", "\(full)")
+            gate.open()
+            #expect(await eventually(timeout: 10) { gate.deliveries.count == 1 })
+            // Retried by the homeserver once there is room: accepted and sent.
+            let retried = await eventually(timeout: 10) { (try? await c.post(MatrixGatewayFixture.notifyPath, body("$2")).status) == 200 }
+            #expect(retried)
+            #expect(await eventually(timeout: 10) { gate.deliveries.count == 2 })
+        } catch { Issue.record(error) }
+        await d.stop()
+    }
+
     @Test func moreThanTheRatePerSecondGet429() async throws {
         let clock = TestClock()
         let matrix = #", "matrix": {"maxRequestsPerSecond": 2, "apps": {"x": {"app": "com.example.app"}}}"#
