@@ -76,8 +76,9 @@ public final class HTTPServer: @unchecked Sendable {
     /// Binds `address` and starts serving; returns the port (useful with port 0).
     /// - Throws: ``HTTPServerError`` naming the address and the system's reason.
     @discardableResult
-    public func start(_ address: ListenAddress) throws(HTTPServerError) -> Int {
-        var storage = try Self.socketAddress(address)
+    /// - Parameter setting: the configuration key of `address`, for errors.
+    public func start(_ address: ListenAddress, setting: String = "api.listen") throws(HTTPServerError) -> Int {
+        var storage = try Self.socketAddress(address, setting: setting)
         let length = socklen_t(Int32(storage.ss_family) == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
         let me = Unmanaged.passUnretained(self).toOpaque()
         let options = self.options
@@ -113,7 +114,7 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     /// The socket address for `address` (an IP literal, or `localhost`).
-    private static func socketAddress(_ address: ListenAddress) throws(HTTPServerError) -> sockaddr_storage {
+    private static func socketAddress(_ address: ListenAddress, setting: String) throws(HTTPServerError) -> sockaddr_storage {
         let host = address.host == "localhost" ? "127.0.0.1" : address.host
         var storage = sockaddr_storage()
         var v4 = in_addr(), v6 = in6_addr()
@@ -134,7 +135,7 @@ public final class HTTPServer: @unchecked Sendable {
                 }
             }
         } else {
-            throw HTTPServerError(message: "api.listen: \"\(address.host)\" is not an IP address (use e.g. 127.0.0.1, 0.0.0.0 or [::1])")
+            throw HTTPServerError(message: "\(setting): \"\(address.host)\" is not an IP address (use e.g. 127.0.0.1, 0.0.0.0 or [::1])")
         }
         return storage
     }
