@@ -1,3 +1,4 @@
+import APNsBinaryProtocol
 import Testing
 @testable import HeraldSimulator
 

@@ -1,3 +1,4 @@
+import APNsBinaryProtocol
 import FoundationEssentials
 import HeraldCore
 import HeraldSimulator

@@ -1,3 +1,4 @@
+import APNsBinaryProtocol
 /// What a connection did with the bytes it was given.
 enum BinaryGatewayEvent: Sendable, Equatable {
     /// A notification passed every rule.

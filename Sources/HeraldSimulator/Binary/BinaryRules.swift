@@ -1,3 +1,4 @@
+import APNsBinaryProtocol
 /// What the binary gateway checks, and which faults it injects.
 ///
 /// A value: the simulator keeps the current one behind a lock and each connection reads it

@@ -71,6 +71,16 @@ public struct APNsBinaryErrorResponse: Sendable, Hashable {
         self.reason = reason
     }
 
+    /// Reads a response off the wire: exactly 6 bytes starting with command 8, else `nil`.
+    /// The ``reason`` is the status's name (the wire carries none).
+    public init?(bytes: some Collection<UInt8>) {
+        guard bytes.count == 6 else { return nil }
+        let b = Array(bytes)
+        guard b[0] == Self.command else { return nil }
+        let id = UInt32(b[2]) << 24 | UInt32(b[3]) << 16 | UInt32(b[4]) << 8 | UInt32(b[5])
+        self.init(status: APNsBinaryStatus(rawValue: b[1]), identifier: id, reason: APNsBinaryStatus(rawValue: b[1]).name)
+    }
+
     /// The bytes on the wire: command 8, the status, the identifier big-endian.
     public var bytes: [UInt8] {
         [Self.command, status.rawValue,
