@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import HeraldAPNsBinary
 import HeraldAPNsHTTP2
 import HeraldCLI
 import HeraldCore
@@ -9,6 +10,7 @@ import HeraldLogTransport
 var registry = TransportRegistry()
 registry.register(LogTransport.self)
 registry.register(APNsHTTP2Transport.self)
+registry.register(APNsBinaryTransport.self)
 
 let code = await HeraldCLI.run(Array(CommandLine.arguments.dropFirst()), registry: registry)
 exit(code)
