@@ -49,7 +49,7 @@ final class GatewayConnection: @unchecked Sendable {
     private var out: [UInt8] = []
     private var outOffset = 0
     private var proofDeadline: ContinuousClock.Instant?
-    private var lastProof = ContinuousClock.now - .seconds(3600)
+    private var lastProof = ContinuousClock.now
     private var response: [UInt8] = []
     private var consecutiveFailures = 0
     private var backoffUntil: ContinuousClock.Instant?

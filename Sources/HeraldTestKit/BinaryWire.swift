@@ -52,6 +52,11 @@ public enum BinaryWire {
         public var status: UInt8
         public var identifier: UInt32
         public var description: String { "[\(command)][\(status)][\(identifier)]" }
+        public init(command: UInt8, status: UInt8, identifier: UInt32) {
+            self.command = command
+            self.status = status
+            self.identifier = identifier
+        }
     }
 
     public static func decodeError(_ bytes: [UInt8]) -> ErrorResponse? {

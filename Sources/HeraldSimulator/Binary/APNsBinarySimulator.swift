@@ -86,6 +86,7 @@ public final class APNsBinarySimulator: Sendable {
         var rejections: [Rejection] = []
         var refused: [String] = []
         var connections = 0
+        var drops = 0
         var server: BinaryThreadedServer?
     }
 
@@ -132,6 +133,8 @@ public final class APNsBinarySimulator: Sendable {
     public var refusedHandshakes: [String] { state.withLock { $0.refused } }
     /// Connections that completed the handshake.
     public var connectionCount: Int { state.withLock { $0.connections } }
+    /// Connections dropped by ``APNsBinaryRules/dropAfter``.
+    public var dropCount: Int { state.withLock { $0.drops } }
 
     /// Forgets what was recorded (not the rules).
     public func clearRecords() {
@@ -183,6 +186,8 @@ public final class APNsBinarySimulator: Sendable {
     }
     /// Shuts each connection down (status 10) after `count` accepted notifications; `nil` never.
     public func setShutdownAfter(_ count: Int?) { rulesBox.withLock { $0.shutdownAfter = count } }
+    /// Drops each connection (no error response) after `count` accepted notifications; `nil` never.
+    public func setDropAfter(_ count: Int?) { rulesBox.withLock { $0.dropAfter = count } }
     /// Marks `token` (hex) as an uninstalled app: accepted, then reported by the feedback service.
     public func addUninstalledToken(_ token: String) { uninstalled.withLock { _ = $0.insert(token.lowercased()) } }
 
@@ -215,6 +220,7 @@ public final class APNsBinarySimulator: Sendable {
         var events = session.begin(rules: rulesBox.value)
         while true {
             for event in events { handle(event, connection: connection, client: client, stream: stream, logger: logger) }
+            if events.contains(where: { if case .dropped = $0 { return true } else { return false } }) { return .close }
             if session.isFinished { break }
             let result = buffer.withUnsafeMutableBytes { stream.read(into: $0) }
             switch result {
@@ -268,6 +274,20 @@ public final class APNsBinarySimulator: Sendable {
                 o.bool("json", isJSON)
                 if isJSON { o.value("payload", parsed) } else { o.string("payload", notification.payloadText) }
                 o.client(client)
+            }
+        case .dropped(let discarded):
+            state.withLock { $0.drops += 1 }
+            rulesBox.withLock { r in
+                guard let n = r.dropConnections else { return }
+                r.dropConnections = n - 1
+                if n <= 1 { r.dropAfter = nil }
+            }
+            logger.info("connection dropped (fault)", ["accepted": "\(rulesBox.value.dropAfter ?? 0)", "discardedBytes": "\(discarded)"])
+            configuration.record?.write { o in
+                o.string("event", "dropped")
+                o.string("time", now.iso8601)
+                o.int("connection", connection)
+                o.int("discardedBytes", discarded)
             }
         case .rejected(let response, let frame, let discarded):
             let tokenHex = frame?.token.map { BinaryHex.encode($0) }

@@ -35,6 +35,12 @@ public struct APNsBinaryRules: Sendable, Hashable {
     /// (shutdown) with the identifier of the last accepted one and closes; counted per connection.
     /// `0` sends the shutdown as soon as a client connects, with identifier 0.
     public var shutdownAfter: Int? = nil
+    /// After this many accepted notifications on one connection, the gateway drops the
+    /// connection: no error response, unread input discarded (a network failure or a crashed
+    /// gateway); counted per connection. Checked after ``shutdownAfter``.
+    public var dropAfter: Int? = nil
+    /// How many connections ``dropAfter`` drops before it turns itself off; `nil`: every one.
+    public var dropConnections: Int? = nil
 
     public init() {}
 }
