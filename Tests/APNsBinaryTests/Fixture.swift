@@ -36,12 +36,12 @@ struct BinaryFixture {
         return (context.errors.isEmpty ? configuration : nil, context.errors.map(\.description))
     }
 
-    func transport(_ extra: [String: JSONValue] = [:], feedbackPort: Int? = nil,
+    func transport(_ extra: [String: JSONValue] = [:], feedbackPort: Int? = nil, clock: any WallClock = SystemClock(),
                    metrics: MetricsRegistry = MetricsRegistry()) throws -> APNsBinaryTransport {
         let (configuration, errors) = Self.parse(section(extra, feedbackPort: feedbackPort))
         guard let configuration else { throw TestSetupError("configuration: \(errors)") }
         return try APNsBinaryTransport(name: "legacy", configuration: configuration,
-                                       context: TransportContext(logger: .disabled, metrics: metrics))
+                                       context: TransportContext(logger: .disabled, clock: clock, metrics: metrics))
     }
 
     static func delivery(_ n: Int, content: NotificationContent = NotificationContent(alert: .text("Hello \(0)")),
