@@ -16,6 +16,11 @@ struct BinaryFixture {
         certs = try TestCertificates.shared()
     }
 
+    init(gateway: APNsBinarySimulator, certs: TestCertificates) {
+        self.gateway = gateway
+        self.certs = certs
+    }
+
     static func token(_ n: Int) -> String { String(format: "%064x", n) }
 
     /// The section a config would hold; `extra` adds or overrides keys (`null` removes one).
