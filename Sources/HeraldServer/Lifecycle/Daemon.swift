@@ -77,6 +77,7 @@ public final class Daemon: Sendable {
     private let initial: DaemonConfiguration
     let running = Locked<Running?>(nil)
     let pool = WorkerPool()
+    private let deadTokens: DeadTokenPoller
     private let reloading = Locked(false)
     private let signals = Locked<SignalStream?>(nil)
     /// The last store check's result, so a failing store is logged once, not at every probe.
@@ -93,6 +94,7 @@ public final class Daemon: Sendable {
         logHandler = DaemonLogHandler(level: log.level, format: log.format, sink: logSink)
         logger = Logger(label: "herald", level: .trace, handler: logHandler)
         serverMetrics = ServerMetrics(registry: metrics)
+        deadTokens = DeadTokenPoller(pool: pool, clock: options.clock, logger: logger, metrics: metrics)
     }
 
     /// The configuration in force.
@@ -158,6 +160,7 @@ public final class Daemon: Sendable {
             await self.maintain()
         }
         running.withLock { $0?.maintenance = maintenance }
+        deadTokens.start(store: store) { [weak self] in self?.configuration ?? config }
         let address = ListenAddress(host: config.api.listen.host, port: port)
         logger.notice("listening", ["address": address.description, "transports": config.transports.keys.sorted().joined(separator: ","),
                                     "auth": config.api.keys.isEmpty ? "none (loopback only)" : "\(config.api.keys.count) key(s)"])
@@ -276,6 +279,7 @@ public final class Daemon: Sendable {
         for name in added + changed {
             pool.add(makeWorker(name: name, spec: new.transports[name]!, queue: queue, store: store, started: true, transport: fresh[name]))
         }
+        deadTokens.reschedule()
         let deadline = new.server.shutdownDeadline
         Task.detached { [logger] in
             for w in retired {
@@ -323,6 +327,7 @@ public final class Daemon: Sendable {
         logger.notice("shutting down", ["deadline_s": String(deadline)])
         await r.server.stop(deadline: deadline)
         r.maintenance?.cancel()
+        await deadTokens.stop()
         let remaining = max(0.1, deadline - Date().timeIntervalSince(start))
         let clean = await stopWorkers(deadline: remaining)
         await r.queue.close()
