@@ -22,7 +22,7 @@ public enum HeraldCLI {
         FeedbackCommand.command,
         SimulateHTTP2Command.command,
         SimulateBinaryCommands.gateway, SimulateBinaryCommands.feedback,
-        BenchCommand.command,
+        BenchCommand.command, BinaryBenchmark.command,
     ]
 
     static var overview: String {
