@@ -65,29 +65,27 @@ public final class APNsBinaryTransport: TransportPlugin, DeadTokenSource {
             return batch.map { _ in .retry(after: nil, reason: "transport \(name) was not started") }
         }
         let completion = BinaryBatch(count: batch.count)
+        let maxPayload = configuration.maxPayload
         var frames: [BinaryFrame] = []
         frames.reserveCapacity(batch.count)
-        var tokens: [String: [UInt8]] = [:]
-        for (slot, delivery) in batch.enumerated() {
-            if delivery.payload.count > configuration.maxPayload {
-                completion.complete(slot, .rejected(reason: "7 Invalid payload size: the payload is \(delivery.payload.count) bytes; maxPayload is \(configuration.maxPayload) (not sent)"))
-                continue
-            }
-            let token: [UInt8]
-            if let known = tokens[delivery.token] {
-                token = known
-            } else {
-                guard let bytes = BinaryHex.decode(delivery.token), bytes.count == 32 else {
-                    completion.complete(slot, .rejected(reason: "5 Invalid token size: the binary provider API takes 32-byte tokens; this one is \(delivery.token.count / 2) bytes (not sent)"))
+        batch.withUnsafeBufferPointer { deliveries in
+            // Fields are read in place: a `Delivery` is large, and copying each one would cost
+            // more than everything else done here.
+            for slot in deliveries.indices {
+                let size = deliveries[slot].payload.count
+                if size > maxPayload {
+                    completion.complete(slot, .rejected(reason: "7 Invalid payload size: the payload is \(size) bytes; maxPayload is \(maxPayload) (not sent)"))
                     continue
                 }
-                token = bytes
-                if batch.count > 1 { tokens[delivery.token] = bytes }
+                guard let token = BinaryHex.decode(deliveries[slot].token, count: 32) else {
+                    completion.complete(slot, .rejected(reason: "5 Invalid token size: the binary provider API takes 32-byte tokens; this one is \(deliveries[slot].token.utf8.count / 2) bytes (not sent)"))
+                    continue
+                }
+                let expiration = deliveries[slot].content.apns.expiration ?? 0
+                frames.append(BinaryFrame(batch: completion, slot: slot, token: token, payload: deliveries[slot].payload,
+                                          expiry: UInt32(clamping: max(0, expiration)),
+                                          priority: deliveries[slot].content.priority == 10 ? 10 : 5))
             }
-            let expiration = delivery.content.apns.expiration ?? 0
-            frames.append(BinaryFrame(batch: completion, slot: slot, token: token, payload: delivery.payload,
-                                      expiry: UInt32(clamping: max(0, expiration)),
-                                      priority: delivery.content.priority == 10 ? 10 : 5))
         }
         if !frames.isEmpty {
             if connections.count == 1 {

@@ -27,6 +27,20 @@ final class BinaryBatch: @unchecked Sendable {
         if let (c, all) = resume { c.resume(returning: all) }
     }
 
+    /// Records one outcome for many slots under one lock (a proof settles thousands at once).
+    func complete(_ frames: some Collection<BinaryFrame>, _ outcome: DeliveryOutcome) {
+        let resume: (CheckedContinuation<[DeliveryOutcome], Never>, [DeliveryOutcome])? = lock.withLock {
+            for f in frames where outcomes[f.slot] == nil {
+                outcomes[f.slot] = outcome
+                remaining -= 1
+            }
+            guard remaining == 0, let c = continuation else { return nil }
+            continuation = nil
+            return (c, outcomes.map { $0! })
+        }
+        if let (c, all) = resume { c.resume(returning: all) }
+    }
+
     /// Waits until every slot has its outcome.
     func wait() async -> [DeliveryOutcome] {
         await withCheckedContinuation { (c: CheckedContinuation<[DeliveryOutcome], Never>) in
@@ -57,4 +71,18 @@ struct BinaryFrame: Sendable {
     var isolate = false
 
     func complete(_ outcome: DeliveryOutcome) { batch.complete(slot, outcome) }
+}
+
+extension Collection<BinaryFrame> {
+    /// Gives every frame `outcome`, one lock per run of frames from the same batch.
+    func complete(_ outcome: DeliveryOutcome) {
+        var start = startIndex
+        while start != endIndex {
+            let batch = self[start].batch
+            var end = index(after: start)
+            while end != endIndex && self[end].batch === batch { formIndex(after: &end) }
+            batch.complete(self[start..<end], outcome)
+            start = end
+        }
+    }
 }

@@ -44,12 +44,15 @@ final class GatewayConnection: @unchecked Sendable {
     private var queue: [BinaryFrame] = []
     private var queueHead = 0
     private var tls: TLSConnection?
+    /// The next connection, opened while a proof is answered (see ``prepareStandby()``).
+    private var standby: TLSConnection?
     private var window = SentWindow(connection: 0)
     private var connectionNumber = 0
     private var out: [UInt8] = []
     private var outOffset = 0
     private var proofDeadline: ContinuousClock.Instant?
     private var lastProof = ContinuousClock.now
+    private var lastProofFilledWindow = false
     private var response: [UInt8] = []
     private var consecutiveFailures = 0
     private var backoffUntil: ContinuousClock.Instant?
@@ -137,7 +140,10 @@ final class GatewayConnection: @unchecked Sendable {
             }
             if tls == nil {
                 if queued == 0 {
-                    if isStopping { return }
+                    if isStopping {
+                        standby?.shutdown()
+                        return
+                    }
                     waitForWork(timeout: -1)
                     continue
                 }
@@ -153,11 +159,14 @@ final class GatewayConnection: @unchecked Sendable {
             if out.count - outOffset == 0 && proofDeadline == nil {
                 if window.isEmpty && queued == 0 && isStopping {
                     closeConnection()
+                    standby?.shutdown()
                     return
                 }
                 let urgent = needsProofNow
                 if !window.isEmpty && (queued == 0 || urgent) {
-                    let due = lastProof + .milliseconds(Int64(settings.configuration.proofInterval * 1000))
+                    // After a proof forced by a full window the connection is busy, not trickling:
+                    // the next proof is not held back.
+                    let due = lastProofFilledWindow ? lastProof : lastProof + .milliseconds(Int64(settings.configuration.proofInterval * 1000))
                     if isStopping || urgent || ContinuousClock.now >= due {
                         writeProof()
                         continue
@@ -166,6 +175,7 @@ final class GatewayConnection: @unchecked Sendable {
                     continue
                 }
             }
+            prepareStandby()
             if let deadline = proofDeadline, ContinuousClock.now >= deadline {
                 connectionLost("no answer to the proof notification within \(settings.configuration.timeout) s")
                 continue
@@ -192,7 +202,7 @@ final class GatewayConnection: @unchecked Sendable {
     }
 
     private func failQueued(_ outcome: DeliveryOutcome) {
-        for f in queue[queueHead...] { f.complete(outcome) }
+        queue[queueHead...].complete(outcome)
         queue.removeAll(keepingCapacity: true)
         queueHead = 0
     }
@@ -206,9 +216,13 @@ final class GatewayConnection: @unchecked Sendable {
             return
         }
         do {
-            let connection = try TLSClient.connect(host: c.endpoint.host, port: c.endpoint.port, context: settings.tls, timeout: c.timeout)
-            let flags = fcntl(connection.fd, F_GETFL)
-            _ = fcntl(connection.fd, F_SETFL, flags | O_NONBLOCK)
+            let connection: TLSConnection
+            if let ready = standby {
+                standby = nil
+                connection = ready
+            } else {
+                connection = try open()
+            }
             tls = connection
             consecutiveFailures = 0
             connectionNumber += 1
@@ -221,6 +235,24 @@ final class GatewayConnection: @unchecked Sendable {
             settings.logger.debug("gateway connected", ["connection": "\(index).\(connectionNumber)", "endpoint": c.endpoint.description])
         } catch {
             connectFailed(error.message)
+        }
+    }
+
+    /// A new TLS connection to the gateway, non-blocking.
+    private func open() throws(CryptoError) -> TLSConnection {
+        let c = settings.configuration
+        let connection = try TLSClient.connect(host: c.endpoint.host, port: c.endpoint.port, context: settings.tls, timeout: c.timeout)
+        let flags = fcntl(connection.fd, F_GETFL)
+        _ = fcntl(connection.fd, F_SETFL, flags | O_NONBLOCK)
+        return connection
+    }
+
+    /// While a proof is out and more is queued, the next connection is opened (handshake and
+    /// all) so writing resumes the moment the answer comes. Nothing is written on it before.
+    private func prepareStandby() {
+        guard standby == nil, proofDeadline != nil, queued > 0, out.count == outOffset else { return }
+        do { standby = try open() } catch {
+            settings.logger.debug("standby connection failed; connecting after the answer", ["reason": error.message])
         }
     }
 
@@ -283,6 +315,7 @@ final class GatewayConnection: @unchecked Sendable {
     /// Writes the deliberately invalid notification (an empty token) whose rejection proves
     /// everything written before it on this connection.
     private func writeProof() {
+        lastProofFilledWindow = window.count >= settings.windowLimit
         let id = window.appendProof()
         let format: APNsBinaryFormat = settings.configuration.format == .simple ? .enhanced : settings.configuration.format
         APNsBinaryFrameEncoder.append(to: &out, format: format, token: [UInt8](), payload: Array("{}".utf8),
@@ -363,7 +396,7 @@ final class GatewayConnection: @unchecked Sendable {
         }
         let identified = settings.configuration.format.carriesIdentifier
         let resolution = window.resolve(response, identified: identified)
-        for f in resolution.delivered { f.complete(.delivered(apnsID: nil, evidence: resolution.evidence)) }
+        resolution.delivered.complete(.delivered(apnsID: nil, evidence: resolution.evidence))
         settings.metrics.delivered.increment(by: Int64(resolution.delivered.count))
         if let (frame, outcome) = resolution.failed {
             frame.complete(outcome)
@@ -385,6 +418,8 @@ final class GatewayConnection: @unchecked Sendable {
         let unproven = window.lost()
         closeConnection()
         if let problem = BinaryStatusMapping.setupProblem(reason) {
+            standby?.shutdown()
+            standby = nil
             settings.logger.error("gateway refused the setup", ["reason": problem])
             for f in unproven { f.complete(.setupFailure(reason: problem)) }
             failQueued(.setupFailure(reason: problem))
@@ -403,10 +438,9 @@ final class GatewayConnection: @unchecked Sendable {
         requeue(again)
     }
 
-    private func requeue(_ frames: [BinaryFrame]) {
+    private func requeue(_ frames: some Collection<BinaryFrame>) {
         guard !frames.isEmpty else { return }
-        let rest = Array(queue[queueHead...])
-        queue = frames + rest
+        queue = Array(frames) + queue[queueHead...]
         queueHead = 0
         settings.metrics.resent.increment(by: Int64(frames.count))
     }

@@ -12,12 +12,12 @@ struct SentWindow {
     /// What one answer settled.
     struct Resolution {
         /// Proven accepted, in order, with the evidence for each.
-        var delivered: [BinaryFrame] = []
+        var delivered: ArraySlice<BinaryFrame> = []
         var evidence = ""
         /// The notification the error was about, with its outcome.
         var failed: (frame: BinaryFrame, outcome: DeliveryOutcome)? = nil
         /// Not proven: to be written again on a new connection, in this order, ahead of anything newer.
-        var resend: [BinaryFrame] = []
+        var resend: ArraySlice<BinaryFrame> = []
     }
 
     /// The connection's number (for evidence texts).
@@ -74,17 +74,17 @@ struct SentWindow {
         } else if let index {
             r.evidence = "proven: the gateway rejected a later notification (identifier \(id), status \(response.status.rawValue)) on connection \(connection)"
             r.delivered = take(index)
-            let failed = take(1)[0]
+            let failed = take(1).first!
             r.failed = (failed, BinaryStatusMapping.outcome(for: response.status))
             r.resend = take(count)
         } else if !identified && count == 1 {
             // Command 0 carries no identifier; with one notification in the window there is no doubt.
-            let failed = take(1)[0]
+            let failed = take(1).first!
             r.failed = (failed, BinaryStatusMapping.outcome(for: response.status))
         } else {
             // The response names no notification Herald wrote here (command 0, or an unknown
             // identifier): nothing is proven. Write each again on its own, proven one by one.
-            r.resend = take(count).map { var f = $0; f.isolate = !identified; return f }
+            r.resend = ArraySlice(take(count).map { var f = $0; f.isolate = !identified; return f })
         }
         return r
     }
@@ -94,8 +94,9 @@ struct SentWindow {
         take(count).map { var f = $0; f.losses += 1; return f }
     }
 
-    private mutating func take(_ n: Int) -> [BinaryFrame] {
-        let slice = Array(entries[head..<head + n])
+    /// The next `n` entries, without copying them (a slice of the window's storage).
+    private mutating func take(_ n: Int) -> ArraySlice<BinaryFrame> {
+        let slice = entries[head..<head + n]
         head += n
         firstIdentifier &+= UInt32(n)
         return slice

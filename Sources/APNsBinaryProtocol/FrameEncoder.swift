@@ -39,8 +39,9 @@ public enum APNsBinaryFrameEncoder {
     ///   - expiry: UNIX seconds, 0 for "do not store"; commands 1 and 2 (item 4).
     ///   - priority: 10 or 5; command 2 only (item 5).
     /// - Important: token and payload lengths must fit in 16 bits; callers check sizes first.
-    public static func append(to buffer: inout [UInt8], format: APNsBinaryFormat, token: some Collection<UInt8>,
-                              payload: some Collection<UInt8>, identifier: UInt32, expiry: UInt32, priority: UInt8) {
+    ///   Concrete arrays (not generic collections) so the copy is a `memcpy` across modules.
+    public static func append(to buffer: inout [UInt8], format: APNsBinaryFormat, token: [UInt8],
+                              payload: [UInt8], identifier: UInt32, expiry: UInt32, priority: UInt8) {
         switch format {
         case .simple:
             buffer.append(0)

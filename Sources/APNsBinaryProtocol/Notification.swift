@@ -48,6 +48,35 @@ public enum BinaryHex {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// The bytes of a hex string of exactly `2 × count` digits (no spaces), or `nil`: the fast
+    /// path for normalised device tokens.
+    public static func decode(_ text: String, count: Int) -> [UInt8]? {
+        var text = text
+        return text.withUTF8 { utf8 -> [UInt8]? in
+            guard utf8.count == 2 * count else { return nil }
+            var ok = true
+            let bytes = [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
+                for i in 0..<count {
+                    let high = nibble(utf8[2 * i]), low = nibble(utf8[2 * i + 1])
+                    if high > 15 || low > 15 { ok = false }
+                    out[i] = high << 4 | (low & 15)
+                }
+                initialized = count
+            }
+            return ok ? bytes : nil
+        }
+    }
+
+    @inline(__always)
+    private static func nibble(_ c: UInt8) -> UInt8 {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return 255
+        }
+    }
+
     /// The bytes of a hex string; spaces and `<>` (as in `NSData` descriptions) are ignored.
     /// Returns `nil` for other characters or an odd number of digits.
     public static func decode(_ text: some StringProtocol) -> [UInt8]? {

@@ -34,6 +34,7 @@ import Testing
             #expect(n.priority == (format == .frame ? (i == 1 ? 5 : 10) : nil))
         }
         // The proof: one deliberately invalid notification (empty token), rejected with status 2.
+        #expect(await f.gateway.waitForRejections(count: 1))
         #expect(f.gateway.rejections.map(\.response.status) == [.missingDeviceToken])
     }
 
@@ -54,6 +55,22 @@ import Testing
         #expect(f.receivedTokens == batch.map(\.token).filter { $0 != BinaryFixture.token(500) })
     }
 
+    @Test func anInvalidTokenInSimpleFormatIsFoundOneByOne() async throws {
+        let f = try BinaryFixture { $0.invalidTokens = [BinaryFixture.token(5)] }
+        defer { f.gateway.stop() }
+        let transport = try f.transport(["format": "simple"])
+        try await transport.start()
+        let batch = (1...8).map { BinaryFixture.delivery($0) }
+        let outcomes = await transport.deliver(batch)
+        await transport.shutdown()
+        // Command 0 carries no identifier: the error names nothing, so the eight are written
+        // again one at a time, each proven alone; 1–4 arrive twice (at least once).
+        #expect(outcomes[4] == .tokenInvalid(since: nil, reason: "8 Invalid token"))
+        #expect(outcomes.enumerated().allSatisfy { $0.offset == 4 || $0.element.isDelivered })
+        let tokens = batch.map(\.token)
+        #expect(f.receivedTokens == Array(tokens[0..<4]) + Array(tokens[0..<4]) + Array(tokens[5...]))
+    }
+
     @Test func aShutdownMidStreamResendsWhatFollowedTheLastGoodOne() async throws {
         let f = try BinaryFixture { $0.shutdownAfter = 300 }
         defer { f.gateway.stop() }
@@ -65,7 +82,8 @@ import Testing
         #expect(outcomes.allSatisfy { $0.isDelivered })
         #expect(outcomes[299].evidence?.contains("shutdown (status 10)") == true)
         #expect(f.receivedTokens == batch.map(\.token))
-        #expect(f.gateway.rejections.filter { $0.response.status == .shutdown }.count >= 3)
+        #expect(await f.gateway.waitForRejections(count: 4))
+        #expect(f.gateway.rejections.map(\.response.status) == [.shutdown, .shutdown, .shutdown, .missingDeviceToken])
     }
 
     @Test func aDroppedConnectionLosesNothing() async throws {
@@ -102,6 +120,8 @@ import Testing
         let settled = await outcomes
         #expect(settled.allSatisfy { $0.evidence?.contains("proof notification") == true })
         #expect(f.receivedTokens == batch.map(\.token))
+        // (The gateway records its answer just after sending it.)
+        #expect(await f.gateway.waitForRejections(count: 1))
         #expect(f.gateway.rejections.map(\.response.status) == [.missingDeviceToken])
         // After shutdown nothing more is taken.
         let late = await transport.deliver([BinaryFixture.delivery(9999)])

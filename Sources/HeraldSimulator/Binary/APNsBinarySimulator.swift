@@ -124,7 +124,9 @@ public final class APNsBinarySimulator: Sendable {
     // MARK: What arrived
 
     /// Accepted notifications, in order of arrival (the latest ``Configuration/retainLimit``).
-    public var received: [Received] { state.withLock { $0.received } }
+    public var received: [Received] {
+        state.withLock { s in configuration.retainLimit.map { Array(s.received.suffix(max($0, 0))) } ?? s.received }
+    }
     /// Notifications accepted since start (or ``clearRecords()``), including any no longer retained.
     public var acceptedCount: Int { state.withLock { $0.acceptedTotal } }
     /// Error responses sent, in order.
@@ -254,7 +256,8 @@ public final class APNsBinarySimulator: Sendable {
             state.withLock { s in
                 s.acceptedTotal += 1
                 s.received.append(item)
-                if let limit, s.received.count > max(limit, 0) { s.received.removeFirst(s.received.count - max(limit, 0)) }
+                // Trimmed in chunks (amortised O(1) per notification, not a shift of the whole list each time).
+                if let limit, s.received.count > 2 * max(limit, 0) + 64 { s.received.removeFirst(s.received.count - max(limit, 0)) }
             }
             logger.debug("notification accepted", ["command": "\(notification.command)", "token": Redact.token(hex),
                                                    "identifier": notification.identifier.map { "\($0)" } ?? "-"])
