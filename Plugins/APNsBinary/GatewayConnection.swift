@@ -13,7 +13,11 @@ struct GatewaySettings: Sendable {
     var clock: any WallClock
     var metrics: BinaryMetrics
     /// Most notifications written and unproven on one connection before a proof is forced.
-    var windowLimit = 20_000
+    var windowLimit = 50_000
+    /// A window this large is proven as soon as there is nothing more to write, without waiting
+    /// for `proofInterval` (so a connection is renewed at most once per `proofInterval` or per
+    /// this many notifications).
+    var proofBatch = 1000
     /// Connections lost while a notification was unproven before it is handed back as a retry.
     var lossLimit = 3
 }
@@ -52,7 +56,6 @@ final class GatewayConnection: @unchecked Sendable {
     private var outOffset = 0
     private var proofDeadline: ContinuousClock.Instant?
     private var lastProof = ContinuousClock.now
-    private var lastProofFilledWindow = false
     private var response: [UInt8] = []
     private var consecutiveFailures = 0
     private var backoffUntil: ContinuousClock.Instant?
@@ -164,9 +167,10 @@ final class GatewayConnection: @unchecked Sendable {
                 }
                 let urgent = needsProofNow
                 if !window.isEmpty && (queued == 0 || urgent) {
-                    // After a proof forced by a full window the connection is busy, not trickling:
-                    // the next proof is not held back.
-                    let due = lastProofFilledWindow ? lastProof : lastProof + .milliseconds(Int64(settings.configuration.proofInterval * 1000))
+                    // Held back after the previous proof only while notifications trickle: a window
+                    // of `proofBatch` or more pays for its reconnect at once.
+                    let due = window.count >= settings.proofBatch ? lastProof
+                        : lastProof + .milliseconds(Int64(settings.configuration.proofInterval * 1000))
                     if isStopping || urgent || ContinuousClock.now >= due {
                         writeProof()
                         continue
@@ -315,7 +319,6 @@ final class GatewayConnection: @unchecked Sendable {
     /// Writes the deliberately invalid notification (an empty token) whose rejection proves
     /// everything written before it on this connection.
     private func writeProof() {
-        lastProofFilledWindow = window.count >= settings.windowLimit
         let id = window.appendProof()
         let format: APNsBinaryFormat = settings.configuration.format == .simple ? .enhanced : settings.configuration.format
         APNsBinaryFrameEncoder.append(to: &out, format: format, token: [UInt8](), payload: Array("{}".utf8),
