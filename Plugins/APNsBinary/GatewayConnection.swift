@@ -417,9 +417,13 @@ final class GatewayConnection: @unchecked Sendable {
 
     /// The connection ended without an answer: unproven notifications are written again.
     private func connectionLost(_ reason: String) {
-        settings.metrics.failures.increment()
         let unproven = window.lost()
         closeConnection()
+        if unproven.isEmpty && BinaryStatusMapping.setupProblem(reason) == nil {
+            settings.logger.debug("gateway closed an idle connection", ["reason": reason])
+            return
+        }
+        settings.metrics.failures.increment()
         if let problem = BinaryStatusMapping.setupProblem(reason) {
             standby?.shutdown()
             standby = nil

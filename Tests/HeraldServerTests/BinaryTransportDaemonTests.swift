@@ -77,4 +77,31 @@ import Testing
         #expect(two?["invalidated_at"] == .null)
         #expect(d.logs.records.contains { $0.message == "dead tokens applied" })
     }
+
+    @Test func aReloadThatTurnsFeedbackOnIsPolled() async throws {
+        let feedback = try BinarySimulatorHarness.feedback()
+        defer { feedback.stop() }
+        let gateway = try BinarySimulatorHarness.gateway()
+        defer { gateway.stop() }
+        let builds = Locked(0)
+        let d = try await TestDaemon.start(
+            config: TestDaemon.configJSON(transports: #"{"legacy": {"type": "test", "environment": "sandbox", "label": "off"}}"#,
+                                          routes: #"["legacy"]"#),
+            transports: { name in
+                let n = builds.withLock { b in b += 1; return b }
+                return try! Self.transport(name, gateway: gateway, feedback: feedback, feedbackInterval: n == 1 ? "0" : "100ms")
+            })
+        #expect(try await d.register(user: "alice", token: TestDaemon.token(1)).status == 201)
+        try feedback.addDeadToken(TestDaemon.token(1), time: Date().addingTimeInterval(2))
+        let next = TestDaemon.configJSON(transports: #"{"legacy": {"type": "test", "environment": "sandbox", "label": "on"}}"#,
+                                         routes: #"["legacy"]"#)
+        #expect(await d.daemon.reload(try TestDaemon.parse(next, directory: d.directory)) == .applied(added: [], changed: ["legacy"], removed: []))
+        let retired = await eventually(timeout: 20) {
+            let list = try? await d.client.get("/v1/users/alice/devices?app=com.example.app")
+            return list?.json?["devices"]?.arrayValue?.first?["invalidated_at"] != .null
+        }
+        await d.stop()
+        #expect(retired)
+        #expect(builds.withLock { $0 } == 2)
+    }
 }
