@@ -181,10 +181,20 @@ final class GatewayConnection: @unchecked Sendable {
             }
             prepareStandby()
             if let deadline = proofDeadline, ContinuousClock.now >= deadline {
-                connectionLost("no answer to the proof notification within \(settings.configuration.timeout) s")
+                readResponse()  // the answer may be waiting (a standby handshake held the thread)
+                if tls != nil, proofDeadline == deadline {
+                    connectionLost("no answer to the proof notification within \(settings.configuration.timeout) s")
+                }
                 continue
             }
             let wantsWrite = out.count - outOffset > 0
+            if wantsWrite, ContinuousClock.now - lastWriteProgress > .milliseconds(Int64(settings.configuration.timeout * 1000)) {
+                readResponse()
+                if tls != nil, out.count - outOffset > 0 {
+                    connectionLost("the gateway took no data for \(settings.configuration.timeout) s")
+                }
+                continue
+            }
             let canWriteMore = proofDeadline == nil && queued > 0 && !wantsWrite
             if canWriteMore { continue }
             pollConnection(timeout: proofDeadline.map { ContinuousClock.now.duration(to: $0) } ?? (wantsWrite ? .seconds(1) : .seconds(3600)))
@@ -198,6 +208,8 @@ final class GatewayConnection: @unchecked Sendable {
                             || (queued > 0 && queue[queueHead].isolate))
     }
     private var lastWrittenIsolated = false
+    /// When TLS last took bytes (a gateway that stops reading is given up after `timeout`).
+    private var lastWriteProgress = ContinuousClock.now
     private var lastFailure = ""
 
     private func secondsUntil(_ instant: ContinuousClock.Instant) -> TimeInterval {
@@ -228,6 +240,7 @@ final class GatewayConnection: @unchecked Sendable {
                 connection = try open()
             }
             tls = connection
+            lastWriteProgress = ContinuousClock.now
             consecutiveFailures = 0
             connectionNumber += 1
             window = SentWindow(connection: connectionNumber)
@@ -243,9 +256,10 @@ final class GatewayConnection: @unchecked Sendable {
     }
 
     /// A new TLS connection to the gateway, non-blocking.
-    private func open() throws(CryptoError) -> TLSConnection {
+    private func open(timeout: TimeInterval? = nil) throws(CryptoError) -> TLSConnection {
         let c = settings.configuration
-        let connection = try TLSClient.connect(host: c.endpoint.host, port: c.endpoint.port, context: settings.tls, timeout: c.timeout)
+        let connection = try TLSClient.connect(host: c.endpoint.host, port: c.endpoint.port, context: settings.tls,
+                                               timeout: timeout ?? c.timeout)
         let flags = fcntl(connection.fd, F_GETFL)
         _ = fcntl(connection.fd, F_SETFL, flags | O_NONBLOCK)
         return connection
@@ -255,7 +269,8 @@ final class GatewayConnection: @unchecked Sendable {
     /// all) so writing resumes the moment the answer comes. Nothing is written on it before.
     private func prepareStandby() {
         guard standby == nil, proofDeadline != nil, queued > 0, out.count == outOffset else { return }
-        do { standby = try open() } catch {
+        // Short: the proof's answer is not read while this handshake runs.
+        do { standby = try open(timeout: min(1, settings.configuration.timeout)) } catch {
             settings.logger.debug("standby connection failed; connecting after the answer", ["reason": error.message])
         }
     }
@@ -302,6 +317,7 @@ final class GatewayConnection: @unchecked Sendable {
             switch result {
             case .bytes(let n):
                 outOffset += n
+                lastWriteProgress = ContinuousClock.now
             case .wantRead, .wantWrite:
                 return
             case .closed:
