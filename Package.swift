@@ -8,9 +8,11 @@ import PackageDescription
 ///   as few Swift modules as possible; no C type appears in a public API.
 /// - Transport adapters live under `Plugins/<Name>/`, depend on the core (and, where they need
 ///   crypto or TLS, on `HeraldCrypto`), never on each other, the store or the daemon.
+///
+/// Herald builds on Linux only (Glibc, epoll, /proc); no other platform is declared, and
+/// `HeraldCore` stops a build elsewhere with an error that says so.
 let package = Package(
     name: "Herald",
-    platforms: [.macOS(.v14)],
     products: [
         .executable(name: "herald", targets: ["herald"]),
         .library(name: "HeraldCore", targets: ["HeraldCore"]),
@@ -38,7 +40,7 @@ let package = Package(
         // MARK: APNs simulators and the daemon
         .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldCrypto", "APNsBinaryProtocol", "CNGHTTP2"],
                 path: "Sources/HeraldSimulator"),
-        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldStore", "CMicroHTTPD"],
+        .target(name: "HeraldServer", dependencies: ["HeraldCore", "CMicroHTTPD"],
                 path: "Sources/HeraldServer"),
 
         // MARK: Transport plugins
@@ -51,7 +53,7 @@ let package = Package(
                 dependencies: ["HeraldCore", "HeraldStore", "HeraldCrypto", "HeraldServer", "HeraldSimulator", "APNsBinaryProtocol"],
                 path: "Sources/HeraldCLI"),
         .executableTarget(name: "herald",
-                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldLogTransport", "HeraldAPNsHTTP2", "HeraldAPNsBinary"],
+                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldStore", "HeraldLogTransport", "HeraldAPNsHTTP2", "HeraldAPNsBinary"],
                           path: "Sources/herald"),
 
         // MARK: Test kit (doubles and in-process servers for tests)
@@ -70,8 +72,8 @@ let package = Package(
                     path: "Tests/HeraldCLITests"),
         .testTarget(name: "HeraldSimulatorTests", dependencies: ["HeraldSimulator", "HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldSimulatorTests"),
-        .testTarget(name: "HeraldServerTests", dependencies: ["HeraldServer", "HeraldStore", "HeraldCore", "HeraldTestKit",
-                                                           "HeraldAPNsBinary", "HeraldSimulator"],
+        .testTarget(name: "HeraldServerTests", dependencies: ["HeraldServer", "HeraldStore", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
+                                                           "HeraldAPNsBinary"],
                     path: "Tests/HeraldServerTests"),
         .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldCore", "HeraldCrypto", "HeraldStore",
                                                         "HeraldSimulator", "HeraldTestKit"],

@@ -9,6 +9,7 @@ packages=(
   libmicrohttpd-dev libnghttp2-dev                 # daemon HTTP API, HTTP/2 simulator
   nghttp2-client nghttp2-server                    # h2load and nghttpd: reference tools for tests and benchmarks
   wrk                                              # HTTP/1.1 load generator for `make bench` (the daemon API)
+  strace                                           # holds the daemon inside a write in the kill -9 test
 )
 
 missing=()

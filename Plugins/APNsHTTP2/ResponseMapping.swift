@@ -4,7 +4,7 @@ import HeraldCore
 
 /// What an APNs answer means for the delivery, from Apple's status codes and reasons.
 ///
-/// Pure: unit-tested directly against Apple's table (see docs/apns-errors in the README).
+/// Pure: unit-tested directly against Apple's table (the README's "Apple's answers become outcomes", under `apns-http2`).
 enum ResponseMapping {
     /// The outcome of a request that got an HTTP answer.
     /// - Parameters:

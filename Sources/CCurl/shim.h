@@ -11,7 +11,6 @@ static inline CURLcode herald_curl_easy_setopt_long(CURL *h, CURLoption o, long 
 static inline CURLcode herald_curl_easy_setopt_string(CURL *h, CURLoption o, const char *v) { return curl_easy_setopt(h, o, v); }
 static inline CURLcode herald_curl_easy_setopt_pointer(CURL *h, CURLoption o, void *v) { return curl_easy_setopt(h, o, v); }
 static inline CURLcode herald_curl_easy_setopt_slist(CURL *h, CURLoption o, struct curl_slist *v) { return curl_easy_setopt(h, o, v); }
-static inline CURLcode herald_curl_easy_setopt_off_t(CURL *h, CURLoption o, curl_off_t v) { return curl_easy_setopt(h, o, v); }
 static inline CURLcode herald_curl_easy_setopt_blob(CURL *h, CURLoption o, struct curl_blob *v) { return curl_easy_setopt(h, o, v); }
 
 typedef size_t (*herald_curl_data_callback)(char *ptr, size_t size, size_t nmemb, void *userdata);
@@ -32,5 +31,4 @@ static inline CURLMcode herald_curl_multi_setopt_timer_callback(CURLM *m, herald
 
 static inline CURLcode herald_curl_easy_getinfo_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode herald_curl_easy_getinfo_pointer(CURL *h, CURLINFO i, void **v) { return curl_easy_getinfo(h, i, v); }
-static inline CURLcode herald_curl_easy_getinfo_double(CURL *h, CURLINFO i, double *v) { return curl_easy_getinfo(h, i, v); }
 #endif

@@ -92,10 +92,4 @@ static inline int herald_mhd_bound_port(struct MHD_Daemon *d) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     return info ? (int)info->port : 0;
 }
-
-/** Open connections right now. */
-static inline unsigned int herald_mhd_connection_count(struct MHD_Daemon *d) {
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-    return info ? info->num_connections : 0;
-}
 #endif

@@ -7,7 +7,6 @@
 /* Typed helpers for the APNs HTTP/2 simulator: nghttp2_frame is a union, and building header
    arrays in Swift would allocate per response. */
 
-static inline uint8_t herald_h2_frame_type(const nghttp2_frame *f) { return f->hd.type; }
 static inline int32_t herald_h2_frame_stream_id(const nghttp2_frame *f) { return f->hd.stream_id; }
 
 /* Whether the frame opens a request (HEADERS of category REQUEST). */

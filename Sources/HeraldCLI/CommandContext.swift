@@ -6,6 +6,7 @@ import HeraldStore
 /// What every command shares: the environment, the registry, and loading the config.
 struct CommandContext: Sendable {
     var registry: TransportRegistry
+    var storage: StorageDrivers
     var environment: [String: String]
     var console = Console()
 
@@ -40,9 +41,9 @@ struct CommandContext: Sendable {
     }
 
     /// Opens the token store the configuration names.
-    func openStore(_ configuration: HeraldConfiguration) throws(CLIError) -> SQLiteTokenStore {
+    func openStore(_ configuration: HeraldConfiguration) async throws(CLIError) -> any TokenStore {
         do {
-            return try SQLiteTokenStore(configuration: configuration.storage)
+            return try await storage.driver(for: configuration).openTokenStore(configuration)
         } catch {
             throw .runtime("cannot open the store: \(error)")
         }

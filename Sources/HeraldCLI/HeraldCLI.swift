@@ -1,10 +1,11 @@
 import FoundationEssentials
 import Glibc
 import HeraldCore
+import HeraldStore
 
 /// Herald's command line: one binary that is the daemon, the admin CLI and the simulators.
 ///
-/// `main` registers the transport plugins and calls ``run(_:registry:environment:)``.
+/// `main` registers the transport plugins and storage drivers and calls ``run(_:registry:storage:environment:)``.
 public enum HeraldCLI {
     public static let version = "0.1.0"
 
@@ -23,6 +24,7 @@ public enum HeraldCLI {
         SimulateHTTP2Command.command,
         SimulateBinaryCommands.gateway, SimulateBinaryCommands.feedback,
         BenchCommand.command, BinaryBenchmark.command,
+        CryptoBenchCommand.command,
     ]
 
     static var overview: String {
@@ -49,9 +51,12 @@ public enum HeraldCLI {
     }
 
     /// Runs the command line `arguments` (without the program name); returns the exit code.
-    public static func run(_ arguments: [String], registry: TransportRegistry,
+    /// - Parameters:
+    ///   - registry: the transport plugins.
+    ///   - storage: the storage drivers (default: SQLite, the embedded one).
+    public static func run(_ arguments: [String], registry: TransportRegistry, storage: StorageDrivers = .embedded,
                            environment: [String: String] = ProcessInfo.processInfo.environment) async -> Int32 {
-        let context = CommandContext(registry: registry, environment: environment)
+        let context = CommandContext(registry: registry, storage: storage, environment: environment)
         let console = context.console
         if arguments.isEmpty {
             console.err(overview)  // a usage error: no command

@@ -19,7 +19,7 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
 ///
 /// Not thread-safe on its own: owners serialise access (``SQLiteTokenStore`` holds it under a
 /// lock). Opened in WAL mode with the configured `synchronous` level and busy timeout.
-public final class SQLiteDatabase {
+public final class SQLiteDatabase: @unchecked Sendable {
     private var handle: OpaquePointer?
     private var cache: [String: SQLiteStatement] = [:]
     public let path: String

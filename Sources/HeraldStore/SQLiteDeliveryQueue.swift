@@ -15,7 +15,8 @@ import HeraldCore
 public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
     private let writer: SQLiteGroupCommitWriter
     private let reader: SQLiteDatabase
-    private let readerLock = ConditionLock()
+    /// The reader connection's own thread: a read may wait for a lock (busyTimeout).
+    private let readerThread = BlockingThread(name: "herald-sqlite-read")
     private let counts: Locked<[String: QueueDepth]>
     /// Notifications waiting for claims; used only on the writer thread.
     private var cache = NotificationCache(limit: 20_000)
@@ -161,7 +162,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
     }
 
     public func receipt(app: String, idempotencyKey: String, since: Date) async throws -> EnqueueReceipt? {
-        try read { db in
+        try await read { db in
             let s = try db.statement("SELECT id, deliveries, created_at FROM notifications WHERE app = ? AND idempotency_key = ?")
             s.bind(1, app).bind(2, idempotencyKey)
             defer { s.reset() }
@@ -333,7 +334,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
     }
 
     public func nextDue(transport: String) async throws -> Date? {
-        try read { db in
+        try await read { db in
             let s = try db.statement("SELECT min(next_attempt_at) FROM deliveries WHERE state = 'queued' AND transport = ?")
             s.bind(1, transport)
             defer { s.reset() }
@@ -344,14 +345,13 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
 
     // MARK: Reading and housekeeping
 
-    private func read<T>(_ body: (SQLiteDatabase) throws -> T) throws -> T {
-        readerLock.lock()
-        defer { readerLock.unlock() }
-        return try body(reader)
+    /// Runs `body` with the reader connection on its own thread.
+    private func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteDatabase) throws -> T) async throws -> T {
+        try await readerThread.run { [reader] in try body(reader) }
     }
 
     public func status(notificationID: String) async throws -> NotificationStatus? {
-        try read { db in
+        try await read { db in
             let n = try db.statement("SELECT seq, app, created_at, idempotency_key FROM notifications WHERE id = ?")
             n.bind(1, notificationID)
             guard try n.step() else { return nil }
@@ -420,7 +420,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
 
     public func ping() async throws {
         if writer.isClosed { throw StoreError("the queue is closed") }
-        try read { db in
+        try await read { db in
             try db.withStatement("SELECT seq FROM notifications ORDER BY seq DESC LIMIT 1") { _ = try $0.step() }
         }
     }

@@ -4,12 +4,14 @@ import HeraldCore
 
 /// The token store in a SQLite file (WAL mode, migrated on open, prepared statements).
 ///
-/// One connection serialised by a lock: each operation is a few prepared statements and takes
-/// microseconds. Several processes (the daemon and the CLI) may share the file; SQLite's busy
-/// timeout makes a writer wait for another.
+/// One connection on a thread of its own (``BlockingThread``): each operation is a few prepared
+/// statements and takes microseconds, but a commit may fsync and a writer may wait up to
+/// `busyTimeout` for another process (the daemon and the CLI may share the file), and neither
+/// may hold a thread of Swift's cooperative pool.
 public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
     private let lock = ConditionLock()
     private let db: SQLiteDatabase
+    private let thread = BlockingThread(name: "herald-sqlite-store")
 
     /// Opens (creating and migrating) the store at `path` (`":memory:"` for a private in-memory one).
     public init(path: String, synchronous: StorageConfiguration.Synchronous = .full, busyTimeout: TimeInterval = 5) throws {
@@ -33,6 +35,11 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
         return try body()
     }
 
+    /// Runs `body` on the store's own thread with the connection locked.
+    private func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await thread.run { [self] in try locked(body) }
+    }
+
     private static let columns = "app, token, user, transport, environment, created_at, updated_at, invalidated_at, invalidation_reason"
 
     private static func device(from s: SQLiteStatement) -> Device {
@@ -51,7 +58,7 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
     }
 
     public func register(_ r: DeviceRegistration, at now: Date) async throws -> RegistrationResult {
-        try locked {
+        try await onThread { [self] in
             try db.transaction {
                 let previous = try fetchDevice(app: r.app, token: r.token)
                 let nowMs = now.millisecondsSince1970
@@ -79,7 +86,7 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
     }
 
     public func unregister(app: String, token: String) async throws -> Bool {
-        try locked {
+        try await onThread { [self] in
             try db.withStatement("DELETE FROM devices WHERE app = ? AND token = ?") { s in
                 s.bind(1, app).bind(2, token)
                 try s.run()
@@ -89,7 +96,7 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
     }
 
     public func device(app: String, token: String) async throws -> Device? {
-        try locked { try fetchDevice(app: app, token: token) }
+        try await onThread { [self] in try fetchDevice(app: app, token: token) }
     }
 
     public func devices(app: String, users: [String], includeInvalidated: Bool) async throws -> [Device] {
@@ -103,13 +110,14 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
         }
         list.raw(UInt8(ascii: "]"))
         let filter = includeInvalidated ? "" : "AND invalidated_at IS NULL"
-        return try locked {
+        let userList = list.string
+        return try await onThread { [self] in
             try db.withStatement("""
                 SELECT \(Self.columns) FROM devices
                 WHERE app = ? AND user IN (SELECT value FROM json_each(?)) \(filter)
                 ORDER BY user, updated_at DESC, token
                 """) { s in
-                s.bind(1, app).bind(2, list.string)
+                s.bind(1, app).bind(2, userList)
                 var result: [Device] = []
                 while try s.step() { result.append(Self.device(from: s)) }
                 return result
@@ -118,7 +126,7 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
     }
 
     public func listDevices(app: String?, user: String?, limit: Int?) async throws -> [Device] {
-        try locked {
+        try await onThread { [self] in
             try db.withStatement("""
                 SELECT \(Self.columns) FROM devices
                 WHERE (?1 IS NULL OR app = ?1) AND (?2 IS NULL OR user = ?2)
@@ -133,7 +141,7 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
     }
 
     public func invalidate(app: String, token: String, at time: Date, reason: String) async throws -> InvalidationResult {
-        try locked {
+        try await onThread { [self] in
             try db.transaction {
                 let ms = time.millisecondsSince1970
                 try db.withStatement("""
@@ -151,7 +159,7 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
     }
 
     public func prune(invalidatedBefore cutoff: Date) async throws -> Int {
-        try locked {
+        try await onThread { [self] in
             try db.withStatement("DELETE FROM devices WHERE invalidated_at IS NOT NULL AND invalidated_at < ?") { s in
                 s.bind(1, cutoff.millisecondsSince1970)
                 try s.run()

@@ -5,12 +5,16 @@ import HeraldAPNsHTTP2
 import HeraldCLI
 import HeraldCore
 import HeraldLogTransport
+import HeraldStore
 
-// Transport plugins are registered here, explicitly, once.
+// Transport plugins and storage drivers are registered here, explicitly, once.
 var registry = TransportRegistry()
 registry.register(LogTransport.self)
 registry.register(APNsHTTP2Transport.self)
 registry.register(APNsBinaryTransport.self)
 
-let code = await HeraldCLI.run(Array(CommandLine.arguments.dropFirst()), registry: registry)
+var storage = StorageDrivers()
+storage.register(SQLiteStorageDriver())
+
+let code = await HeraldCLI.run(Array(CommandLine.arguments.dropFirst()), registry: registry, storage: storage)
 exit(code)

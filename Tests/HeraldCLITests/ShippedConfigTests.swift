@@ -10,6 +10,15 @@ import Testing
     /// moved to `port` (the only change).
     func shippedCopy(apnsPort: Int? = nil) throws -> (TemporaryDirectory, String) {
         let dir = try TemporaryDirectory(prefix: "herald-shipped")
+        do {
+            return (dir, try write(to: dir, apnsPort: apnsPort))
+        } catch {
+            dir.remove()
+            throw error
+        }
+    }
+
+    private func write(to dir: TemporaryDirectory, apnsPort: Int?) throws -> String {
         var text = try String(contentsOfFile: PackagePaths.root + "/config.json", encoding: .utf8)
         if let apnsPort {
             #expect(text.contains("\"https://127.0.0.1:2197\""))
@@ -18,7 +27,7 @@ import Testing
         let config = try dir.write("config.json", text)
         let made = try Run.program("/bin/bash", [PackagePaths.root + "/scripts/make-test-certs.sh", dir.file("var/certs")])
         #expect(made.status == 0, "\(made.stderr)")
-        return (dir, config)
+        return config
     }
 
     @Test func checkAcceptsTheShippedConfig() throws {

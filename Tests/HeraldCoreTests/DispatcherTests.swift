@@ -5,7 +5,8 @@ import HeraldTestKit
 import Testing
 
 /// Dispatcher behaviour with a real SQLite store, a scripted transport and the test clock.
-struct DispatchFixture: Sendable {
+/// A token store and configuration in a temporary folder, removed when the fixture goes.
+final class DispatchFixture: Sendable {
     let directory: TemporaryDirectory
     let store: SQLiteTokenStore
     let clock = TestClock()
@@ -21,6 +22,8 @@ struct DispatchFixture: Sendable {
          "delivery": {"maxAttempts": 4, "initialBackoff": "1s", "maxBackoff": "1m", "jitter": 0}}
         """.utf8), baseDirectory: directory.path, registry: testRegistry(), environment: [:])
     }
+
+    deinit { directory.remove() }
 
     func token(_ n: Int) -> String { String(format: "%064x", n) }
 

@@ -6,10 +6,9 @@ import HeraldTestKit
 import Testing
 
 /// The HTTP API end to end over a real socket (127.0.0.1, port 0).
-@Suite(.serialized) struct APITests {
+@Suite(.serialized, .stopsDaemons) struct APITests {
     @Test func healthReadyAndMetrics() async throws {
         let d = try await TestDaemon.start()
-        defer { Task { await d.stop() } }
         let open = HTTPTestClient(port: d.port)
         let health = try await open.get("/healthz")
         #expect(health.status == 200)
@@ -30,7 +29,6 @@ import Testing
 
     @Test func readyzQueriesTheStore() async throws {
         let d = try await TestDaemon.start()
-        defer { Task { await d.stop() } }
         let open = HTTPTestClient(port: d.port)
         #expect(await eventually { (try? await open.get("/readyz").status) == 200 })
         #expect(try await open.get("/readyz").json?["store"] == "open")
@@ -58,7 +56,6 @@ import Testing
 
     @Test func devicesRegisterListAndRemove() async throws {
         let d = try await TestDaemon.start()
-        defer { Task { await d.stop() } }
         let token = TestDaemon.token(1)
         let created = try await d.register(user: "alice", token: "<" + token.uppercased() + ">")
         #expect(created.status == 201)
@@ -86,7 +83,6 @@ import Testing
 
     @Test func deviceErrorsNameTheField() async throws {
         let d = try await TestDaemon.start()
-        defer { Task { await d.stop() } }
         let c = d.client
         var r = try await c.post("/v1/devices", #"{"app":"com.example.app","user":"a","token":"xyz"}"#)
         #expect(r.status == 400)
@@ -110,7 +106,6 @@ import Testing
 
     @Test func notificationIsAcceptedDeliveredAndReported() async throws {
         let d = try await TestDaemon.start()
-        defer { Task { await d.stop() } }
         try await d.register(user: "alice", token: TestDaemon.token(1))
         try await d.register(user: "alice", token: TestDaemon.token(2))
         try await d.register(user: "bob", token: TestDaemon.token(3))
@@ -159,7 +154,6 @@ import Testing
 
     @Test func notificationErrorsNameTheField() async throws {
         let d = try await TestDaemon.start()
-        defer { Task { await d.stop() } }
         let c = d.client
         func check(_ body: String, field: String?, code: String = "invalid_request", sourceLocation: SourceLocation = #_sourceLocation) async throws {
             let r = try await c.post("/v1/notifications", body)
@@ -187,7 +181,6 @@ import Testing
 
     @Test func protocolErrors() async throws {
         let d = try await TestDaemon.start()
-        defer { Task { await d.stop() } }
         let c = d.client
         var r = try await c.get("/v1/nothing")
         #expect(r.status == 404)
@@ -222,7 +215,6 @@ import Testing
 
     @Test func authenticationAndScopes() async throws {
         let d = try await TestDaemon.start()
-        defer { Task { await d.stop() } }
         let body = #"{"app":"com.example.app","user":"a","token":"\#(TestDaemon.token(1))"}"#
         var r = try await HTTPTestClient(port: d.port).post("/v1/devices", body)
         #expect(r.status == 401)
@@ -260,7 +252,6 @@ import Testing
     @Test func idempotencyKeyAnswersTheFirstReceiptAndSendsOnce() async throws {
         let transport = ScriptedTransport(name: "t", clock: SystemClock())
         let d = try await TestDaemon.start(transports: { _ in transport })
-        defer { Task { await d.stop() } }
         try await d.register(user: "alice", token: TestDaemon.token(1))
         let body = #"{"app":"com.example.app","users":["alice"],"alert":"once","idempotency_key":"order-7"}"#
         let first = try await d.client.post("/v1/notifications", body)
@@ -282,7 +273,6 @@ import Testing
         let gate = GatedTransport(name: "t")
         let d = try await TestDaemon.start(config: TestDaemon.configJSON(server: #""maxQueuedPerTransport": 3, "retryAfter": 7"#),
                                            transports: { _ in gate })
-        defer { Task { await d.stop() } }
         try await d.register(user: "alice", token: TestDaemon.token(1))
         try await d.register(user: "alice", token: TestDaemon.token(2))
         let body = #"{"app":"com.example.app","users":["alice"],"alert":"x"}"#
@@ -300,7 +290,6 @@ import Testing
         let config = TestDaemon.configJSON(server: #""maxPendingAccepts": 1, "retryAfter": 9"#)
             .replacingOccurrences(of: #""synchronous": "normal""#, with: #""synchronous": "normal", "busyTimeout": "60s""#)
         let d = try await TestDaemon.start(config: config)
-        defer { Task { await d.stop() } }
         let queue = try #require(d.daemon.queue as? SQLiteDeliveryQueue)
         // Another connection holds the write lock: the queue's writer blocks on its first batch.
         let lock = try SQLiteDatabase(path: d.database)
@@ -335,7 +324,6 @@ import Testing
 
     @Test func openAPIOnLoopbackWithoutKeys() async throws {
         let d = try await TestDaemon.start(config: TestDaemon.configJSON(keys: false))
-        defer { Task { await d.stop() } }
         let r = try await HTTPTestClient(port: d.port).post("/v1/devices", #"{"app":"com.example.app","user":"a","token":"\#(TestDaemon.token(1))"}"#)
         #expect(r.status == 201)
         // The configuration refuses an open API on other addresses.
@@ -355,7 +343,7 @@ import Testing
         // A configuration built in code does not start either.
         var built = try TestDaemon.parse(TestDaemon.configJSON(keys: false), directory: dir)
         built.configuration.api.listen = ListenAddress(host: "0.0.0.0", port: 0)
-        let daemon = Daemon(configuration: built, registry: TestDaemon.registry, logSink: RecordingLogHandler(),
+        let daemon = Daemon(configuration: built, registry: TestDaemon.registry, storage: .embedded, logSink: RecordingLogHandler(),
                             options: Daemon.Options(environment: [:], lockDatabase: false))
         await #expect(throws: DaemonError.self) { try await daemon.start() }
         #expect(daemon.port == 0)

@@ -9,7 +9,7 @@ import Testing
 
 /// The daemon with a real `apns-binary` transport: from the API to the simulated gateway, and
 /// the feedback service read on schedule by the daemon's ``DeadTokenPoller``.
-@Suite(.serialized) struct BinaryTransportDaemonTests {
+@Suite(.serialized, .stopsDaemons) struct BinaryTransportDaemonTests {
     /// A real binary transport to `gateway` (and `feedback`), built as the registry would.
     static func transport(_ name: String, gateway: APNsBinarySimulator, feedback: FeedbackSimulator?,
                           feedbackInterval: String) throws -> APNsBinaryTransport {

@@ -7,7 +7,7 @@ import Testing
 /// The daemon's housekeeping (``Daemon/maintenanceOnce()``) driven by a test clock: expired
 /// leases go back to the queue; finished notifications go after the retention, which is at
 /// least the idempotency window; unfinished ones stay.
-@Suite(.serialized) struct MaintenanceTests {
+@Suite(.serialized, .stopsDaemons) struct MaintenanceTests {
     /// A notification for one device of a transport that has no worker here.
     func orphan(_ id: String, transport: String, at time: Date) -> QueuedNotification {
         QueuedNotification(id: id, app: TestDaemon.app, topic: TestDaemon.app, content: NotificationContent(alert: .text(id)),
@@ -29,7 +29,6 @@ import Testing
         let config = TestDaemon.configJSON(server: #""retention": "1h", "idempotencyWindow": "3h", "lease": "5m""#)
             .replacingOccurrences(of: #""maintenanceInterval": "1h""#, with: #""maintenanceInterval": "30d""#)
         let d = try await TestDaemon.start(config: config, clock: clock, transports: { ScriptedTransport(name: $0, clock: clock) })
-        defer { Task { await d.stop() } }
         let queue = try #require(d.daemon.queue)
         let t0 = clock.now
 

@@ -5,7 +5,7 @@ import HeraldTestKit
 import Testing
 
 /// SIGHUP's reload, called directly.
-@Suite(.serialized) struct ReloadTests {
+@Suite(.serialized, .stopsDaemons) struct ReloadTests {
     @Test func newKeysAndAppsApplyUnchangedTransportsStay() async throws {
         let made = Locked<[String: Int]>([:])
         let d = try await TestDaemon.start(
@@ -14,7 +14,6 @@ import Testing
                 made.withLock { $0[name, default: 0] += 1 }
                 return ScriptedTransport(name: name, clock: SystemClock())
             })
-        defer { Task { await d.stop() } }
         #expect(try await d.client.get("/metrics").status == 200)
 
         let newKey = "rotated-key-0123456789abcdef"
@@ -34,7 +33,6 @@ import Testing
 
     @Test func badOrRestartOnlyChangesAreRefusedAndTheOldConfigurationStays() async throws {
         let d = try await TestDaemon.start()
-        defer { Task { await d.stop() } }
         let moved = TestDaemon.configJSON().replacingOccurrences(of: "127.0.0.1:0", with: "127.0.0.1:1")
         guard case .refused(let reasons) = await d.daemon.reload(try TestDaemon.parse(moved, directory: d.directory)) else {
             Issue.record("a listen change must be refused"); return
@@ -45,7 +43,6 @@ import Testing
 
         // A file with errors: refused with the errors, nothing changes.
         let f = try await TestDaemon.start(fromFile: true)
-        defer { Task { await f.stop() } }
         try TestDaemon.configJSON().replacingOccurrences(of: #""maxAttempts": 3"#, with: #""maxAttempts": "many""#)
             .write(toFile: f.directory.file("config.json"), atomically: true, encoding: .utf8)
         guard case .refused(let errors) = await f.daemon.reloadFromFile() else { Issue.record("a bad file must be refused"); return }
@@ -62,7 +59,6 @@ import Testing
     @Test func droppingEveryKeyOfANetworkListenerIsRefused() async throws {
         let network = TestDaemon.configJSON().replacingOccurrences(of: "127.0.0.1:0", with: "0.0.0.0:0")
         let d = try await TestDaemon.start(config: network, fromFile: true)
-        defer { Task { await d.stop() } }
         // SIGHUP's path: the file now says "keys": [] on 0.0.0.0.
         let emptied = network.replacingOccurrences(of: #"(?s)"keys": \[.*?\],"#, with: #""keys": [],"#, options: .regularExpression)
         #expect(emptied.contains(#""keys": [],"#))

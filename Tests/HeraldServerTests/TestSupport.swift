@@ -3,6 +3,7 @@ import HeraldCore
 import HeraldServer
 import HeraldStore
 import HeraldTestKit
+import Testing
 
 /// The `test` transport type for configurations in these tests; the daemon's transports are
 /// injected (``TestDaemon``), so this plugin only parses.
@@ -110,14 +111,21 @@ struct TestDaemon {
         }
         let logs = RecordingLogHandler()
         let make = transports ?? { name in ScriptedTransport(name: name, clock: SystemClock()) }
-        let daemon = Daemon(configuration: configuration, registry: registry, logSink: logs,
+        let daemon = Daemon(configuration: configuration, registry: registry, storage: .embedded, logSink: logs,
                             options: Daemon.Options(clock: clock, random: { 0.5 },
                                                     makeTransport: { spec, _ in make(spec.name) },
-                                                    environment: [:], transportRestartDelay: 0.2))
+                                                    environment: [:], probeInterval: 0.2))
         let port = try await daemon.start()
-        return TestDaemon(directory: directory, daemon: daemon, port: port, logs: logs)
+        let started = TestDaemon(directory: directory, daemon: daemon, port: port, logs: logs)
+        if let scope = StopsDaemons.current {
+            scope.withLock { $0.append(started) }
+        } else {
+            Issue.record("a test that starts a TestDaemon needs the .stopsDaemons trait (on its suite) so the daemon is stopped")
+        }
+        return started
     }
 
+    /// Shuts the daemon down (a second call does nothing) and removes its folder.
     func stop() async {
         await daemon.shutdown()
         directory.remove()
@@ -148,6 +156,31 @@ struct TestDaemon {
             try await Task.sleep(nanoseconds: 10_000_000)
         }
     }
+}
+
+/// Stops every ``TestDaemon`` a test started, awaited, once the test returns or throws.
+///
+/// `defer` cannot await, so tests do not stop their daemons themselves: `@Suite(.stopsDaemons)`.
+struct StopsDaemons: TestTrait, SuiteTrait, TestScoping {
+    @TaskLocal static var current: Locked<[TestDaemon]>?
+
+    var isRecursive: Bool { true }
+
+    func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
+        let started = Locked<[TestDaemon]>([])
+        do {
+            try await Self.$current.withValue(started) { try await function() }
+        } catch {
+            for d in started.withLock({ $0 }).reversed() { await d.stop() }
+            throw error
+        }
+        for d in started.withLock({ $0 }).reversed() { await d.stop() }
+    }
+}
+
+extension Trait where Self == StopsDaemons {
+    /// Stops (awaited) every daemon the test started, on every path.
+    static var stopsDaemons: StopsDaemons { StopsDaemons() }
 }
 
 /// Waits (real time) until `condition` holds; returns whether it did.

@@ -20,7 +20,16 @@ enum CheckCommand {
         var failures = 0
         var lines: [String] = []
         lines.append("config: \(configuration.sourcePath ?? "-")")
-        lines.append("storage: \(configuration.storage.driver.rawValue) \(configuration.storage.path) (synchronous=\(configuration.storage.synchronous.rawValue))")
+        lines.append("storage (\(configuration.storage.driver.rawValue)):")
+        do {
+            for finding in await (try context.storage.driver(for: configuration)).describe(configuration) {
+                if finding.severity == .error { failures += 1 }
+                lines.append("    \(finding)")
+            }
+        } catch {
+            failures += 1
+            lines.append("    error: \(error)")
+        }
         lines.append("apps (\(configuration.apps.count)):")
         for id in configuration.apps.keys.sorted() {
             let a = configuration.apps[id]!
@@ -49,7 +58,7 @@ enum CheckCommand {
         lines.append("delivery: maxAttempts=\(r.maxAttempts) backoff=\(r.initialDelay)s…\(r.maxDelay)s batchSize=\(configuration.delivery.batchSize)")
         if failures > 0 {
             lines.forEach { console.err($0) }
-            throw .configuration(["herald: \(failures) transport check\(failures == 1 ? "" : "s") failed"])
+            throw .configuration(["herald: \(failures) check\(failures == 1 ? "" : "s") failed"])
         }
         if !arguments.flag("quiet") {
             lines.forEach { console.out($0) }

@@ -52,7 +52,7 @@ enum DevicesCommands {
             environment = env
             transport = t
         }
-        let store = try context.openStore(configuration)
+        let store = try await context.openStore(configuration)
         let result: RegistrationResult
         do {
             result = try await store.register(DeviceRegistration(app: app.id, token: token, user: user, transport: transport,
@@ -91,7 +91,7 @@ enum DevicesCommands {
         let configuration = try context.loadConfiguration(arguments)
         if let a = arguments.value("app") { _ = try context.app(a, in: configuration, command: command) }
         let limit = try arguments.int("limit", command: command, in: 1...10_000_000)
-        let store = try context.openStore(configuration)
+        let store = try await context.openStore(configuration)
         let devices: [Device]
         do {
             devices = try await store.listDevices(app: arguments.value("app"), user: arguments.value("user"), limit: limit)
@@ -138,7 +138,7 @@ enum DevicesCommands {
         } catch {
             throw .usage("--token: \(error)", command: command)
         }
-        let store = try context.openStore(configuration)
+        let store = try await context.openStore(configuration)
         let removed: Bool
         do { removed = try await store.unregister(app: app.id, token: token) } catch {
             throw .runtime("cannot remove the device: \(error)")

@@ -35,7 +35,7 @@ enum FeedbackCommand {
             names = configuration.transports.keys.sorted()
         }
         let dryRun = arguments.flag("dry-run")
-        let store = try context.openStore(configuration)
+        let store = try await context.openStore(configuration)
         let invalidator = TokenInvalidator(store: store, logger: logger, metrics: MetricsRegistry())
         let console = context.console
         var sources = 0

@@ -14,7 +14,7 @@ enum PruneCommand {
         ])) { arguments, context throws(CLIError) in
         let configuration = try context.loadConfiguration(arguments)
         let days = try arguments.int("older-than", command: "prune", in: 0...36500) ?? 30
-        let store = try context.openStore(configuration)
+        let store = try await context.openStore(configuration)
         let cutoff = Date().addingTimeInterval(-Double(days) * 86400)
         do {
             let n = try await store.prune(invalidatedBefore: cutoff)

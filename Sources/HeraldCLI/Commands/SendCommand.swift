@@ -67,7 +67,7 @@ enum SendCommand {
             throw .usage(cliField(error), command: command)
         }
 
-        let store = try context.openStore(configuration)
+        let store = try await context.openStore(configuration)
         let logger = context.logger(configuration, verbose: arguments.flag("verbose"))
         let metrics = MetricsRegistry()
         let console = context.console

@@ -15,7 +15,7 @@ enum ServeCommand {
         and prints "herald: listening on HOST:PORT" on standard output once it serves. Logs go to
         standard error, one line per event, in log.format.
 
-        Every accepted notification is committed to the SQLite queue (storage.path) before the API
+        Every accepted notification is committed to the queue (storage) before the API
         answers 202; workers deliver it through the app's transports, retry temporary failures and
         resume unfinished deliveries after a restart. Without at least one key in api.keys ([] counts
         as none) the API is open, so api.listen must then be a loopback address: any other is a
@@ -45,7 +45,7 @@ enum ServeCommand {
             throw .configuration(lines)
         }
         for warning in configuration.configuration.warnings { context.console.err("\(path): warning: \(warning)") }
-        let daemon = Daemon(configuration: configuration, registry: context.registry,
+        let daemon = Daemon(configuration: configuration, registry: context.registry, storage: context.storage,
                             options: Daemon.Options(environment: context.environment, announce: true, handleSignals: true))
         do throws(DaemonError) {
             try await daemon.start()

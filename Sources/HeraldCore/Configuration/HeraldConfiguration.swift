@@ -21,6 +21,9 @@ public struct HeraldConfiguration: Sendable {
     public var server: ServerConfiguration = ServerConfiguration()
     /// Non-fatal problems found while loading (unknown keys, odd values).
     public var warnings: [JSONIssue]
+    /// Digests of the files the configuration names (keys, certificates), by JSON path, as they
+    /// were when it was read.
+    public var fileDigests: [String: UInt64] = [:]
 
     /// Top-level keys, in documentation order.
     public static let sections = ["storage", "apps", "transports", "api", "log", "delivery", "server"]
@@ -83,7 +86,8 @@ public struct HeraldConfiguration: Sendable {
             throw ConfigurationError(source: source, errors: context.errors, warnings: context.warnings)
         }
         return HeraldConfiguration(sourcePath: nil, storage: storage, apps: apps, transports: transports, api: api,
-                                   log: log, delivery: delivery, server: server, warnings: context.warnings)
+                                   log: log, delivery: delivery, server: server, warnings: context.warnings,
+                                   fileDigests: context.fileDigests)
     }
 
     private static func readTransports(_ node: JSONNode?, registry: TransportRegistry) -> [String: TransportSpec] {

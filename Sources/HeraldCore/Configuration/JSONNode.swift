@@ -30,6 +30,9 @@ public final class JSONReadContext {
 
     public private(set) var errors: [JSONIssue] = []
     public private(set) var warnings: [JSONIssue] = []
+    /// A digest of the content of every file named by ``JSONNode/filePath(_:required:mustExist:)``,
+    /// by the JSON path of its key: a reload compares them to see rotated keys and certificates.
+    public private(set) var fileDigests: [String: UInt64] = [:]
     /// Folder relative file paths resolve against (the config file's folder).
     public let baseDirectory: String?
     public let unknownKeys: UnknownKeys
@@ -41,6 +44,21 @@ public final class JSONReadContext {
     }
 
     public func error(_ path: String, _ message: String) { errors.append(JSONIssue(path: path, message: message)) }
+
+    /// Records the content digest of `file` under the JSON path `path` (FNV-1a, 64 bits; an
+    /// unreadable file records 0 and its reader reports the error).
+    func recordFile(_ path: String, _ file: String) {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        if let data = FileManager.default.contents(atPath: file) {
+            for byte in data {
+                hash ^= UInt64(byte)
+                hash = hash &* 0x0000_0100_0000_01b3
+            }
+        } else {
+            hash = 0
+        }
+        fileDigests[path] = hash
+    }
     public func warning(_ path: String, _ message: String) { warnings.append(JSONIssue(path: path, message: message)) }
 
     /// Reports keys that no reader used, as warnings or errors per ``unknownKeys``.
@@ -103,7 +121,8 @@ public struct JSONNode {
         }
     }
 
-    static func childPath(_ parent: String, _ key: String) -> String {
+    /// The JSON path of member `key` of the node at `parent` (`a.b`, or `a["odd key"]`).
+    public static func childPath(_ parent: String, _ key: String) -> String {
         let isIdentifier = !key.isEmpty && key.first.map { $0.isLetter || $0 == "_" } == true
             && key.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }
         if isIdentifier { return parent.isEmpty ? key : "\(parent).\(key)" }
@@ -321,6 +340,7 @@ public struct JSONNode {
                 error(at: key, "\"\(resolved)\" is a folder, expected a file")
                 return nil
             }
+            context.recordFile(Self.childPath(path, key), resolved)
         }
         return resolved
     }

@@ -26,8 +26,12 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var retryAfter: Int = 1
     /// Batches in flight at once per transport. Default 4.
     public var concurrency: Int = 4
-    /// Longest wait for a transport's answer to one batch. Default 30 s.
+    /// A batch a transport holds longer than this is logged as slow and its lease renewed until
+    /// the transport answers (it is never sent a second time meanwhile). Default 30 s.
     public var transportDeadline: TimeInterval = 30
+    /// While a transport is paused (credentials or setup refused), how often one delivery is
+    /// sent to see whether it was fixed. Default 60 s; a SIGHUP tries at once.
+    public var probeInterval: TimeInterval = 60
     /// After a batch smaller than the batch size, how long a worker waits before claiming
     /// again, so deliveries gather into fuller batches. Default 5 ms; 0 disables.
     public var batchLinger: TimeInterval = 0.005
@@ -68,6 +72,7 @@ public struct ServerConfiguration: Sendable, Equatable {
         if let n = node.int("concurrency", in: 1...256) { concurrency = n }
         if let d = node.duration("transportDeadline", minimum: 0.01) { transportDeadline = d }
         if let d = node.duration("lease", minimum: 0.1) { lease = d }
+        if let d = node.duration("probeInterval", minimum: 0.01) { probeInterval = d }
         if let d = node.duration("batchLinger", minimum: 0) { batchLinger = min(d, 1) }
         if let d = node.duration("retention", minimum: 0) { retention = d }
         if let d = node.duration("maintenanceInterval", minimum: 0.01) { maintenanceInterval = d }
@@ -90,7 +95,7 @@ public struct ServerConfiguration: Sendable, Equatable {
         }
         let longest = ([transportDeadline] + transports.values.compactMap(\.deadline)).max()!
         if lease <= longest {
-            node.error(at: "lease", "must be longer than the longest transport deadline (\(longest) s), or a slow batch would be sent twice")
+            node.error(at: "lease", "must be longer than the longest transport deadline (\(longest) s): a slow batch's lease is renewed only from its deadline on")
         }
     }
 }

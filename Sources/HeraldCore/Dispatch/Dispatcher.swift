@@ -2,11 +2,9 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 
-/// Sends notifications in-process: fan-out, routing, batches to transports, retries with
-/// backoff on the injected clock, token invalidation with Apple's timestamp rule.
-///
-/// The CLI's `herald send` uses it directly; the daemon uses the same ``FanOut`` and
-/// ``OutcomePolicy`` over its durable queue.
+/// Sends notifications in-process (`herald send`): the fan-out, then the same delivery engine
+/// the daemon runs (``TransportWorker``), over a ``MemoryDeliveryQueue`` instead of the durable
+/// queue. Retries follow the injected clock; dead tokens are retired with Apple's timestamp rule.
 public final class Dispatcher: Sendable {
     /// Tuning of the in-process dispatcher.
     public struct Configuration: Sendable {
@@ -32,7 +30,8 @@ public final class Dispatcher: Sendable {
     private let clock: any WallClock
     private let logger: Logger
     private let random: @Sendable () -> Double
-    private let metrics: DispatchMetrics
+    private let metrics: DeliveryMetrics
+    private let invalidator: TokenInvalidator
 
     /// - Parameters:
     ///   - transports: started transports by name.
@@ -51,7 +50,8 @@ public final class Dispatcher: Sendable {
         self.clock = clock
         self.logger = logger.labeled("dispatcher")
         self.random = random
-        self.metrics = DispatchMetrics(registry: metrics)
+        self.metrics = DeliveryMetrics(registry: metrics)
+        self.invalidator = TokenInvalidator(store: store, logger: logger, metrics: metrics)
     }
 
     /// Plans and sends `request`; returns one report per device.
@@ -67,154 +67,74 @@ public final class Dispatcher: Sendable {
         try await fanOut.plan(request)
     }
 
-    /// Sends a planned notification.
+    /// Sends a planned notification through the delivery engine: one ``TransportWorker`` per
+    /// transport over a ``MemoryDeliveryQueue``.
     public func execute(_ plan: DispatchPlan,
                         onReport: @escaping @Sendable (DeliveryReport) -> Void = { _ in }) async -> [DeliveryReport] {
         if plan.skippedOverLimit > 0 {
             logger.notice("devices over the per-user limit were skipped",
                           ["app": plan.app.id, "skipped": String(plan.skippedOverLimit), "limit": String(plan.app.maxDevicesPerUser)])
         }
-        plan.reports.forEach(onReport)
-        let byTransport = Dictionary(grouping: plan.deliveries, by: \.transport)
-        let reports = await withTaskGroup(of: [DeliveryReport].self) { group in
-            for (name, deliveries) in byTransport {
-                group.addTask { await self.run(transportName: name, deliveries: deliveries, onReport: onReport) }
-            }
-            var all: [DeliveryReport] = []
-            for await part in group { all += part }
-            return all
-        }
-        return plan.reports + reports
-    }
-
-    /// Drives one transport's deliveries to a final outcome, retrying on the clock.
-    private func run(transportName: String, deliveries: [Delivery],
-                     onReport: @escaping @Sendable (DeliveryReport) -> Void) async -> [DeliveryReport] {
-        var reports: [DeliveryReport] = []
-        func finish(_ d: Delivery, _ outcome: DeliveryState, _ reason: String?, apnsID: String? = nil) {
-            let report = DeliveryReport(token: d.token, user: d.user, transport: d.transport, outcome: outcome,
-                                        reason: reason, attempts: d.attempt, apnsID: apnsID)
-            metrics.finished(transport: d.transport, outcome: outcome, reason: reason)
-            reports.append(report)
+        let collected = Locked<[DeliveryReport]>([])
+        let queue = MemoryDeliveryQueue { report in
+            collected.withLock { $0.append(report) }
             onReport(report)
         }
-
-        guard let transport = transports[transportName] else {
-            let why = unavailable[transportName] ?? "not configured"
-            for d in deliveries { finish(d, .failed, "transport \(transportName) is not available: \(why)") }
-            return reports
+        let planned = plan.deliveries.map {
+            PlannedDelivery(token: $0.token, user: $0.user, transport: $0.transport, environment: $0.environment, apnsID: $0.apnsID)
+        } + plan.reports.map {
+            PlannedDelivery(token: $0.token, user: $0.user, transport: $0.transport, environment: .production, apnsID: UUIDSource.random(),
+                            state: $0.outcome, reason: $0.reason)
         }
-        let policy = OutcomePolicy(retry: tuning.retry)
-        let batchSize = max(1, min(tuning.batchSize, transport.preferredBatchSize))
-        var pending: [(due: Date, delivery: Delivery)] = deliveries.map { (clock.now, $0) }
+        let notification = QueuedNotification(id: plan.notificationID, app: plan.app.id, topic: plan.app.topic,
+                                              content: plan.deliveries.first?.content ?? NotificationContent(),
+                                              idempotencyKey: nil, createdAt: clock.now, deliveries: planned)
+        _ = try? await queue.enqueue(notification, idempotencySince: clock.now)
+        await run(queue, transports: Set(plan.deliveries.map(\.transport)))
+        return collected.value
+    }
 
-        while !pending.isEmpty {
-            let now = clock.now
-            let due = pending.filter { $0.due <= now }.map(\.delivery)
-            if due.isEmpty {
-                let next = pending.map(\.due).min()!
-                do { try await clock.sleep(until: next) } catch {
-                    for item in pending { finish(item.delivery, .failed, "cancelled before retry") }
-                    return reports
-                }
+    /// Runs a worker for each transport until every delivery in `queue` is final. A transport
+    /// that is not available, or that pauses (its setup refused), fails its waiting deliveries
+    /// with the reason: nobody is there to fix it during a CLI run.
+    private func run(_ queue: MemoryDeliveryQueue, transports names: Set<String>) async {
+        var workers: [TransportWorker] = []
+        for name in names.sorted() {
+            guard let transport = transports[name] else {
+                let why = unavailable[name] ?? "not configured"
+                abandon(queue, transport: name, reason: "transport \(name) is not available: \(why)")
                 continue
             }
-            pending.removeAll { $0.due <= now }
-
-            var sendable: [Delivery] = []
-            for d in due {
-                if OutcomePolicy.hasExpired(d.content, now: now) { finish(d, .expired, "expired before sending") } else { sendable.append(d) }
-            }
-            let batches = stride(from: 0, to: sendable.count, by: batchSize).map { Array(sendable[$0..<min($0 + batchSize, sendable.count)]) }
-            let results = await sendBatches(batches, through: transport)
-
-            let after = clock.now
-            for (delivery, outcome) in results {
-                switch policy.action(for: outcome, attempt: delivery.attempt, content: delivery.content, now: after, random: random()) {
-                case .finish(let final, let reason):
-                    var apnsID: String? = nil
-                    if case .delivered(let id, _) = outcome { apnsID = id ?? delivery.apnsID.lowercasedString }
-                    finish(delivery, final, reason, apnsID: apnsID)
-                case .retry(let at, let reason):
-                    metrics.retried(transport: transportName)
-                    logger.debug("retry scheduled", ["token": Redact.token(delivery.token), "transport": transportName,
-                                                     "attempt": String(delivery.attempt), "reason": reason,
-                                                     "in_ms": String(Int(at.timeIntervalSince(after) * 1000))])
-                    var next = delivery
-                    next.attempt += 1
-                    pending.append((at, next))
-                case .invalidate(let since, let reason):
-                    await invalidate(delivery, since: since, reason: reason)
-                    finish(delivery, .invalidToken, reason)
-                case .pause(let reason):
-                    finish(delivery, .failed, reason)
-                }
-            }
-        }
-        return reports
-    }
-
-    /// Sends batches with at most `concurrentBatches` in flight; returns (delivery, outcome) pairs.
-    private func sendBatches(_ batches: [[Delivery]], through transport: any Transport) async -> [(Delivery, DeliveryOutcome)] {
-        await withTaskGroup(of: [(Delivery, DeliveryOutcome)].self) { group in
-            var results: [(Delivery, DeliveryOutcome)] = []
-            var iterator = batches.makeIterator()
-            var inFlight = 0
-            func launch() -> Bool {
-                guard let batch = iterator.next() else { return false }
-                group.addTask {
-                    let outcomes = await transport.deliver(batch)
-                    if outcomes.count != batch.count {
-                        return batch.map { ($0, .retry(after: nil, reason: "transport \(transport.name) returned \(outcomes.count) outcomes for \(batch.count) deliveries")) }
+            let tuning = self.tuning
+            let worker = TransportWorker(
+                name: name, transport: transport, queue: queue, invalidator: invalidator, clock: clock, logger: logger,
+                metrics: metrics, alreadyStarted: true, random: random,
+                onStatus: { [self] status in
+                    if case .paused(let reason) = status {
+                        abandon(queue, transport: name, reason: "transport \(name) paused: \(reason)")
                     }
-                    return Array(zip(batch, outcomes))
-                }
-                return true
-            }
-            while inFlight < max(1, tuning.concurrentBatches), launch() { inFlight += 1 }
-            for await part in group {
-                results += part
-                if !launch() { continue }
-            }
-            return results
+                },
+                settings: {
+                    TransportWorker.Settings(retry: tuning.retry, batchSize: max(1, min(tuning.batchSize, transport.preferredBatchSize)),
+                                             concurrency: tuning.concurrentBatches, deadline: Self.noDeadline, lease: Self.noDeadline,
+                                             renewsLeases: false)
+                })
+            worker.start()
+            workers.append(worker)
         }
+        await queue.drained()
+        for worker in workers { await worker.stop(deadline: 0) }
+        for worker in workers { await worker.finished(within: 1) }
+        await queue.close()
     }
 
-    private func invalidate(_ delivery: Delivery, since: Date, reason: String) async {
-        do {
-            let result = try await store.invalidate(app: delivery.app, token: delivery.token, at: since, reason: reason)
-            metrics.invalidated(app: delivery.app, result: result)
-            logger.info("token invalidated", ["token": Redact.token(delivery.token), "app": delivery.app,
-                                              "reason": reason, "result": result.rawValue, "since": since.iso8601])
-        } catch {
-            logger.error("could not invalidate token", ["token": Redact.token(delivery.token), "app": delivery.app,
-                                                        "error": String(describing: error)])
+    /// Nobody else claims from an in-memory queue: leases and deadlines never matter (a year).
+    private static let noDeadline: TimeInterval = 365 * 86_400
+
+    private func abandon(_ queue: MemoryDeliveryQueue, transport: String, reason: String) {
+        for report in queue.abandon(transport: transport, reason: reason) {
+            metrics.finished(transport: transport, state: report.outcome, reason: report.reason)
         }
     }
 }
 
-/// The dispatcher's metric handles.
-struct DispatchMetrics: Sendable {
-    let registry: MetricsRegistry
-
-    func finished(transport: String, outcome: DeliveryState, reason: String?) {
-        registry.counter("herald_deliveries_total", help: "Deliveries by transport, final outcome and reason.",
-                         labels: [("transport", transport), ("outcome", outcome.rawValue), ("reason", Self.reasonLabel(reason))]).increment()
-    }
-
-    func retried(transport: String) {
-        registry.counter("herald_retries_total", help: "Delivery attempts scheduled again after a temporary failure.",
-                         labels: [("transport", transport)]).increment()
-    }
-
-    func invalidated(app: String, result: InvalidationResult) {
-        registry.counter("herald_token_invalidations_total", help: "Token invalidations reported by APNs, by result.",
-                         labels: [("app", app), ("result", result.rawValue)]).increment()
-    }
-
-    /// The first word of a reason (Apple's reason code), so label sets stay small.
-    static func reasonLabel(_ reason: String?) -> String {
-        guard let reason, !reason.isEmpty else { return "" }
-        return String(reason.prefix { $0.isLetter || $0.isNumber || $0 == "_" }.prefix(40))
-    }
-}

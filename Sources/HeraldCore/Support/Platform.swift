@@ -1,3 +1,6 @@
+#if !os(Linux)
+#error("Herald builds on Linux only: it uses Glibc, epoll and /proc directly")
+#endif
 import Glibc
 import FoundationEssentials
 

@@ -15,13 +15,18 @@ public final class RuntimeSnapshot: Sendable {
     }
 }
 
-/// Whether the daemon can serve: store readable, transports started.
+/// Whether the daemon can serve: store readable, transports started or paused.
+///
+/// A paused transport (credentials or setup refused) leaves the daemon ready: the API still
+/// accepts and persists, and other transports deliver; `/readyz` says `degraded` and why.
 public struct Readiness: Sendable {
     /// Whether the store answered a query just now.
     public var storeOpen: Bool
-    /// Transport name → `started`, `starting` or `failed: <reason>`.
+    /// Transport name → `started`, `starting` or `paused: <reason>`.
     public var transports: [String: String]
-    public var isReady: Bool { storeOpen && transports.values.allSatisfy { $0 == "started" } }
+    public var isReady: Bool { storeOpen && !transports.values.contains("starting") }
+    /// Ready, but some transport is paused.
+    public var isDegraded: Bool { isReady && transports.values.contains { $0.hasPrefix("paused") } }
 
     public init(storeOpen: Bool, transports: [String: String]) {
         self.storeOpen = storeOpen
@@ -38,8 +43,6 @@ public final class API: Sendable {
     public struct Dependencies: Sendable {
         public var snapshot: @Sendable () -> RuntimeSnapshot
         public var queue: any DeliveryQueue
-        /// Accepts waiting for the group commit (bounded by `server.maxPendingAccepts`).
-        public var waitingAccepts: @Sendable () -> Int
         public var store: any TokenStore
         public var clock: any WallClock
         /// Checks the store (a query) and the transports; `/readyz` awaits it on every probe.
@@ -48,11 +51,10 @@ public final class API: Sendable {
         public var wake: @Sendable (Set<String>) -> Void
 
         public init(snapshot: @escaping @Sendable () -> RuntimeSnapshot, queue: any DeliveryQueue,
-                    waitingAccepts: @escaping @Sendable () -> Int, store: any TokenStore, clock: any WallClock,
+                    store: any TokenStore, clock: any WallClock,
                     readiness: @escaping @Sendable () async -> Readiness, wake: @escaping @Sendable (Set<String>) -> Void) {
             self.snapshot = snapshot
             self.queue = queue
-            self.waitingAccepts = waitingAccepts
             self.store = store
             self.clock = clock
             self.readiness = readiness
@@ -62,11 +64,13 @@ public final class API: Sendable {
 
     private let deps: Dependencies
     private let metrics: ServerMetrics
+    let deliveryMetrics: DeliveryMetrics
     private let logger: Logger
 
     public init(_ dependencies: Dependencies, metrics: MetricsRegistry, logger: Logger) {
         deps = dependencies
         self.metrics = ServerMetrics(registry: metrics)
+        self.deliveryMetrics = DeliveryMetrics(registry: metrics)
         self.logger = logger.labeled("api")
     }
 
@@ -211,7 +215,7 @@ public final class API: Sendable {
     private func ready() async -> HTTPResponse {
         let r = await deps.readiness()
         return HTTPResponse.json(r.isReady ? 200 : 503) { o in
-            o.string("status", r.isReady ? "ready" : "not_ready")
+            o.string("status", r.isDegraded ? "degraded" : r.isReady ? "ready" : "not_ready")
             o.string("store", r.storeOpen ? "open" : "unavailable")
             o.object("transports") { t in
                 for name in r.transports.keys.sorted() { t.string(name, r.transports[name]) }
@@ -222,7 +226,7 @@ public final class API: Sendable {
     private func renderMetrics() -> HTTPResponse {
         var depth = deps.queue.depth()
         for name in deps.snapshot().configuration.transports.keys where depth[name] == nil { depth[name] = QueueDepth() }
-        metrics.updateQueue(depth, waitingAccepts: deps.waitingAccepts())
+        metrics.updateQueue(depth, waitingAccepts: deps.queue.waitingAccepts)
         return HTTPResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
                             body: Array(metrics.registry.render().utf8))
     }

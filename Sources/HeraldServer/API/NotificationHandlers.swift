@@ -25,7 +25,7 @@ extension API {
             serverMetrics.replayed()
             return Self.receiptResponse(receipt)
         }
-        if dependencies.waitingAccepts() >= server.maxPendingAccepts {
+        if dependencies.queue.waitingAccepts >= server.maxPendingAccepts {
             serverMetrics.refused("commit_backlog")
             throw APIError.unavailable("overloaded", "too many notifications are waiting to be written; retry after \(server.retryAfter) s",
                                        retryAfter: server.retryAfter)
@@ -64,7 +64,7 @@ extension API {
             serverMetrics.accepted(app: notification.app)
             serverMetrics.acceptedDeliveries(receipt.deliveries)
             for r in plan.reports {
-                serverMetrics.finished(transport: r.transport ?? "none", state: r.outcome, reason: r.reason)
+                deliveryMetrics.finished(transport: r.transport ?? "none", state: r.outcome, reason: r.reason)
             }
             if !perTransport.isEmpty { dependencies.wake(Set(perTransport.keys)) }
             if plan.skippedOverLimit > 0 {

@@ -2,9 +2,8 @@ import FoundationEssentials
 import Glibc
 import HeraldCore
 
-/// The daemon's metric handles (Prometheus names); the dispatcher's counters keep their names:
-/// `herald_deliveries_total{transport,outcome,reason}`, `herald_retries_total{transport}`,
-/// `herald_token_invalidations_total{app,result}`.
+/// The API's metric handles (Prometheus names); the delivery engine's are in
+/// ``DeliveryMetrics``.
 final class ServerMetrics: Sendable {
     let registry: MetricsRegistry
     /// Handles by name and label values: looking one up in the registry renders and escapes
@@ -72,29 +71,6 @@ final class ServerMetrics: Sendable {
         counter("herald_http_requests_total", "HTTP requests by route and status.", [("route", route), ("status", String(status))]).increment()
     }
 
-    func finished(transport: String, state: DeliveryState, reason: String?) {
-        counter("herald_deliveries_total", "Deliveries by transport, final outcome and reason.", [("transport", transport), ("outcome", state.rawValue), ("reason", Self.reasonLabel(reason))]).increment()
-    }
-
-    func retried(transport: String) {
-        counter("herald_retries_total", "Delivery attempts scheduled again after a temporary failure.", [("transport", transport)]).increment()
-    }
-
-    func invalidated(app: String, result: InvalidationResult) {
-        counter("herald_token_invalidations_total", "Token invalidations reported by APNs, by result.", [("app", app), ("result", result.rawValue)]).increment()
-    }
-
-    func latency(transport: String) -> Histogram {
-        histogram("herald_delivery_latency_seconds", "Time from acceptance to a final outcome, by transport.",
-                  [("transport", transport)],
-                  buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600])
-    }
-
-    func batchTime(transport: String) -> Histogram {
-        histogram("herald_transport_batch_seconds", "Time a transport took to answer one batch.",
-                  [("transport", transport)], buckets: Histogram.latencyBuckets)
-    }
-
     /// Sets the queue gauges from the queue's counts.
     func updateQueue(_ depth: [String: QueueDepth], waitingAccepts: Int) {
         for (transport, d) in depth {
@@ -104,11 +80,5 @@ final class ServerMetrics: Sendable {
                            labels: [("transport", transport)]).set(Double(d.inFlight))
         }
         registry.gauge("herald_accepts_waiting_for_commit", help: "Accepted requests waiting for the group commit.").set(Double(waitingAccepts))
-    }
-
-    /// The first word of a reason (Apple's reason code), so label sets stay small.
-    static func reasonLabel(_ reason: String?) -> String {
-        guard let reason, !reason.isEmpty else { return "" }
-        return String(reason.prefix { $0.isLetter || $0.isNumber || $0 == "_" }.prefix(40))
     }
 }

@@ -276,9 +276,6 @@ public final class HTTPServer: @unchecked Sendable {
         if fd >= 0 { close(fd) }
     }
 
-    /// Requests received and not yet answered.
-    public var requestsInFlight: Int { state.withLock { $0.active } }
-
     /// Stops the server: no new connections, waits up to `deadline` for in-flight requests,
     /// answers the ones still waiting with 503, and closes every connection.
     public func stop(deadline: TimeInterval) async {

@@ -1,13 +1,13 @@
 import FoundationEssentials
 import Glibc
 import HeraldCore
-import HeraldStore
 
 /// `herald serve`: the HTTP API, the durable queue, a worker per transport, housekeeping, and
 /// the lifecycle (SIGTERM/SIGINT stop it within a deadline, SIGHUP reloads the configuration).
 ///
 /// ```swift
-/// let daemon = Daemon(configuration: try DaemonConfiguration.load(path: "config.json", …), registry: registry)
+/// let daemon = Daemon(configuration: try DaemonConfiguration.load(path: "config.json", …), registry: registry,
+///                     storage: storage)
 /// let port = try await daemon.start()
 /// let code = await daemon.runUntilSignalled()
 /// ```
@@ -21,9 +21,9 @@ public final class Daemon: Sendable {
         public var makeTransport: (@Sendable (TransportSpec, TransportContext) throws -> any Transport)?
         /// Where `${VAR}` values come from on reload.
         public var environment: [String: String]
-        /// Wait between attempts to start a failing transport.
-        public var transportRestartDelay: TimeInterval
-        /// Take `<database>.daemon.lock` (one daemon per database).
+        /// While a transport is paused, how often to probe it (`nil`: `server.probeInterval`).
+        public var probeInterval: TimeInterval?
+        /// Take the storage driver's guard against a second daemon (SQLite: `<database>.daemon.lock`).
         public var lockDatabase: Bool
         /// Print `listening on HOST:PORT` on standard output once serving.
         public var announce: Bool
@@ -35,13 +35,13 @@ public final class Daemon: Sendable {
         public init(clock: any WallClock = SystemClock(), random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
                     makeTransport: (@Sendable (TransportSpec, TransportContext) throws -> any Transport)? = nil,
                     environment: [String: String] = ProcessInfo.processInfo.environment,
-                    transportRestartDelay: TimeInterval = 30, lockDatabase: Bool = true, announce: Bool = false,
+                    probeInterval: TimeInterval? = nil, lockDatabase: Bool = true, announce: Bool = false,
                     handleSignals: Bool = false) {
             self.clock = clock
             self.random = random
             self.makeTransport = makeTransport
             self.environment = environment
-            self.transportRestartDelay = transportRestartDelay
+            self.probeInterval = probeInterval
             self.lockDatabase = lockDatabase
             self.announce = announce
             self.handleSignals = handleSignals
@@ -59,21 +59,25 @@ public final class Daemon: Sendable {
     struct Running {
         var current: DaemonConfiguration
         var snapshot: RuntimeSnapshot
-        var store: SQLiteTokenStore
+        var storage: OpenStorage
         /// The store as fan-out reads it (concurrent look-ups share a query).
         var lookups: CoalescingTokenStore
-        var queue: SQLiteDeliveryQueue
         var server: HTTPServer
-        var lock: DatabaseLock?
         var maintenance: Task<Void, Never>?
+        /// Transports retired by reloads, stopping in the background; awaited at shutdown.
+        var retiring: [Task<Void, Never>] = []
+
+        var queue: any DeliveryQueue { storage.queue }
+        var store: any TokenStore { storage.tokens }
     }
 
     public let metrics: MetricsRegistry
     private let registry: TransportRegistry
+    private let storageDrivers: StorageDrivers
     let options: Options
     private let logHandler: DaemonLogHandler
     let logger: Logger
-    private let serverMetrics: ServerMetrics
+    private let deliveryMetrics: DeliveryMetrics
     private let initial: DaemonConfiguration
     let running = Locked<Running?>(nil)
     let pool = WorkerPool()
@@ -83,22 +87,29 @@ public final class Daemon: Sendable {
     /// The last store check's result, so a failing store is logged once, not at every probe.
     let storeHealthy = Locked(true)
 
-    /// - Parameter logSink: where log records go instead of standard error (tests).
-    public init(configuration: DaemonConfiguration, registry: TransportRegistry, metrics: MetricsRegistry = MetricsRegistry(),
-                logSink: (any LogHandler)? = nil, options: Options = Options()) {
+    /// - Parameters:
+    ///   - registry: the transport plugins.
+    ///   - storage: the storage drivers; `storage.driver` picks one.
+    ///   - logSink: where log records go instead of standard error (tests).
+    public init(configuration: DaemonConfiguration, registry: TransportRegistry, storage: StorageDrivers,
+                metrics: MetricsRegistry = MetricsRegistry(), logSink: (any LogHandler)? = nil, options: Options = Options()) {
         self.initial = configuration
         self.registry = registry
+        self.storageDrivers = storage
         self.options = options
         self.metrics = metrics
         let log = configuration.configuration.log
         logHandler = DaemonLogHandler(level: log.level, format: log.format, sink: logSink)
         logger = Logger(label: "herald", level: .trace, handler: logHandler)
-        serverMetrics = ServerMetrics(registry: metrics)
+        deliveryMetrics = DeliveryMetrics(registry: metrics)
         deadTokens = DeadTokenPoller(pool: pool, clock: options.clock, logger: logger, metrics: metrics)
     }
 
     /// The configuration in force.
     public var configuration: HeraldConfiguration { running.withLock { $0?.current.configuration } ?? initial.configuration }
+
+    /// The token store (for tests and tools).
+    public var store: (any TokenStore)? { running.withLock { $0?.store } }
 
     /// The queue (for tests and tools).
     public var queue: (any DeliveryQueue)? { running.withLock { $0?.queue } }
@@ -116,22 +127,18 @@ public final class Daemon: Sendable {
         if options.handleSignals { _ = signalStream() }
         let config = initial.configuration
         if let refusal = config.api.unauthenticatedNetworkRefusal { throw DaemonError("api.keys: \(refusal)") }
-        SQLiteDeliveryQueue.tuneProcess()
-        let lock = options.lockDatabase ? try DatabaseLock(database: config.storage.path) : nil
-        let store: SQLiteTokenStore
-        let queue: SQLiteDeliveryQueue
+        let storage: OpenStorage
         do {
-            store = try SQLiteTokenStore(configuration: config.storage)
-            queue = try SQLiteDeliveryQueue(configuration: config, metrics: metrics)
+            storage = try await storageDrivers.driver(for: config).open(config, metrics: metrics, exclusive: options.lockDatabase)
         } catch {
-            lock?.release()
-            throw DaemonError("cannot open the store \(config.storage.path): \(error)")
+            throw DaemonError(String(describing: error))
         }
+        let store = storage.tokens, queue = storage.queue
         let lookups = CoalescingTokenStore(store)
         let snapshot = RuntimeSnapshot(configuration: config, store: lookups)
         let api = API(API.Dependencies(
             snapshot: { [weak self] in self?.running.withLock { $0?.snapshot } ?? snapshot },
-            queue: queue, waitingAccepts: { queue.waitingAccepts }, store: store, clock: options.clock,
+            queue: queue, store: store, clock: options.clock,
             readiness: { [weak self] in
                 let storeOpen = await self?.storeAnswers(queue) ?? false
                 return Readiness(storeOpen: storeOpen, transports: self?.pool.statuses ?? [:])
@@ -142,7 +149,7 @@ public final class Daemon: Sendable {
                                                             maxBodyBytes: config.api.maxBodyBytes),
                                 logger: logger, metrics: metrics, immediate: { api.immediate($0) }, handler: { await api.handle($0) })
         running.withLock {
-            $0 = Running(current: initial, snapshot: snapshot, store: store, lookups: lookups, queue: queue, server: server, lock: lock)
+            $0 = Running(current: initial, snapshot: snapshot, storage: storage, lookups: lookups, server: server)
         }
         for name in config.transports.keys.sorted() {
             pool.add(makeWorker(name: name, spec: config.transports[name]!, queue: queue, store: store, started: false))
@@ -150,12 +157,11 @@ public final class Daemon: Sendable {
         let port: Int
         do { port = try server.start(config.api.listen) } catch {
             _ = await stopWorkers(deadline: 1)
-            await queue.close()
-            lock?.release()
+            await storage.close()
             running.withLock { $0 = nil }
             throw DaemonError(error.message)
         }
-        let maintenance = Task.detached { [weak self] in
+        let maintenance = Task { [weak self] in
             guard let self else { return }
             await self.maintain()
         }
@@ -189,14 +195,16 @@ public final class Daemon: Sendable {
         let transport = transport ?? buildTransport(spec)
         let preferred = transport.preferredBatchSize
         let fallback = initial.configuration
+        let probe = options.probeInterval
         return TransportWorker(
-            name: name, transport: transport, queue: queue, store: store, clock: options.clock, logger: logger,
-            metrics: serverMetrics, restartDelay: options.transportRestartDelay, alreadyStarted: started, random: options.random
+            name: name, transport: transport, queue: queue, invalidator: TokenInvalidator(store: store, logger: logger, metrics: metrics),
+            clock: options.clock, logger: logger, metrics: deliveryMetrics, alreadyStarted: started, random: options.random
         ) { [weak self] in
             let c = self?.configuration ?? fallback
             return TransportWorker.Settings(retry: c.delivery.retry, batchSize: min(c.delivery.batchSize, preferred),
                                             concurrency: c.server.concurrency(for: name), deadline: c.server.deadline(for: name),
-                                            lease: c.server.lease, linger: c.server.batchLinger)
+                                            lease: c.server.lease, linger: c.server.batchLinger,
+                                            probeInterval: probe ?? c.server.probeInterval)
         }
     }
 
@@ -248,9 +256,9 @@ public final class Daemon: Sendable {
         let newNames = Set(new.transports.keys)
         let removed = oldNames.subtracting(newNames).sorted()
         let added = newNames.subtracting(oldNames).sorted()
-        let changed = newNames.intersection(oldNames).filter {
-            current.transportSections[$0] != next.transportSections[$0] || old.transports[$0]?.kind != new.transports[$0]?.kind
-        }.sorted()
+        // A transport changed when its section, its type or a file it names (a rotated key or
+        // certificate) changed.
+        let changed = newNames.intersection(oldNames).filter { current.transportChanged($0, in: next) }.sorted()
 
         // Start the new transports first: a reload must never replace a working one with a broken one.
         var fresh: [String: any Transport] = [:]
@@ -280,14 +288,19 @@ public final class Daemon: Sendable {
             pool.add(makeWorker(name: name, spec: new.transports[name]!, queue: queue, store: store, started: true, transport: fresh[name]))
         }
         deadTokens.reschedule()
+        // A paused transport that stays as it is tries again now: the fix may be outside the
+        // config file (a key restored on the provider's side, a network path opened).
+        for (name, worker) in pool.all where !changed.contains(name) && worker.status.isPaused { worker.resume() }
         let deadline = new.server.shutdownDeadline
-        Task.detached { [logger] in
+        let retire = Task { [logger] in
             for w in retired {
                 await w.stop(deadline: deadline)
                 await w.transport.shutdown()
+                await w.finished(within: max(1, deadline))
                 logger.info("transport retired after reload", ["transport": w.name])
             }
         }
+        running.withLock { $0?.retiring.append(retire) }
         let depth = queue.depth()
         for name in removed where (depth[name]?.backlog ?? 0) > 0 {
             logger.warning("deliveries wait for a transport that is no longer configured; they are sent if it comes back",
@@ -311,7 +324,13 @@ public final class Daemon: Sendable {
         }
         for w in workers.values {
             _ = pool.remove(w.name)
+            // Makes a batch still out answer (its engines stop), then waits for its outcome to be
+            // recorded, so nothing writes to the queue after it closes.
             await w.transport.shutdown()
+            if !(await w.finished(within: max(1, deadline))) {
+                logger.error("a transport kept a batch after shutting down; its deliveries are settled at the next start",
+                             ["transport": w.name])
+            }
         }
         return results
     }
@@ -330,8 +349,8 @@ public final class Daemon: Sendable {
         await deadTokens.stop()
         let remaining = max(0.1, deadline - Date().timeIntervalSince(start))
         let clean = await stopWorkers(deadline: remaining)
-        await r.queue.close()
-        r.lock?.release()
+        for retiring in r.retiring { await retiring.value }
+        await r.storage.close()
         logger.notice("stopped", ["clean": String(clean), "seconds": Date().timeIntervalSince(start).fixed(2)])
         return clean
     }
@@ -373,5 +392,5 @@ final class UnavailableTransport: Transport {
         self.reason = reason
     }
     func start() async throws { throw TransportError(transport: name, message: reason) }
-    func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] { batch.map { _ in .retry(after: nil, reason: reason) } }
+    func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] { batch.map { _ in .setupFailure(reason: reason) } }
 }

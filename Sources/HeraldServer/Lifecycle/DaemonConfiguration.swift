@@ -2,8 +2,9 @@ import FoundationEssentials
 import Glibc
 import HeraldCore
 
-/// A configuration plus the JSON of each transport section, so a reload can tell which
-/// transports changed (and keep the connections of those that did not).
+/// A configuration plus what a reload compares per transport: the JSON of its section and the
+/// content of the files it names (keys, certificates), so a transport whose key file was
+/// replaced counts as changed even when the config text did not change.
 public struct DaemonConfiguration: Sendable {
     public var configuration: HeraldConfiguration
     /// `transports.<name>` after `${VAR}` substitution.
@@ -14,12 +15,22 @@ public struct DaemonConfiguration: Sendable {
         self.transportSections = transportSections
     }
 
-    /// Loads and validates a configuration file.
+    /// Loads and validates a configuration file, reading it once (a write during a reload
+    /// cannot mix two versions).
     public static func load(path: String, registry: TransportRegistry, environment: [String: String])
         throws(ConfigurationError) -> DaemonConfiguration
     {
-        let configuration = try HeraldConfiguration.load(path: path, registry: registry, environment: environment)
-        let data = (try? Data(contentsOf: URL(fileURLWithPath: path))) ?? Data()
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            let reason = FileManager.default.fileExists(atPath: path) ? "cannot read the file" : "no such file"
+            throw ConfigurationError(source: path, errors: [JSONIssue(path: "", message: reason)], warnings: [])
+        }
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent().standardizedFileURL.path
+        var configuration = try HeraldConfiguration.parse(data, source: path, baseDirectory: directory, registry: registry,
+                                                          environment: environment)
+        configuration.sourcePath = path
         return DaemonConfiguration(configuration: configuration, transportSections: sections(data, environment: environment))
     }
 
@@ -29,6 +40,20 @@ public struct DaemonConfiguration: Sendable {
     {
         let configuration = try HeraldConfiguration.parse(data, baseDirectory: baseDirectory, registry: registry, environment: environment)
         return DaemonConfiguration(configuration: configuration, transportSections: sections(data, environment: environment))
+    }
+
+    /// Whether transport `name` must be rebuilt to go from `self` to `next`: its section, its
+    /// type, or the content of a file it names changed.
+    func transportChanged(_ name: String, in next: DaemonConfiguration) -> Bool {
+        transportSections[name] != next.transportSections[name]
+            || configuration.transports[name]?.kind != next.configuration.transports[name]?.kind
+            || files(of: name) != next.files(of: name)
+    }
+
+    /// The digests of the files transport `name` names, by JSON path.
+    private func files(of name: String) -> [String: UInt64] {
+        let section = JSONNode.childPath("transports", name)
+        return configuration.fileDigests.filter { $0.key.hasPrefix(section + ".") || $0.key.hasPrefix(section + "[") }
     }
 
     private static func sections(_ data: Data, environment: [String: String]) -> [String: JSONValue] {

@@ -59,12 +59,7 @@ final class DeadTokenPoller: Sendable {
                 if Task.isCancelled { return }
             }
             let next = due.values.min() ?? clock.now.addingTimeInterval(3600)
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask { [clock] in try? await clock.sleep(until: next) }
-                group.addTask { [wake] in await wake.wait() }
-                await group.next()
-                group.cancelAll()
-            }
+            await wake.wait(until: next, clock: clock)
         }
     }
 

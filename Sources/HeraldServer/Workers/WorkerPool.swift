@@ -8,8 +8,6 @@ final class WorkerPool: Sendable {
 
     var all: [String: TransportWorker] { workers.withLock { $0 } }
 
-    func worker(_ name: String) -> TransportWorker? { workers.withLock { $0[name] } }
-
     func add(_ worker: TransportWorker) {
         workers.withLock { $0[worker.name] = worker }
         worker.start()

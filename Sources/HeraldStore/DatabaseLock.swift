@@ -1,4 +1,5 @@
 import FoundationEssentials
+import HeraldCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -9,18 +10,18 @@ final class DatabaseLock: Sendable {
     private let fd: Int32
     let path: String
 
-    init(database: String) throws(DaemonError) {
+    init(database: String) throws(StoreError) {
         path = database + ".daemon.lock"
         let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
         try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw DaemonError("cannot open the lock file \(path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw StoreError("cannot open the lock file \(path): \(String(cString: strerror(errno)))") }
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
             var buffer = [UInt8](repeating: 0, count: 32)
             let n = pread(fd, &buffer, 31, 0)
             close(fd)
             let holder = n > 0 ? String(decoding: buffer[0..<n], as: UTF8.self).trimmingWhitespace() : "?"
-            throw DaemonError("another herald serve (pid \(holder)) is using \(database); stop it first (lock \(path))")
+            throw StoreError("another herald serve (pid \(holder)) is using \(database); stop it first (lock \(path))")
         }
         let pid = Array("\(getpid())\n".utf8)
         _ = ftruncate(fd, 0)
@@ -32,11 +33,4 @@ final class DatabaseLock: Sendable {
         flock(fd, LOCK_UN)
         close(fd)
     }
-}
-
-/// The daemon cannot start or run; the message says what and what to do.
-public struct DaemonError: Error, CustomStringConvertible, Sendable {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
 }

@@ -1,0 +1,293 @@
+import FoundationEssentials
+import Glibc
+
+/// A ``DeliveryQueue`` in memory, for `herald send`: the same ``TransportWorker`` drives it as
+/// drives the daemon's durable queue, so the CLI retries, expires and invalidates exactly as
+/// the daemon does.
+///
+/// A delivery leaves the queue when it reaches a final state: ``onFinal`` gets its report and
+/// nothing of it is kept, so memory is bounded by the unfinished deliveries (the sender can
+/// hold back with ``waitForRoom(below:)``). Nothing survives the process: there are no
+/// interrupted claims to settle.
+public final class MemoryDeliveryQueue: DeliveryQueue {
+    /// Called once per delivery, as soon as it is final.
+    public typealias FinalHandler = @Sendable (DeliveryReport) -> Void
+
+    private final class Note: Sendable {
+        let id: String
+        let app: String
+        let topic: String
+        let content: NotificationContent
+        let payload: [UInt8]
+        let createdAt: Date
+
+        init(id: String, app: String, topic: String, content: NotificationContent, payload: [UInt8], createdAt: Date) {
+            self.id = id
+            self.app = app
+            self.topic = topic
+            self.content = content
+            self.payload = payload
+            self.createdAt = createdAt
+        }
+    }
+
+    private struct Row {
+        var note: Note
+        var token: String
+        var user: String?
+        var environment: APNsEnvironment
+        var transport: String
+        var apnsID: UUID
+        var attempts = 0
+        var state = DeliveryState.queued
+        var due: Date
+        var reason: String?
+        var leaseUntil: Date?
+        var updatedAt: Date
+    }
+
+    /// One transport's waiting deliveries: those due at once in arrival order, and retries by time.
+    private struct Lane {
+        var ready: [Int64] = []
+        var head = 0
+        /// Sorted by due time.
+        var later: [(due: Date, id: Int64)] = []
+
+        mutating func schedule(_ id: Int64, at due: Date) {
+            var lo = later.startIndex, hi = later.endIndex
+            while lo < hi {
+                let mid = (lo + hi) / 2
+                if later[mid].due <= due { lo = mid + 1 } else { hi = mid }
+            }
+            later.insert((due, id), at: lo)
+        }
+    }
+
+    private struct State {
+        var rows: [Int64: Row] = [:]
+        var nextID: Int64 = 1
+        var lanes: [String: Lane] = [:]
+        var depth: [String: QueueDepth] = [:]
+        var waiters: [(below: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        var closed = false
+    }
+
+    private let state = Locked(State())
+    private let onFinal: FinalHandler
+
+    public init(onFinal: @escaping FinalHandler) {
+        self.onFinal = onFinal
+    }
+
+    /// Deliveries not yet final.
+    public var unfinished: Int { state.withLock { $0.rows.count } }
+
+    /// Returns once fewer than `n` deliveries are unfinished (at once when there are).
+    public func waitForRoom(below n: Int) async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now: Bool = state.withLock { s in
+                if s.rows.count < n { return true }
+                s.waiters.append((n, c))
+                return false
+            }
+            if now { c.resume() }
+        }
+    }
+
+    /// Returns once every delivery is final.
+    public func drained() async { await waitForRoom(below: 1) }
+
+    /// Ends every waiting delivery of `transport` as `failed` with `reason` (the CLI's answer to
+    /// a transport that paused: nobody is there to fix it). Claimed ones finish as they are
+    /// answered. Returns the reports it gave ``onFinal``.
+    @discardableResult
+    public func abandon(transport: String, reason: String) -> [DeliveryReport] {
+        let reports: [DeliveryReport] = state.withLock { s in
+            let ids = s.rows.filter { $0.value.transport == transport && $0.value.state == .queued }.map(\.key).sorted()
+            s.lanes[transport] = Lane()
+            var reports: [DeliveryReport] = []
+            for id in ids {
+                guard let row = s.rows.removeValue(forKey: id) else { continue }
+                s.depth[transport, default: QueueDepth()].queued -= 1
+                reports.append(DeliveryReport(token: row.token, user: row.user, transport: transport, outcome: .failed,
+                                              reason: reason, attempts: row.attempts, apnsID: nil))
+            }
+            return reports
+        }
+        reports.forEach(onFinal)
+        releaseWaiters()
+        return reports
+    }
+
+    private func releaseWaiters() {
+        let ready: [CheckedContinuation<Void, Never>] = state.withLock { s in
+            let count = s.rows.count
+            let due = s.waiters.filter { count < $0.below }.map(\.continuation)
+            s.waiters.removeAll { count < $0.below }
+            return due
+        }
+        for c in ready { c.resume() }
+    }
+
+    // MARK: DeliveryQueue
+
+    public var waitingAccepts: Int { 0 }
+
+    public func enqueue(_ n: QueuedNotification, idempotencySince: Date) async throws -> EnqueueReceipt {
+        let note = Note(id: n.id, app: n.app, topic: n.topic, content: n.content, payload: APNsPayload.encode(n.content), createdAt: n.createdAt)
+        let finals: [DeliveryReport] = try state.withLock { s in
+            if s.closed { throw StoreError("the queue is closed") }
+            var finals: [DeliveryReport] = []
+            for d in n.deliveries {
+                guard d.state == .queued, let transport = d.transport else {
+                    finals.append(DeliveryReport(token: d.token, user: d.user, transport: d.transport, outcome: d.state,
+                                                 reason: d.reason, attempts: 0, apnsID: nil))
+                    continue
+                }
+                let id = s.nextID
+                s.nextID += 1
+                s.rows[id] = Row(note: note, token: d.token, user: d.user, environment: d.environment, transport: transport,
+                                 apnsID: d.apnsID, due: n.createdAt, updatedAt: n.createdAt)
+                s.lanes[transport, default: Lane()].ready.append(id)
+                s.depth[transport, default: QueueDepth()].queued += 1
+            }
+            return finals
+        }
+        finals.forEach(onFinal)
+        return EnqueueReceipt(id: n.id, deliveries: n.deliveries.count, replayed: false)
+    }
+
+    /// Idempotency keys are the daemon's: an in-memory queue keeps none.
+    public func receipt(app: String, idempotencyKey: String, since: Date) async throws -> EnqueueReceipt? { nil }
+
+    public func claim(transport: String, limit: Int, now: Date, leaseUntil: Date) async throws -> [ClaimedDelivery] {
+        try state.withLock { s in
+            if s.closed { throw StoreError("the queue is closed") }
+            guard var lane = s.lanes[transport] else { return [] }
+            var claimed: [ClaimedDelivery] = []
+            func take(_ id: Int64) {
+                guard var row = s.rows[id], row.state == .queued else { return }
+                row.state = .sent
+                row.attempts += 1
+                row.leaseUntil = leaseUntil
+                row.updatedAt = now
+                s.rows[id] = row
+                claimed.append(ClaimedDelivery(delivery: Delivery(
+                    id: id, notificationID: row.note.id, app: row.note.app, topic: row.note.topic, token: row.token, user: row.user,
+                    environment: row.environment, transport: transport, attempt: row.attempts, apnsID: row.apnsID,
+                    content: row.note.content, payload: row.note.payload), acceptedAt: row.note.createdAt))
+            }
+            var dueLater = 0
+            while dueLater < lane.later.count, lane.later[dueLater].due <= now, claimed.count < limit {
+                take(lane.later[dueLater].id)
+                dueLater += 1
+            }
+            lane.later.removeFirst(dueLater)
+            while lane.head < lane.ready.count, claimed.count < limit {
+                take(lane.ready[lane.head])
+                lane.head += 1
+            }
+            if lane.head > 1024 && lane.head * 2 > lane.ready.count {
+                lane.ready.removeFirst(lane.head)
+                lane.head = 0
+            }
+            s.lanes[transport] = lane
+            s.depth[transport, default: QueueDepth()].queued -= claimed.count
+            s.depth[transport, default: QueueDepth()].inFlight += claimed.count
+            return claimed
+        }
+    }
+
+    /// Nothing outlives the process.
+    public func interrupted(transport: String) async throws -> [ClaimedDelivery] { [] }
+
+    public func complete(_ completions: [DeliveryCompletion], now: Date) async throws {
+        let reports: [DeliveryReport] = state.withLock { s in
+            var reports: [DeliveryReport] = []
+            for c in completions {
+                guard var row = s.rows[c.id], row.state == .sent, row.attempts == c.attempt else { continue }
+                s.depth[row.transport, default: QueueDepth()].inFlight -= 1
+                if c.state == .queued {
+                    row.state = .queued
+                    if !c.countsAttempt { row.attempts -= 1 }
+                    row.due = c.retryAt ?? now
+                    row.reason = c.reason
+                    row.leaseUntil = nil
+                    row.updatedAt = now
+                    s.rows[c.id] = row
+                    s.lanes[row.transport, default: Lane()].schedule(c.id, at: row.due)
+                    s.depth[row.transport, default: QueueDepth()].queued += 1
+                } else {
+                    s.rows[c.id] = nil
+                    let apnsID = c.state == .delivered ? (c.apnsID ?? row.apnsID.lowercasedString) : nil
+                    reports.append(DeliveryReport(token: row.token, user: row.user, transport: row.transport, outcome: c.state,
+                                                  reason: c.reason, attempts: row.attempts, apnsID: apnsID))
+                }
+            }
+            return reports
+        }
+        reports.forEach(onFinal)
+        if !reports.isEmpty { releaseWaiters() }
+    }
+
+    public func renewLeases(_ claims: [ClaimedDelivery], until: Date) async throws {
+        state.withLock { s in
+            for c in claims where s.rows[c.delivery.id]?.attempts == c.delivery.attempt && s.rows[c.delivery.id]?.state == .sent {
+                s.rows[c.delivery.id]?.leaseUntil = until
+            }
+        }
+    }
+
+    public func reclaimExpiredLeases(now: Date) async throws -> Int {
+        state.withLock { s in
+            let expired = s.rows.filter { $0.value.state == .sent && ($0.value.leaseUntil ?? .distantFuture) <= now }.map(\.key).sorted()
+            for id in expired {
+                guard var row = s.rows[id] else { continue }
+                row.state = .queued
+                row.due = now
+                row.leaseUntil = nil
+                row.reason = "lease expired before the transport answered"
+                s.rows[id] = row
+                s.lanes[row.transport, default: Lane()].schedule(id, at: now)
+                s.depth[row.transport, default: QueueDepth()].queued += 1
+                s.depth[row.transport, default: QueueDepth()].inFlight -= 1
+            }
+            return expired.count
+        }
+    }
+
+    public func nextDue(transport: String) async throws -> Date? {
+        state.withLock { s in
+            guard let lane = s.lanes[transport] else { return nil }
+            if lane.head < lane.ready.count { return .distantPast }
+            return lane.later.first?.due
+        }
+    }
+
+    /// The deliveries of a notification that are not final yet (final ones went to ``onFinal``).
+    public func status(notificationID: String) async throws -> NotificationStatus? {
+        state.withLock { s in
+            let rows = s.rows.filter { $0.value.note.id == notificationID }.sorted { $0.key < $1.key }
+            guard let first = rows.first?.value else { return nil }
+            return NotificationStatus(id: notificationID, app: first.note.app, createdAt: first.note.createdAt, idempotencyKey: nil,
+                                      deliveries: rows.map { id, r in
+                                          DeliveryStatus(id: id, token: r.token, user: r.user, transport: r.transport, state: r.state,
+                                                         attempts: r.attempts, lastReason: r.reason, apnsID: r.apnsID.lowercasedString,
+                                                         updatedAt: r.updatedAt, nextAttemptAt: r.state == .queued ? r.due : nil)
+                                      })
+        }
+    }
+
+    public func depth() -> [String: QueueDepth] { state.withLock { $0.depth } }
+
+    /// Final deliveries are not kept, so there is nothing to prune.
+    public func prune(createdBefore cutoff: Date) async throws -> Int { 0 }
+
+    public func ping() async throws {
+        if state.withLock({ $0.closed }) { throw StoreError("the queue is closed") }
+    }
+
+    public func close() async {
+        state.withLock { $0.closed = true }
+    }
+}

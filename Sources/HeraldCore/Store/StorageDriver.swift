@@ -1,0 +1,67 @@
+import FoundationEssentials
+import Glibc
+
+/// A storage back end: opens the token store and the delivery queue that `storage` names.
+///
+/// The daemon and the CLI know only this protocol, ``TokenStore`` and ``DeliveryQueue``; the
+/// drivers (SQLite in `HeraldStore`) are registered explicitly in `main`, like transports.
+public protocol StorageDriver: Sendable {
+    /// The `storage.driver` value that selects this driver.
+    var name: String { get }
+
+    /// Opens the store and queue for a daemon.
+    /// - Parameter exclusive: take the driver's guard against a second daemon on a database
+    ///   that only one may use (SQLite's lock file); released by ``OpenStorage/close()``.
+    /// - Throws: an error saying what could not be opened and what to do.
+    func open(_ configuration: HeraldConfiguration, metrics: MetricsRegistry, exclusive: Bool) async throws -> OpenStorage
+
+    /// Opens only the token store (the CLI's device commands and `herald send`).
+    func openTokenStore(_ configuration: HeraldConfiguration) async throws -> any TokenStore
+
+    /// Lines for `herald check`: where the data lives, the schema state.
+    func describe(_ configuration: HeraldConfiguration) async -> [CheckFinding]
+}
+
+/// What a driver opened for a daemon.
+public struct OpenStorage: Sendable {
+    public var tokens: any TokenStore
+    public var queue: any DeliveryQueue
+    private let onClose: @Sendable () async -> Void
+
+    /// - Parameter onClose: closes the queue and releases what ``StorageDriver/open(_:metrics:exclusive:)`` took.
+    public init(tokens: any TokenStore, queue: any DeliveryQueue, onClose: @escaping @Sendable () async -> Void) {
+        self.tokens = tokens
+        self.queue = queue
+        self.onClose = onClose
+    }
+
+    /// Finishes pending writes, closes the queue and releases the driver's locks.
+    public func close() async { await onClose() }
+}
+
+/// The storage drivers an executable knows, keyed by `storage.driver`.
+///
+/// ```swift
+/// var storage = StorageDrivers()
+/// storage.register(SQLiteStorageDriver())
+/// ```
+public struct StorageDrivers: Sendable {
+    private var drivers: [String: any StorageDriver] = [:]
+
+    public init() {}
+
+    public mutating func register(_ driver: any StorageDriver) { drivers[driver.name] = driver }
+
+    /// The registered names, sorted.
+    public var names: [String] { drivers.keys.sorted() }
+
+    /// The driver for `configuration.storage`.
+    /// - Throws: ``StoreError`` naming the known drivers when none is registered under that name.
+    public func driver(for configuration: HeraldConfiguration) throws -> any StorageDriver {
+        let name = configuration.storage.driver.rawValue
+        guard let driver = drivers[name] else {
+            throw StoreError("storage.driver: no driver \"\(name)\" in this build; known: \(names.joined(separator: ", "))")
+        }
+        return driver
+    }
+}

@@ -1,0 +1,57 @@
+import FoundationEssentials
+import Glibc
+import HeraldCore
+
+/// The `sqlite` storage driver: the token store and the durable queue in one SQLite file
+/// (`storage.path`), one daemon per file (a lock file beside it).
+public struct SQLiteStorageDriver: StorageDriver {
+    public let name = "sqlite"
+
+    public init() {}
+
+    public func open(_ configuration: HeraldConfiguration, metrics: MetricsRegistry, exclusive: Bool) async throws -> OpenStorage {
+        SQLiteDeliveryQueue.tuneProcess()
+        let storage = configuration.storage
+        let lock = exclusive ? try DatabaseLock(database: storage.path) : nil
+        do {
+            let tokens = try SQLiteTokenStore(configuration: storage)
+            let queue = try SQLiteDeliveryQueue(configuration: configuration, metrics: metrics)
+            return OpenStorage(tokens: tokens, queue: queue) {
+                await queue.close()
+                lock?.release()
+            }
+        } catch {
+            lock?.release()
+            throw StoreError("cannot open the store \(storage.path): \(error)")
+        }
+    }
+
+    public func openTokenStore(_ configuration: HeraldConfiguration) async throws -> any TokenStore {
+        try SQLiteTokenStore(configuration: configuration.storage)
+    }
+
+    public func describe(_ configuration: HeraldConfiguration) async -> [CheckFinding] {
+        let s = configuration.storage
+        var findings = [CheckFinding(.ok, "sqlite \(s.path) (synchronous=\(s.synchronous.rawValue))")]
+        if FileManager.default.fileExists(atPath: s.path) {
+            do {
+                let version = try SQLiteTokenStore(configuration: s).schemaVersion()
+                findings.append(CheckFinding(.ok, "schema version \(version) (this Herald: \(HeraldSchema.migrations.steps.count))"))
+            } catch {
+                findings.append(CheckFinding(.error, "cannot open \(s.path): \(error)"))
+            }
+        } else {
+            findings.append(CheckFinding(.info, "\(s.path) does not exist yet; it is created on first use"))
+        }
+        return findings
+    }
+}
+
+extension StorageDrivers {
+    /// The drivers that need no server: SQLite.
+    public static var embedded: StorageDrivers {
+        var drivers = StorageDrivers()
+        drivers.register(SQLiteStorageDriver())
+        return drivers
+    }
+}
