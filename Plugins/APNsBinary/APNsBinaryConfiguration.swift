@@ -96,7 +96,10 @@ public struct APNsBinaryConfiguration: TransportConfiguration {
         let feedbackInterval = node.duration("feedbackInterval")
         let proofInterval = node.duration("proofInterval", minimum: 0)
         let timeout = node.duration("timeout", minimum: 0.01)
-        let identity = readIdentity(node)
+        if !node.has("certFile") && !node.has("p12File") {
+            node.error("no certificate: give certFile (a PEM with the key, or with keyFile) or p12File")
+        }
+        let identity = node.has("certFile") || node.has("p12File") ? ClientIdentity.read(node) : nil
         guard let environment, let (identity, source) = identity else { return nil }
         if node.has("endpoint") && endpoint == nil || node.has("feedbackEndpoint") && feedbackEndpoint == nil { return nil }
         var c = APNsBinaryConfiguration(apnsEnvironment: environment,
@@ -122,39 +125,5 @@ public struct APNsBinaryConfiguration: TransportConfiguration {
             node.warning(at: key, "Apple's service listens on port \(defaultPort), not \(parsed.port)")
         }
         return parsed
-    }
-
-    private static func readIdentity(_ node: ConfigNode) -> (ClientIdentity, String)? {
-        let passphrase = node.secret("passphrase")?.value
-        if node.has("p12File") {
-            if node.has("certFile") { node.error(at: "certFile", "give either p12File or certFile (+ keyFile), not both") }
-            if node.has("keyFile") { node.error(at: "keyFile", "a .p12 file holds the key; remove keyFile") }
-            guard let p12 = node.filePath("p12File") else { return nil }
-            do {
-                return (try ClientIdentity.load(p12File: p12, passphrase: passphrase), p12)
-            } catch {
-                node.error(at: error.kind == .wrongPassphrase ? "passphrase" : "p12File", error.message)
-                return nil
-            }
-        }
-        if !node.has("certFile") {
-            node.error("no certificate: give certFile (a PEM with the key, or with keyFile) or p12File")
-            return nil
-        }
-        guard let cert = node.filePath("certFile", required: true) else { return nil }
-        let key = node.filePath("keyFile")
-        if node.has("keyFile") && key == nil { return nil }
-        do {
-            return (try ClientIdentity.load(certificateFile: cert, keyFile: key, passphrase: passphrase), cert)
-        } catch {
-            let at: String
-            switch error.kind {
-            case .wrongPassphrase: at = "passphrase"
-            case .certificateMismatch: at = "keyFile"
-            default: at = key == nil ? "certFile" : "keyFile"
-            }
-            node.error(at: at, error.message)
-            return nil
-        }
     }
 }

@@ -148,21 +148,7 @@ public final class APNsBinaryTransport: TransportPlugin, DeadTokenSource {
         } else {
             findings.append(CheckFinding(.error, "the certificate names no topic (no UID, no topics extension); the gateway answers status 3 (missing topic)"))
         }
-        let remaining = cert.notAfter.timeIntervalSince(clock.now)
-        let days = Int(remaining / 86400)
-        if remaining <= 0 {
-            findings.append(CheckFinding(.error, "the certificate expired on \(cert.notAfter.iso8601); renew it in the Apple Developer portal"))
-        } else if days < 30 {
-            findings.append(CheckFinding(.warning, "the certificate expires in \(days) days (\(cert.notAfter.iso8601)); renew it soon"))
-        } else {
-            findings.append(CheckFinding(.ok, "certificate valid until \(cert.notAfter.iso8601) (\(days) days)"))
-        }
-        if configuration.apnsEnvironment == .production && cert.isDevelopment && !cert.isProduction {
-            findings.append(CheckFinding(.warning, "the certificate is for the sandbox only, but environment is production"))
-        }
-        if configuration.apnsEnvironment == .sandbox && cert.isProduction && !cert.isDevelopment {
-            findings.append(CheckFinding(.warning, "the certificate is for production only, but environment is sandbox"))
-        }
+        findings += cert.checkFindings(now: clock.now, environment: configuration.apnsEnvironment)
         findings.append(CheckFinding(.info, "gateway \(configuration.endpoint), feedback \(configuration.feedbackEndpoint), format \(configuration.format.rawValue), maxPayload \(configuration.maxPayload)"))
         return findings
     }

@@ -168,23 +168,7 @@ enum BinaryBenchmark {
         let batches = stride(from: 0, to: n, by: 5000).map { Array(deliveries[$0..<min($0 + 5000, n)]) }
         let cpuBefore = processCPUSeconds()
         let start = DispatchTime.now().uptimeNanoseconds
-        let failed = await withTaskGroup(of: Int.self) { group -> Int in
-            var next = 0
-            func launch() -> Bool {
-                guard next < batches.count else { return false }
-                let slice = batches[next]
-                next += 1
-                group.addTask { await transport.deliver(slice).filter { if case .delivered = $0 { return false }; return true }.count }
-                return true
-            }
-            for _ in 0..<8 where launch() {}
-            var failed = 0
-            for await f in group {
-                failed += f
-                _ = launch()
-            }
-            return failed
-        }
+        let failed = await deliverInBatches(transport, count: batches.count, inFlight: 8) { batches[$0] }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
         let cpu = processCPUSeconds() - cpuBefore
         await transport.shutdown()
