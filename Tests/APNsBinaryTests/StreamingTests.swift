@@ -128,6 +128,22 @@ import Testing
         if case .retry = late[0] {} else { Issue.record("expected a retry after shutdown, got \(late)") }
     }
 
+    @Test func aGatewayThatNeverAnswersTheProofCostsBoundedTime() async throws {
+        let f = try BinaryFixture { $0.answersErrors = false }
+        defer { f.gateway.stop() }
+        let transport = try f.transport(["timeout": "300ms", "proofInterval": 0])
+        try await transport.start()
+        let batch = (1...3).map { BinaryFixture.delivery($0) }
+        let outcomes = await transport.deliver(batch)
+        await transport.shutdown()
+        // Never proven: written on three connections, then handed back for a later retry.
+        for outcome in outcomes {
+            guard case .retry(_, let reason) = outcome else { Issue.record("expected a retry, got \(outcome)"); continue }
+            #expect(reason.contains("lost 3 times before it proved the notification (no answer to the proof notification"))
+        }
+        #expect(f.receivedTokens == Array(repeating: batch.map(\.token), count: 3).flatMap { $0 })
+    }
+
     @Test func statusesMapToOutcomes() async throws {
         let f = try BinaryFixture {
             $0.tokenFaults = [BinaryFixture.token(2): .processingError, BinaryFixture.token(3): APNsBinaryStatus(rawValue: 255),

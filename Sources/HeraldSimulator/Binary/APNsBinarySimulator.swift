@@ -223,7 +223,12 @@ public final class APNsBinarySimulator: Sendable {
         while true {
             for event in events { handle(event, connection: connection, client: client, stream: stream, logger: logger) }
             if events.contains(where: { if case .dropped = $0 { return true } else { return false } }) { return .close }
-            if session.isFinished { break }
+            if session.isFinished {
+                guard !rulesBox.value.answersErrors else { break }
+                // Silent: no answer, no close; swallow input until the client gives up.
+                while case .bytes = buffer.withUnsafeMutableBytes({ stream.read(into: $0) }) {}
+                return .close
+            }
             let result = buffer.withUnsafeMutableBytes { stream.read(into: $0) }
             switch result {
             case .bytes(let n):
@@ -296,7 +301,7 @@ public final class APNsBinarySimulator: Sendable {
             let tokenHex = frame?.token.map { BinaryHex.encode($0) }
             let item = Rejection(response: response, connection: connection, command: frame?.command,
                                  tokenHex: tokenHex, discardedBytes: discarded, time: now)
-            let failure = stream.write(response.bytes)
+            let failure = rulesBox.value.answersErrors ? stream.write(response.bytes) : "not sent (silent gateway)"
             state.withLock { $0.rejections.append(item) }
             logger.info("error response sent", ["status": "\(response.status.rawValue)", "identifier": "\(response.identifier)",
                                                 "reason": response.reason, "discardedBytes": "\(discarded)",

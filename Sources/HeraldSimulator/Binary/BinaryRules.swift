@@ -41,6 +41,10 @@ public struct APNsBinaryRules: Sendable, Hashable {
     public var dropAfter: Int? = nil
     /// How many connections ``dropAfter`` drops before it turns itself off; `nil`: every one.
     public var dropConnections: Int? = nil
+    /// `false` makes a silent gateway: where it would send an error response it sends nothing,
+    /// keeps the connection open and discards all further input until the client closes (a
+    /// peer that hangs). Accepted notifications before it still count.
+    public var answersErrors = true
 
     public init() {}
 }
