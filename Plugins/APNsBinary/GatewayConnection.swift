@@ -427,6 +427,15 @@ final class GatewayConnection: @unchecked Sendable {
             settings.logger.debug("gateway error response", ["status": response.status.description, "identifier": "\(response.identifier)",
                                                             "resent": "\(resolution.resend.count)"])
         }
+        if resolution.delivered.isEmpty && resolution.failed == nil {
+            // An answer that proved nothing (a shutdown before anything was accepted, an unknown
+            // identifier) counts like a lost connection, so a gateway that keeps doing it cannot
+            // hold notifications forever.
+            closeConnection()
+            let counted = resolution.resend.map { var f = $0; f.losses += 1; return f }
+            requeueUnproven(counted, reason: "the gateway answered status \(response.status.rawValue) and proved nothing")
+            return
+        }
         requeue(resolution.resend)
         closeConnection()
     }
@@ -450,8 +459,14 @@ final class GatewayConnection: @unchecked Sendable {
         }
         settings.logger.warning("gateway connection lost; unproven notifications are sent again",
                                 ["reason": reason, "unproven": "\(unproven.count)"])
+        requeueUnproven(unproven, reason: reason)
+    }
+
+    /// Writes `frames` again (their `losses` already counted), except those unproven on
+    /// ``GatewaySettings/lossLimit`` connections already: they go back to the dispatcher as a retry.
+    private func requeueUnproven(_ frames: some Collection<BinaryFrame>, reason: String) {
         var again: [BinaryFrame] = []
-        for f in unproven {
+        for f in frames {
             if f.losses >= settings.lossLimit {
                 f.complete(.retry(after: nil, reason: "the gateway connection was lost \(f.losses) times before it proved the notification (\(reason))"))
             } else {

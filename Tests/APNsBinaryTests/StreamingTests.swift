@@ -144,6 +144,19 @@ import Testing
         #expect(f.receivedTokens == Array(repeating: batch.map(\.token), count: 3).flatMap { $0 })
     }
 
+    @Test func aGatewayThatShutsDownBeforeAcceptingAnythingCannotHoldNotifications() async throws {
+        let f = try BinaryFixture { $0.shutdownAfter = 0 }
+        defer { f.gateway.stop() }
+        let transport = try f.transport()
+        try await transport.start()
+        let outcomes = await transport.deliver([BinaryFixture.delivery(1)])
+        await transport.shutdown()
+        guard case .retry(_, let reason) = outcomes[0] else { Issue.record("expected a retry, got \(outcomes)"); return }
+        #expect(reason.contains("status 10 and proved nothing"))
+        #expect(f.gateway.received.isEmpty)
+        #expect(f.gateway.connectionCount == 3)
+    }
+
     @Test func statusesMapToOutcomes() async throws {
         let f = try BinaryFixture {
             $0.tokenFaults = [BinaryFixture.token(2): .processingError, BinaryFixture.token(3): APNsBinaryStatus(rawValue: 255),
