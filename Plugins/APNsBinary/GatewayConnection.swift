@@ -28,9 +28,13 @@ struct GatewaySettings: Sendable {
 /// waiting per notification), and polls the socket for the gateway's 6-byte error response the
 /// whole time. Written notifications wait in a ``SentWindow`` until something proves them:
 /// an error response for a later one, a shutdown (status 10) naming them, or Herald's proof
-/// notification, written when there is nothing more to write (at most every `proofInterval`,
-/// at once when stopping, and when the window reaches `windowLimit`). After any error response
-/// or lost connection, the unproven notifications are written again, in order, on a new connection.
+/// notification, written when there is nothing more to write (no sooner than `proofInterval`
+/// after the previous one while fewer than `proofBatch` wait; at once when stopping or when the
+/// window reaches `windowLimit`). After any error response or lost connection, the unproven
+/// notifications are written again, in order, on a new connection (opened while the proof was
+/// answered when more is queued). A notification unproven on `lossLimit` connections is handed
+/// back as a retry, so every `deliver` ends in bounded time.
+/// - Important: the state below the lock is owned by the connection's thread alone.
 final class GatewayConnection: @unchecked Sendable {
     private let settings: GatewaySettings
     let index: Int
