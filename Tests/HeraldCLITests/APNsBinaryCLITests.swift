@@ -39,6 +39,26 @@ import Testing
         #expect(gateway.received.allSatisfy { $0.notification.payloadText == #"{"aps":{"alert":{"title":"Hi","body":"Binary"}}}"# })
     }
 
+    @Test func sendWithACertificateTheGatewayRefusesFailsClearlyAndExits() throws {
+        let gateway = try BinarySimulatorHarness.gateway()
+        defer { gateway.stop() }
+        let certs = try TestCertificates.shared()
+        let f = try CLIFixture(extraTransports: """
+        , "legacy": {"type": "apns-binary", "environment": "production", "endpoint": "127.0.0.1:\(gateway.port)",
+                     "caFile": "\(certs.caFile)", "certFile": "\(certs.otherClientCertificate)", "keyFile": "\(certs.otherClientKey)"}
+        """, routes: #"["legacy"]"#)
+        defer { f.dir.remove() }
+        let send = try f.run(["send", "--app", "com.example.app", "--token", f.token(1), "--token", f.token(2), "--alert", "hi", "--json"])
+        #expect(send.status == 0, "\(send.stderr)")  // it ran; each device says how it ended
+        let lines = try send.lines.map { try JSONValue.parse($0) }
+        #expect(lines.count == 2)
+        for line in lines {
+            #expect(line["outcome"]?.stringValue == "failed")
+            #expect(line["reason"]?.stringValue?.contains("the gateway refused the client certificate") == true, "\(line)")
+        }
+        #expect(gateway.received.isEmpty)
+    }
+
     @Test func feedbackRetiresTokensAndKeepsReregisteredOnes() throws {
         let feedback = try BinarySimulatorHarness.feedback()
         defer { feedback.stop() }

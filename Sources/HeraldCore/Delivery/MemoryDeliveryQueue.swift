@@ -70,6 +70,9 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
         var depth: [String: QueueDepth] = [:]
         var waiters: [(below: Int, continuation: CheckedContinuation<Void, Never>)] = []
         var closed = false
+        /// Transports given up on (``abandon(transport:reason:)``), with the reason: a delivery
+        /// still in flight there when it happened fails when it comes back, instead of waiting.
+        var abandoned: [String: String] = [:]
     }
 
     private let state = Locked(State())
@@ -104,6 +107,7 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
     public func abandon(transport: String, reason: String) -> [DeliveryReport] {
         let reports: [DeliveryReport] = state.withLock { s in
             let ids = s.rows.filter { $0.value.transport == transport && $0.value.state == .queued }.map(\.key).sorted()
+            s.abandoned[transport] = reason
             s.lanes[transport] = Lane()
             var reports: [DeliveryReport] = []
             for id in ids {
@@ -207,7 +211,11 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
             for c in completions {
                 guard var row = s.rows[c.id], row.state == .sent, row.attempts == c.attempt else { continue }
                 s.depth[row.transport, default: QueueDepth()].inFlight -= 1
-                if c.state == .queued {
+                if c.state == .queued, let reason = s.abandoned[row.transport] {
+                    s.rows[c.id] = nil
+                    reports.append(DeliveryReport(token: row.token, user: row.user, transport: row.transport, outcome: .failed,
+                                                  reason: reason, attempts: row.attempts - (c.countsAttempt ? 0 : 1), apnsID: nil))
+                } else if c.state == .queued {
                     row.state = .queued
                     if !c.countsAttempt { row.attempts -= 1 }
                     row.due = c.retryAt ?? now
