@@ -35,7 +35,9 @@ final class DeadTokenPoller: Sendable {
     /// Re-reads the transports now (after a reload).
     func reschedule() { wake.notify() }
 
-    /// Stops polling and waits for a poll in progress to finish.
+    /// Stops polling and waits for a poll in progress to finish: a feedback service forgets what
+    /// it sent, so reports already read are applied, not dropped (a read is bounded by the
+    /// transport's own timeout).
     func stop() async {
         guard let loop = task.withLock({ t in defer { t = nil }; return t }) else { return }
         loop.cancel()
