@@ -79,6 +79,18 @@ import Testing
         #expect(await f.gateway.waitForRefusals(count: 1))
     }
 
+    @Test func aGatewayCertificateThatCannotBeVerifiedIsASetupFailure() async throws {
+        let f = try BinaryFixture()
+        defer { f.gateway.stop() }
+        let transport = try f.transport(["caFile": .string(f.certs.otherCA)])
+        try await transport.start()
+        let outcomes = await transport.deliver([BinaryFixture.delivery(1)])
+        await transport.shutdown()
+        guard case .setupFailure(let reason) = outcomes[0] else { Issue.record("expected a setup failure, got \(outcomes)"); return }
+        #expect(reason.contains("the gateway's certificate could not be verified") && reason.contains("check caFile and endpoint"))
+        #expect(f.gateway.received.isEmpty)
+    }
+
     @Test func anExpiredCertificateIsASetupFailureWithoutConnecting() async throws {
         let f = try BinaryFixture()
         defer { f.gateway.stop() }
