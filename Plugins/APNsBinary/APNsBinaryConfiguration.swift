@@ -51,9 +51,11 @@ public struct APNsBinaryConfiguration: TransportConfiguration {
 
     /// `host:port` of a gateway or feedback service.
     public struct HostPort: Sendable, Equatable, CustomStringConvertible {
+        /// A name or an IP literal (without brackets).
         public var host: String
         public var port: Int
 
+        /// `host:port`.
         public init(host: String, port: Int) {
             self.host = host
             self.port = port

@@ -36,8 +36,10 @@ public final class APNsBinaryTransport: TransportPlugin, DeadTokenSource {
         self.metrics = BinaryMetrics(registry: context.metrics, transport: name)
     }
 
+    /// Large: a batch is written at once and settled by one proof.
     public var preferredBatchSize: Int { 5000 }
 
+    /// `feedbackInterval` (`nil` when it is 0).
     public var deadTokenPollInterval: TimeInterval? { configuration.feedbackInterval }
 
     private func tlsContext() throws -> TLSClientContext {
@@ -48,6 +50,7 @@ public final class APNsBinaryTransport: TransportPlugin, DeadTokenSource {
         }
     }
 
+    /// Starts the connection threads; each connects when it has something to write.
     public func start() async throws {
         let settings = GatewaySettings(name: name, configuration: configuration, tls: try tlsContext(), logger: logger,
                                        clock: clock, metrics: metrics)
@@ -58,6 +61,9 @@ public final class APNsBinaryTransport: TransportPlugin, DeadTokenSource {
                                                       "connections": String(started.count), "format": configuration.format.rawValue])
     }
 
+    /// Checks each delivery (32-byte token, `maxPayload`), hands the rest to the connections in
+    /// contiguous ordered parts, and returns once every one has its outcome: proven delivered,
+    /// or what the gateway or a lost connection decided.
     public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] {
         guard !batch.isEmpty else { return [] }
         let connections = self.connections.withLock { $0 }
@@ -138,6 +144,7 @@ public final class APNsBinaryTransport: TransportPlugin, DeadTokenSource {
         }
     }
 
+    /// Subject, topic (UID, else Apple's topics extension), expiry and environment of the certificate.
     public func checkReport() async -> [CheckFinding] {
         let cert = configuration.identity.certificate
         var findings = [CheckFinding(.ok, "certificate from \(configuration.identitySource): \(cert.subject)")]

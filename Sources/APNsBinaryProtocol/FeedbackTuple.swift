@@ -5,6 +5,7 @@ public struct APNsFeedbackTuple: Sendable, Hashable {
     /// UNIX seconds: when APNs learned the app was no longer on the device.
     public var time: UInt32
 
+    /// A tuple for `token`, dead since `time` (UNIX seconds).
     public init(token: [UInt8], time: UInt32) {
         self.token = token
         self.time = time
@@ -26,6 +27,7 @@ public struct APNsFeedbackTuple: Sendable, Hashable {
 public struct APNsFeedbackParser: Sendable {
     private var buffer: [UInt8] = []
 
+    /// An empty parser.
     public init() {}
 
     /// Bytes received that do not yet make a whole tuple (non-zero at end of stream means the

@@ -4,17 +4,24 @@
 /// set when the bytes do not follow the format (unknown command or item, wrong item size,
 /// repeated item, items overrunning the frame), which ends the connection.
 public struct BinaryParsedFrame: Sendable, Equatable {
+    /// 0, 1 or 2 (any other byte is malformed).
     public var command: UInt8
+    /// Command 1's identifier or item 3.
     public var identifier: UInt32? = nil
+    /// Command 1's expiry or item 4 (UNIX seconds).
     public var expiry: UInt32? = nil
+    /// Item 5.
     public var priority: UInt8? = nil
+    /// The token bytes (item 1 for command 2).
     public var token: [UInt8]? = nil
+    /// The payload bytes (item 2 for command 2).
     public var payload: [UInt8]? = nil
     /// Why the frame breaks the format, if it does.
     public var malformed: String? = nil
     /// Bytes the frame occupied on the wire.
     public var wireLength: Int = 0
 
+    /// A frame with the given fields (for tests and rejections built by hand).
     public init(command: UInt8, identifier: UInt32? = nil, expiry: UInt32? = nil, priority: UInt8? = nil,
                 token: [UInt8]? = nil, payload: [UInt8]? = nil, malformed: String? = nil, wireLength: Int = 0) {
         self.command = command
@@ -42,11 +49,13 @@ public struct BinaryFrameParser: Sendable {
     private var buffer: [UInt8] = []
     private var start = 0
 
+    /// An empty parser.
     public init() {}
 
     /// Bytes received and not yet cut into a frame.
     public var bufferedCount: Int { buffer.count - start }
 
+    /// Adds received bytes; call ``next()`` to cut them into frames.
     public mutating func append(_ bytes: some Collection<UInt8>) {
         if start > 0 && start >= buffer.count / 2 {
             buffer.removeFirst(start)

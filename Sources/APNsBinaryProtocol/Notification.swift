@@ -16,6 +16,7 @@ public struct APNsBinaryNotification: Sendable, Hashable {
     /// The payload bytes (JSON, not NUL-terminated, when the client behaves).
     public var payload: [UInt8]
 
+    /// A notification with the given fields.
     public init(command: UInt8, identifier: UInt32? = nil, expiry: UInt32? = nil, priority: UInt8? = nil,
                 token: [UInt8], payload: [UInt8]) {
         self.command = command

@@ -3,6 +3,7 @@
 /// Values and meanings are Apple's (Binary Provider API, table A-4). Unknown values keep their
 /// raw byte, so a fault can inject any status.
 public struct APNsBinaryStatus: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The status byte.
     public let rawValue: UInt8
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
@@ -58,6 +59,7 @@ public struct APNsBinaryErrorResponse: Sendable, Hashable {
     /// The command byte of every error response.
     public static let command: UInt8 = 8
 
+    /// What went wrong.
     public var status: APNsBinaryStatus
     /// The identifier of the failed notification (for status 10, of the last accepted one);
     /// 0 when the notification carried none.
