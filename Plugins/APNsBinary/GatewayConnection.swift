@@ -305,6 +305,11 @@ final class GatewayConnection: @unchecked Sendable {
             if outOffset > 0 && outOffset == out.count {
                 out.removeAll(keepingCapacity: true)
                 outOffset = 0
+            } else if outOffset > 1 << 20 {
+                // Written bytes are dropped while TLS keeps taking only part (the connection
+                // allows a moving write buffer, so the unwritten rest may move).
+                out.removeFirst(outOffset)
+                outOffset = 0
             }
             let id = window.append(frame)
             lastWrittenIsolated = frame.isolate
