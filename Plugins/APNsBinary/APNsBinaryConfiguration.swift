@@ -33,9 +33,10 @@ public struct APNsBinaryConfiguration: TransportConfiguration {
     public var maxPayload: Int = 2048
     /// How often the daemon reads the feedback service; `nil` (config 0) turns polling off. Default 1 h.
     public var feedbackInterval: TimeInterval? = 3600
-    /// Least time between two proofs on one connection while notifications keep coming
-    /// (each proof ends the connection). Default 0.2 s.
-    public var proofInterval: TimeInterval = 0.2
+    /// Least time between two proofs on one connection while notifications trickle in (each
+    /// proof ends the connection, so this bounds the reconnects of a quiet connection); the
+    /// first proof after a quiet spell is not held back. Default 5 s.
+    public var proofInterval: TimeInterval = 5
     /// Deadline for connecting (TCP and TLS) and for a proof's answer. Default 10 s.
     public var timeout: TimeInterval = 10
 

@@ -59,7 +59,9 @@ final class GatewayConnection: @unchecked Sendable {
     private var out: [UInt8] = []
     private var outOffset = 0
     private var proofDeadline: ContinuousClock.Instant?
-    private var lastProof = ContinuousClock.now
+    /// When a proof's answer last ended a connection (long ago at first: the first proof is never
+    /// held back). Connections an error ended do not count: the gateway ended them.
+    private var lastProof = ContinuousClock.now - .seconds(86_400)
     private var response: [UInt8] = []
     private var consecutiveFailures = 0
     private var backoffUntil: ContinuousClock.Instant?
@@ -349,7 +351,6 @@ final class GatewayConnection: @unchecked Sendable {
         APNsBinaryFrameEncoder.append(to: &out, format: format, token: [UInt8](), payload: Array("{}".utf8),
                                       identifier: id, expiry: 0, priority: 10)
         proofDeadline = ContinuousClock.now + .milliseconds(Int64(settings.configuration.timeout * 1000))
-        lastProof = ContinuousClock.now
         settings.metrics.proofs.increment()
         writePending()
     }
@@ -423,6 +424,9 @@ final class GatewayConnection: @unchecked Sendable {
             return
         }
         let identified = settings.configuration.format.carriesIdentifier
+        if let proof = window.proofIdentifier, response.identifier == proof {
+            lastProof = ContinuousClock.now  // this connection ended because of a proof
+        }
         let resolution = window.resolve(response, identified: identified)
         resolution.delivered.complete(.delivered(apnsID: nil, evidence: resolution.evidence))
         settings.metrics.delivered.increment(by: Int64(resolution.delivered.count))

@@ -109,9 +109,13 @@ import Testing
     @Test func aCleanShutdownProvesTheTail() async throws {
         let f = try BinaryFixture()
         defer { f.gateway.stop() }
-        // No proof until shutdown: only the shutdown can settle these.
+        // No proof until shutdown: only the shutdown can settle these (the warm-up's proof was
+        // the last one allowed for an hour).
         let transport = try f.transport(["proofInterval": "1h"])
         try await transport.start()
+        #expect(await transport.deliver([BinaryFixture.delivery(1000)])[0].isDelivered)
+        #expect(await f.gateway.waitForRejections(count: 1))
+        f.gateway.clearRecords()
         let batch = (1...200).map { BinaryFixture.delivery($0) }
         async let outcomes = transport.deliver(batch)
         #expect(await f.gateway.waitForNotifications(count: 200))
@@ -155,6 +159,19 @@ import Testing
         #expect(reason.contains("status 10 and proved nothing"))
         #expect(f.gateway.received.isEmpty)
         #expect(f.gateway.connectionCount == 3)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aThousandUnprovenAreProvenWithoutWaitingForTheInterval() async throws {
+        let f = try BinaryFixture()
+        defer { f.gateway.stop() }
+        let transport = try f.transport(["proofInterval": "1h"])
+        try await transport.start()
+        #expect(await transport.deliver([BinaryFixture.delivery(1)])[0].isDelivered)  // the first proof is never held
+        // A second proof within the hour: held while fewer than 1,000 wait, not for 1,000.
+        let outcomes = await transport.deliver((2...1001).map { BinaryFixture.delivery($0) })
+        #expect(outcomes.allSatisfy { $0.evidence?.contains("proof notification") == true })
+        await transport.shutdown()
     }
 
     @Test func statusesMapToOutcomes() async throws {
