@@ -18,6 +18,9 @@ struct GatewaySettings: Sendable {
     /// for `proofInterval` (so a connection is renewed at most once per `proofInterval` or per
     /// this many notifications).
     var proofBatch = 1000
+    /// Connections proofs may end in a burst before `proofInterval` paces them (see ``ProofBudget``).
+    var proofBurst = GatewaySettings.defaultProofBurst
+    static let defaultProofBurst = 10
     /// Connections lost while a notification was unproven before it is handed back as a retry.
     var lossLimit = 3
 }
@@ -59,9 +62,8 @@ final class GatewayConnection: @unchecked Sendable {
     private var out: [UInt8] = []
     private var outOffset = 0
     private var proofDeadline: ContinuousClock.Instant?
-    /// When a proof's answer last ended a connection (long ago at first: the first proof is never
-    /// held back). Connections an error ended do not count: the gateway ended them.
-    private var lastProof = ContinuousClock.now - .seconds(86_400)
+    /// How many connections proofs may still end now (see ``ProofBudget``).
+    private lazy var proofBudget = ProofBudget(interval: settings.configuration.proofInterval, burst: settings.proofBurst)
     private var response: [UInt8] = []
     private var consecutiveFailures = 0
     private var backoffUntil: ContinuousClock.Instant?
@@ -173,10 +175,9 @@ final class GatewayConnection: @unchecked Sendable {
                 }
                 let urgent = needsProofNow
                 if !window.isEmpty && (queued == 0 || urgent) {
-                    // Held back after the previous proof only while notifications trickle: a window
-                    // of `proofBatch` or more pays for its reconnect at once.
-                    let due = window.count >= settings.proofBatch ? lastProof
-                        : lastProof + .milliseconds(Int64(settings.configuration.proofInterval * 1000))
+                    // Held back only while notifications trickle and the proof budget is spent: a
+                    // window of `proofBatch` or more pays for its reconnect at once.
+                    let due = window.count >= settings.proofBatch ? ContinuousClock.now : proofBudget.due()
                     if isStopping || urgent || ContinuousClock.now >= due {
                         writeProof()
                         continue
@@ -425,7 +426,7 @@ final class GatewayConnection: @unchecked Sendable {
         }
         let identified = settings.configuration.format.carriesIdentifier
         if let proof = window.proofIdentifier, response.identifier == proof {
-            lastProof = ContinuousClock.now  // this connection ended because of a proof
+            proofBudget.spend()  // this connection ended because of a proof
         }
         let resolution = window.resolve(response, identified: identified)
         resolution.delivered.complete(.delivered(apnsID: nil, evidence: resolution.evidence))
@@ -506,3 +507,44 @@ final class GatewayConnection: @unchecked Sendable {
         response = []
     }
 }
+
+/// Paces the connections that proofs end while notifications trickle in: a budget of `burst`
+/// proofs, spent when a proof's answer ends a connection and earned back at one per `interval`.
+/// A burst of small batches (`herald send`) is proven at once; steady light traffic renews a
+/// connection at most once per `interval`. Connections an error ended are not counted: the
+/// gateway ended them.
+struct ProofBudget {
+    let interval: TimeInterval
+    let burst: Double
+    private var available: Double
+    private var updated = ContinuousClock.now
+
+    init(interval: TimeInterval, burst: Int) {
+        self.interval = interval
+        self.burst = Double(max(1, burst))
+        available = self.burst
+    }
+
+    private mutating func refill() {
+        let now = ContinuousClock.now
+        let elapsed = updated.duration(to: now)
+        updated = now
+        guard interval > 0 else { available = burst; return }
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        available = min(burst, available + seconds / interval)
+    }
+
+    /// When the next proof may be written: now while one is left in the budget.
+    mutating func due() -> ContinuousClock.Instant {
+        refill()
+        if available >= 1 { return updated }
+        return updated + .milliseconds(Int64(((1 - available) * interval * 1000).rounded(.up)))
+    }
+
+    /// A proof ended a connection.
+    mutating func spend() {
+        refill()
+        available = max(0, available - 1)
+    }
+}
+

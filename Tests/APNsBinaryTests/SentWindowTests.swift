@@ -69,4 +69,15 @@ import Testing
         #expect(BinaryStatusMapping.setupProblem("error:0A000418:SSL routines::tlsv1 alert unknown ca") != nil)
         #expect(BinaryStatusMapping.setupProblem("socket error: Connection refused") == nil)
     }
+
+    @Test func theProofBudgetAllowsABurstThenPaces() {
+        var budget = ProofBudget(interval: 3600, burst: 2)
+        let start = ContinuousClock.now
+        #expect(budget.due() <= ContinuousClock.now)
+        budget.spend()
+        #expect(budget.due() <= ContinuousClock.now)
+        budget.spend()
+        let next = budget.due()
+        #expect(next > start + .seconds(3500) && next <= ContinuousClock.now + .seconds(3600))
+    }
 }
