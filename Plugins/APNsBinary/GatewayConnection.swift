@@ -14,9 +14,8 @@ struct GatewaySettings: Sendable {
     var metrics: BinaryMetrics
     /// Most notifications written and unproven on one connection before a proof is forced.
     var windowLimit = 50_000
-    /// A window this large is proven as soon as there is nothing more to write, without waiting
-    /// for `proofInterval` (so a connection is renewed at most once per `proofInterval` or per
-    /// this many notifications).
+    /// A window this large is proven as soon as there is nothing more to write, whatever the
+    /// budget; writing this many earns the budget one proof (see ``ProofBudget``).
     var proofBatch = 1000
     /// Connections proofs may end in a burst before `proofInterval` paces them (see ``ProofBudget``).
     var proofBurst = GatewaySettings.defaultProofBurst
@@ -31,9 +30,8 @@ struct GatewaySettings: Sendable {
 /// waiting per notification), and polls the socket for the gateway's 6-byte error response the
 /// whole time. Written notifications wait in a ``SentWindow`` until something proves them:
 /// an error response for a later one, a shutdown (status 10) naming them, or Herald's proof
-/// notification, written when there is nothing more to write (no sooner than `proofInterval`
-/// after the previous one while fewer than `proofBatch` wait; at once when stopping or when the
-/// window reaches `windowLimit`). After any error response or lost connection, the unproven
+/// notification, written when there is nothing more to write (paced by a ``ProofBudget`` while
+/// fewer than `proofBatch` wait; at once when stopping or when the window reaches `windowLimit`). After any error response or lost connection, the unproven
 /// notifications are written again, in order, on a new connection (opened while the proof was
 /// answered when more is queued). A notification unproven on `lossLimit` connections is handed
 /// back as a retry, so every `deliver` ends in bounded time.
@@ -63,7 +61,8 @@ final class GatewayConnection: @unchecked Sendable {
     private var outOffset = 0
     private var proofDeadline: ContinuousClock.Instant?
     /// How many connections proofs may still end now (see ``ProofBudget``).
-    private lazy var proofBudget = ProofBudget(interval: settings.configuration.proofInterval, burst: settings.proofBurst)
+    private lazy var proofBudget = ProofBudget(interval: settings.configuration.proofInterval, burst: settings.proofBurst,
+                                               notificationsPerProof: settings.proofBatch)
     private var response: [UInt8] = []
     private var consecutiveFailures = 0
     private var backoffUntil: ContinuousClock.Instant?
@@ -300,6 +299,8 @@ final class GatewayConnection: @unchecked Sendable {
     /// Encodes queued frames into `out` (up to 64 KiB) and writes what TLS takes without blocking.
     private func fillAndWrite(stopping: Bool) {
         let format = settings.configuration.format
+        var written = 0
+        defer { if written > 0 { proofBudget.wrote(written) } }
         while proofDeadline == nil && out.count - outOffset < 64 * 1024 && queued > 0 && window.count < settings.windowLimit {
             if lastWrittenIsolated && !window.isEmpty { break }  // an isolated frame waits for its proof
             let frame = queue[queueHead]
@@ -315,6 +316,7 @@ final class GatewayConnection: @unchecked Sendable {
                 outOffset = 0
             }
             let id = window.append(frame)
+            written += 1
             lastWrittenIsolated = frame.isolate
             APNsBinaryFrameEncoder.append(to: &out, format: format, token: frame.token, payload: frame.payload,
                                           identifier: id, expiry: frame.expiry, priority: frame.priority)
@@ -508,20 +510,22 @@ final class GatewayConnection: @unchecked Sendable {
     }
 }
 
-/// Paces the connections that proofs end while notifications trickle in: a budget of `burst`
-/// proofs, spent when a proof's answer ends a connection and earned back at one per `interval`.
-/// A burst of small batches (`herald send`) is proven at once; steady light traffic renews a
-/// connection at most once per `interval`. Connections an error ended are not counted: the
-/// gateway ended them.
+/// Paces the connections that proofs end: a budget of `burst` proofs, spent when a proof's
+/// answer ends a connection, earned back at one per `interval` and one per
+/// `notificationsPerProof` notifications written. Busy connections and bursts of small batches
+/// (`herald send`) are never held; light steady traffic renews a connection at most once per
+/// `interval`. Connections an error ended are not counted: the gateway ended them.
 struct ProofBudget {
     let interval: TimeInterval
     let burst: Double
+    let notificationsPerProof: Double
     private var available: Double
     private var updated = ContinuousClock.now
 
-    init(interval: TimeInterval, burst: Int) {
+    init(interval: TimeInterval, burst: Int, notificationsPerProof: Int) {
         self.interval = interval
         self.burst = Double(max(1, burst))
+        self.notificationsPerProof = Double(max(1, notificationsPerProof))
         available = self.burst
     }
 
@@ -541,10 +545,14 @@ struct ProofBudget {
         return updated + .milliseconds(Int64(((1 - available) * interval * 1000).rounded(.up)))
     }
 
+    /// `count` notifications were written.
+    mutating func wrote(_ count: Int) {
+        available = min(burst, available + Double(count) / notificationsPerProof)
+    }
+
     /// A proof ended a connection.
     mutating func spend() {
         refill()
         available = max(0, available - 1)
     }
 }
-

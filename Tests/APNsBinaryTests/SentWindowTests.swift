@@ -71,7 +71,7 @@ import Testing
     }
 
     @Test func theProofBudgetAllowsABurstThenPaces() {
-        var budget = ProofBudget(interval: 3600, burst: 2)
+        var budget = ProofBudget(interval: 3600, burst: 2, notificationsPerProof: 1000)
         let start = ContinuousClock.now
         #expect(budget.due() <= ContinuousClock.now)
         budget.spend()
@@ -79,5 +79,9 @@ import Testing
         budget.spend()
         let next = budget.due()
         #expect(next > start + .seconds(3500) && next <= ContinuousClock.now + .seconds(3600))
+        budget.wrote(999)
+        #expect(budget.due() > ContinuousClock.now + .seconds(1))
+        budget.wrote(1)
+        #expect(budget.due() <= ContinuousClock.now)
     }
 }
