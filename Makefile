@@ -20,8 +20,9 @@ build-debug: bootstrap
 run: build
 	@scripts/run.sh $(CONFIG)
 
-## test: bootstrap, build, and run the whole test suite.
-test: bootstrap
+## test: bootstrap (with Synapse for the Matrix gateway test), build, and run the whole test suite.
+test:
+	@scripts/bootstrap.sh --with-synapse
 	$(SWIFT) test
 
 ## check: validate config.json and the credentials it names.

@@ -45,7 +45,7 @@ let package = Package(
 
         // MARK: Transport plugins
         .target(name: "HeraldLogTransport", dependencies: ["HeraldCore"], path: "Plugins/LogTransport"),
-        .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldCrypto", "CCurl"], path: "Plugins/APNsHTTP2"),
+        .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldCrypto", "CCurl", "CNGHTTP2"], path: "Plugins/APNsHTTP2"),
         .target(name: "HeraldAPNsBinary", dependencies: ["HeraldCore", "HeraldCrypto", "APNsBinaryProtocol"], path: "Plugins/APNsBinary"),
 
         // MARK: CLI and executable
@@ -73,7 +73,7 @@ let package = Package(
         .testTarget(name: "HeraldSimulatorTests", dependencies: ["HeraldSimulator", "HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldSimulatorTests"),
         .testTarget(name: "HeraldServerTests", dependencies: ["HeraldServer", "HeraldStore", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
-                                                           "HeraldAPNsBinary"],
+                                                           "HeraldAPNsHTTP2", "HeraldAPNsBinary"],
                     path: "Tests/HeraldServerTests"),
         .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldCore", "HeraldCrypto", "HeraldStore",
                                                         "HeraldSimulator", "HeraldTestKit"],

@@ -18,7 +18,7 @@ wrk_rate() { awk '/^Requests\/sec/ { print int($2) }'; }
 # The daemon's HTTP API: accepted notifications/s with a durable commit, and end-to-end
 # deliveries/s with 10 devices per user, twice: through the `log` transport (a file; the
 # daemon's own ceiling) and through the `apns-http2` transport to the APNs HTTP/2 simulator
-# (TLS, token auth), which is the deployment's real path.
+# (TLS, token auth), which is the deployment's real path, once with each engine (curl, nghttp2).
 bench_api() {
   need wrk; need curl
   local dir; dir=$(mktemp -d /tmp/herald-bench.XXXXXX)
@@ -34,13 +34,17 @@ bench_api() {
   "storage": {"path": "herald.db", "synchronous": "full"},
   "apps": {
     "com.example.app": {"routes": ["dry"]},
-    "com.example.apns": {"routes": ["apns"]}
+    "com.example.apns": {"routes": ["apns"]},
+    "com.example.apns2": {"routes": ["apns2"]}
   },
   "transports": {
     "dry": {"type": "log", "path": "deliveries.jsonl"},
     "apns": {"type": "apns-http2", "environment": "sandbox", "endpoint": "https://127.0.0.1:$sim_port",
              "caFile": "certs/ca.pem", "keyFile": "certs/AuthKey_ABC123DEFG.p8", "keyId": "ABC123DEFG",
-             "teamId": "DEF123GHIJ", "connections": 2}
+             "teamId": "DEF123GHIJ", "connections": 2},
+    "apns2": {"type": "apns-http2", "engine": "nghttp2", "environment": "sandbox", "endpoint": "https://127.0.0.1:$sim_port",
+              "caFile": "certs/ca.pem", "keyFile": "certs/AuthKey_ABC123DEFG.p8", "keyId": "ABC123DEFG",
+              "teamId": "DEF123GHIJ", "connections": 2}
   },
   "api": {"listen": "127.0.0.1:0"},
   "server": {"maxQueuedPerTransport": 50000000, "maxPendingAccepts": 100000},
@@ -60,7 +64,7 @@ JSON
   # Devices: "solo" has 1; users u0…u199 have 10 each.
   curl -s -o /dev/null -H 'Content-Type: application/json' \
     -d '{"app":"com.example.app","user":"solo","token":"00000000000000000000000000000000000000000000000000000000000000aa"}' "$url/v1/devices"
-  for app in com.example.app com.example.apns; do
+  for app in com.example.app com.example.apns com.example.apns2; do
     HERALD_APP=$app wrk -t1 -c4 -d3s -s scripts/wrk/register.lua "$url/v1/devices" > "$dir/register.txt"
   done
   local registered; registered=$(curl -s "$url/v1/users/u199/devices?app=com.example.apns" | grep -o '"token"' | wc -l)
@@ -91,10 +95,11 @@ JSON
     local delivered=$(( $(metric "$port" "herald_deliveries_total{transport=\"$2\",outcome=\"delivered\"") - d0 ))
     rate=$(awk -v n=$delivered -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", n / (b - a) }')
   }
-  local rate e2e_rate e2e_apns
+  local rate e2e_rate e2e_apns e2e_nghttp2
   fanout com.example.app dry; e2e_rate=$rate
   fanout com.example.apns apns; e2e_apns=$rate
-  local received; received=$(metric "$port" 'herald_deliveries_total{transport="apns",outcome="delivered"')
+  fanout com.example.apns2 apns2; e2e_nghttp2=$rate
+  local received; received=$(( $(metric "$port" 'herald_deliveries_total{transport="apns",outcome="delivered"') + $(metric "$port" 'herald_deliveries_total{transport="apns2",outcome="delivered"') ))
   local commits ops; commits=$(metric "$port" herald_queue_commit_operations_count); ops=$(metric "$port" herald_queue_commit_operations_sum)
 
   echo "== bench_api (loopback, wrk, ${DURATION}s per load, $(nproc) cores, storage.synchronous=full)"
@@ -102,6 +107,7 @@ JSON
   printf "  %-52s %10s   (target >= 20000; %s non-2xx)\n" "accepted notifications, durable commit" "$accept_rate /s" "$non2xx"
   printf "  %-52s %10s\n" "end-to-end deliveries, 10 devices/user, log transport" "$e2e_rate /s"
   printf "  %-52s %10s   (target >= 50000)\n" "end-to-end deliveries, 10 devices/user, APNs simulator" "$e2e_apns /s"
+  printf "  %-52s %10s   (target >= 50000)\n" "the same with the nghttp2 engine" "$e2e_nghttp2 /s"
   printf "  %-52s %10s\n" "accept / healthz ratio" "$(awk -v a=$accept_rate -v b=$health 'BEGIN { printf "%.2f", a / b }')"
   printf "  %-52s %10s\n" "operations per group commit (mean)" "$(awk -v a=$ops -v b=$commits 'BEGIN { printf "%.1f", b ? a / b : 0 }')"
   printf "  %-52s %10s   (target <= 30 MB)\n" "RSS idle" "$(( idle_rss / 1024 )) MB"
@@ -115,11 +121,11 @@ bench_apns_http2() {
   if [ -x scripts/bench-apns-http2.sh ]; then scripts/bench-apns-http2.sh; else echo "bench_apns_http2: scripts/bench-apns-http2.sh not present, skipped"; fi
 }
 
-# The apns-http2 transport itself (libcurl, TLS, token auth) against the simulator or nghttpd,
+# The apns-http2 transport itself (both engines, TLS, token auth) against the simulator or nghttpd,
 # next to h2load on the same server: notifications/s, the ratio and CPU per notification.
 bench_transport() {
   need h2load
-  "$HERALD" bench apns-http2 --n "${BENCH_NOTIFICATIONS:-100000}" --connections 4 --work "$(mktemp -d /tmp/herald-bench-transport.XXXXXX)"
+  "$HERALD" bench apns-http2 --n "${BENCH_NOTIFICATIONS:-100000}" --work "$(mktemp -d /tmp/herald-bench-transport.XXXXXX)"
 }
 
 # ES256, provider tokens and TLS record exchange, next to `openssl speed` on the same machine.

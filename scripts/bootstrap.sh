@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Herald needs to build, test and run on Debian/Ubuntu. Idempotent; silent when
-# everything is already there. Called by `make run`, `make test` and `make bench`.
+# everything is already there. Called by `make run`, `make test` and `make bench`; with
+# --with-synapse (`make test`) also Synapse from PyPI for the Matrix gateway's end-to-end test.
 set -euo pipefail
 
 packages=(
@@ -10,6 +11,7 @@ packages=(
   nghttp2-client nghttp2-server                    # h2load and nghttpd: reference tools for tests and benchmarks
   wrk                                              # HTTP/1.1 load generator for `make bench` (the daemon API)
   strace                                           # holds the daemon inside a write in the kill -9 test
+  python3 python3-venv                             # Synapse (from PyPI) for the Matrix gateway's end-to-end test
 )
 
 missing=()
@@ -22,7 +24,8 @@ if ! command -v swift >/dev/null 2>&1; then
   exit 1
 fi
 
-[ ${#missing[@]} -eq 0 ] && exit 0
+synapse() { if [ "${1:-}" = "--with-synapse" ]; then "$(dirname "$0")/synapse-venv.sh"; fi; }
+[ ${#missing[@]} -eq 0 ] && { synapse "$@"; exit 0; }
 
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "bootstrap: missing packages (${missing[*]}) and no apt-get to install them; install them by hand" >&2
@@ -42,3 +45,4 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq >/dev/null
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "bootstrap: done" >&2
+synapse "$@"

@@ -20,6 +20,17 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
         case certificate(ClientIdentity, source: String)
     }
 
+    /// The HTTP/2 client under the transport (`engine`).
+    public enum Engine: String, Sendable, CaseIterable {
+        /// libcurl (the default): the most tried client, and the one for unusual proxies and networks.
+        case curl
+        /// libnghttp2 on OpenSSL, with Herald's own event loop: more notifications per second per CPU.
+        case nghttp2
+    }
+
+    /// The HTTP/2 client: ``Engine/curl`` (default) or ``Engine/nghttp2``. Both follow the same
+    /// rules (streams, resends, deadlines, tokens); they differ in cost.
+    public var engine: Engine = .curl
     /// `production` (api.push.apple.com) or `sandbox` (api.sandbox.push.apple.com). Required.
     public var apnsEnvironment: APNsEnvironment
     /// Scheme, host and port requests go to; from `endpoint`, else Apple's host for the environment on 443.
@@ -29,7 +40,7 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
     public var authentication: Authentication
     /// `apns-topic` to use instead of the app's (`topic`); the push type's suffix is still appended.
     public var topic: String?
-    /// HTTP/2 connections (each on its own thread with its own libcurl multi handle). Default 1.
+    /// HTTP/2 connections (each on its own thread with its own engine). Default 1.
     public var connections: Int = 1
     /// Most streams in flight per connection (the server's SETTINGS_MAX_CONCURRENT_STREAMS also
     /// applies). Default 500.
@@ -42,7 +53,7 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
     public var connectTimeout: TimeInterval = 10
     /// Idle connections are closed after this (a silently dead connection is never reused). Default 5 min.
     public var idleTimeout: TimeInterval = 300
-    /// `CURLOPT_PROXY`: an HTTP CONNECT proxy such as `http://proxy.internal:3128`.
+    /// An HTTP CONNECT proxy such as `http://proxy.internal:3128` (credentials as `http://user:password@host:port`).
     public var proxy: String?
     /// Transparent retries of a request that failed without an answer (taken back from a dropped
     /// connection or after GOAWAY, a reset stream, an attempt past ``timeout``), before the
@@ -59,6 +70,7 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
         }
         if connections != 1 { parts.append("\(connections) connections") }
         if let proxy { parts.append("via proxy \(Self.redactedProxy(proxy))") }
+        parts.append("engine \(engine.rawValue)")
         return parts.joined(separator: ", ")
     }
 
@@ -87,21 +99,31 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
         init?(_ text: String) {
             var rest = Substring(text)
             if rest.hasPrefix("https://") { rest = rest.dropFirst(8) } else if rest.contains("://") { return nil }
+            guard let (host, port) = Self.hostAndPort(rest, defaultPort: 443) else { return nil }
+            self.host = host
+            self.port = port
+        }
+
+        /// `host`, `host:port`, `[v6]` or `[v6]:port` (trailing slashes ignored), with a port in 1…65535.
+        static func hostAndPort(_ text: Substring, defaultPort: Int) -> (String, Int)? {
+            var rest = text
             while rest.hasSuffix("/") { rest = rest.dropLast() }
+            let host: String, port: Int
             if rest.hasPrefix("[") {
                 guard let close = rest.firstIndex(of: "]") else { return nil }
                 host = String(rest[rest.index(after: rest.startIndex)..<close])
                 let after = rest[rest.index(after: close)...]
-                if after.isEmpty { port = 443 } else if after.hasPrefix(":"), let p = Int(after.dropFirst()) { port = p } else { return nil }
+                if after.isEmpty { port = defaultPort } else if after.hasPrefix(":"), let p = Int(after.dropFirst()) { port = p } else { return nil }
             } else if let colon = rest.lastIndex(of: ":") {
                 host = String(rest[..<colon])
                 guard let p = Int(rest[rest.index(after: colon)...]) else { return nil }
                 port = p
             } else {
                 host = String(rest)
-                port = 443
+                port = defaultPort
             }
             guard !host.isEmpty, !host.contains("/"), (1...65535).contains(port) else { return nil }
+            return (host, port)
         }
 
         init(host: String, port: Int) {
@@ -133,6 +155,10 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
         let idleTimeout = node.duration("idleTimeout", minimum: 1)
         let proxy = node.string("proxy")
         let retries = node.int("connectionRetries", in: 0...10)
+        let engine = node.oneOf("engine", Engine.self)
+        if engine == .nghttp2, let proxy, ProxyTunnel(proxy, to: "") == nil {
+            node.error(at: "proxy", ProxyTunnel.unsupported(proxy))
+        }
         let authentication = readAuthentication(node)
         guard let environment, let endpoint, let authentication else { return nil }
         var c = APNsHTTP2Configuration(apnsEnvironment: environment, endpoint: endpoint, caFile: caFile,
@@ -143,6 +169,7 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
         if let connectTimeout { c.connectTimeout = connectTimeout }
         if let idleTimeout { c.idleTimeout = idleTimeout }
         if let retries { c.connectionRetries = retries }
+        if let engine { c.engine = engine }
         return c
     }
 

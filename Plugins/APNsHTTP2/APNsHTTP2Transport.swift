@@ -4,11 +4,12 @@ import Glibc
 import HeraldCore
 import HeraldCrypto
 
-/// The `apns-http2` transport: APNs' HTTP/2 provider API through libcurl.
+/// The `apns-http2` transport: APNs' HTTP/2 provider API through libcurl or libnghttp2.
 ///
 /// Token auth (ES256 JWT from a `.p8` key, one token shared by all connections, chosen as each
-/// request starts) or certificate auth (mutual TLS). Each configured connection is a ``CurlEngine``: a libcurl multi handle on
-/// its own thread multiplexing many streams. Apple's answers become outcomes through
+/// request starts) or certificate auth (mutual TLS). Each configured connection is an
+/// ``APNsEngine`` on its own thread multiplexing many streams: a ``CurlEngine`` (libcurl multi
+/// handle, the default) or an ``NGHTTP2Engine`` (`"engine": "nghttp2"`). Apple's answers become outcomes through
 /// ``ResponseMapping``; a payload over Apple's limit is rejected without a request.
 public final class APNsHTTP2Transport: TransportPlugin {
     public typealias Configuration = APNsHTTP2Configuration
@@ -25,7 +26,7 @@ public final class APNsHTTP2Transport: TransportPlugin {
     /// The provider tokens (token auth), shared by every engine and every transport with this key.
     let tokens: ProviderTokenCache?
     private let metrics: TransportMetrics
-    private let engines: Locked<[CurlEngine]>
+    private let engines: Locked<[any APNsEngine]>
     private let nextEngine = Locked(0)
 
     public init(name: String, configuration: APNsHTTP2Configuration, context: TransportContext) throws {
@@ -42,20 +43,27 @@ public final class APNsHTTP2Transport: TransportPlugin {
         engines = Locked([])
     }
 
+    /// The engines running now (for tests).
+    var runningEngines: [any APNsEngine] { engines.withLock { $0 } }
+
     public var preferredBatchSize: Int { configuration.maxConcurrentStreams * configuration.connections * 2 }
 
     public func start() async throws {
         let settings = EngineSettings(configuration: configuration, name: name, logger: logger, tokens: tokens, metrics: metrics)
-        var started: [CurlEngine] = []
+        var started: [any APNsEngine] = []
         for i in 0..<configuration.connections {
-            let engine = try CurlEngine(settings: settings, index: i)
+            let engine: any APNsEngine = switch configuration.engine {
+            case .curl: try CurlEngine(settings: settings, index: i)
+            case .nghttp2: try NGHTTP2Engine(settings: settings, index: i)
+            }
             engine.start()
             started.append(engine)
         }
         engines.withLock { $0 = started }
         metrics.connections.set(Double(started.count))
         logger.info("APNs HTTP/2 transport started", ["endpoint": configuration.endpoint.description,
-                                                      "connections": String(started.count)])
+                                                      "connections": String(started.count),
+                                                      "engine": configuration.engine.rawValue])
     }
 
     public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] {
@@ -66,14 +74,13 @@ public final class APNsHTTP2Transport: TransportPlugin {
         }
         let completion = BatchCompletion(count: batch.count)
         // Signed here to fail the batch early when the key cannot sign; the engine sends each
-        // request with the token current when it starts (see CurlEngine.startWaiting).
+        // request with the token current when it starts (see EngineCore.startWaiting).
         var token: ProviderTokenCache.Token? = nil
         if let tokens {
             do { token = try tokens.current() } catch {
                 return batch.map { _ in .setupFailure(reason: "cannot sign a provider token: \(error)") }
             }
         }
-        let base = configuration.endpoint.baseURL + "/3/device/"
         var perEngine = Array(repeating: [PendingRequest](), count: engines.count)
         let first = nextEngine.withLock { n -> Int in
             defer { n = (n + 1) % engines.count }
@@ -91,7 +98,7 @@ public final class APNsHTTP2Transport: TransportPlugin {
                                       priority: delivery.content.priority, expiration: delivery.content.apns.expiration,
                                       collapseID: delivery.content.apns.collapseID, authorization: token?.header)
             let request = PendingRequest(delivery: delivery, payload: payloads.bytes(for: delivery), slot: slot, batch: completion,
-                                         url: base + delivery.token, shapeKey: key, token: token,
+                                         shapeKey: key, token: token,
                                          retries: configuration.connectionRetries)
             perEngine[(first + slot * engines.count / max(batch.count, 1)) % engines.count].append(request)
         }
@@ -100,7 +107,7 @@ public final class APNsHTTP2Transport: TransportPlugin {
     }
 
     public func shutdown() async {
-        let engines = self.engines.withLock { e -> [CurlEngine] in
+        let engines = self.engines.withLock { e -> [any APNsEngine] in
             defer { e = [] }
             return e
         }

@@ -7,15 +7,6 @@ import HeraldCrypto
 import Glibc
 #endif
 
-/// Everything an engine needs from the transport.
-struct EngineSettings: Sendable {
-    var configuration: APNsHTTP2Configuration
-    var name: String
-    var logger: Logger
-    var tokens: ProviderTokenCache?
-    var metrics: TransportMetrics
-}
-
 /// One HTTP/2 connection to APNs: a libcurl multi handle driven by `curl_multi_socket_action`
 /// and epoll on its own thread, with reusable easy handles.
 ///
@@ -26,72 +17,36 @@ struct EngineSettings: Sendable {
 /// errors, silence) every unanswered request is taken back and connection failures back off
 /// exponentially, so an unreachable or flapping APNs is not hammered; when only its stream
 /// failed (reset, or its deadline while the connection kept answering) only it is sent again.
-final class CurlEngine: @unchecked Sendable {
-    let settings: EngineSettings
-    let index: Int
+final class CurlEngine: EngineCore, APNsEngine, @unchecked Sendable {
     let multi: UnsafeMutableRawPointer
-    let epfd: Int32
-    let wakeFD: Int32
-    let inbox = Locked<(requests: [PendingRequest], stopping: Bool)>(([], false))
-    let stopped = DispatchSemaphore(value: 0)
 
     // Engine-thread state.
-    var waiting: [PendingRequest] = []
-    var waitingHead = 0
-    var inFlight = 0
     var idle: [EasyHandle] = []
     var all: [EasyHandle] = []
     var shapes: [HeaderShape.Key: HeaderShape] = [:]
     /// The sockets in the epoll set, with the events asked for.
     var watched: [Int32: UInt32] = [:]
     var curlTimerDeadline: UInt64? = nil
-    var pausedUntil: UInt64 = 0
-    /// Connection failures since the last answered request (a burst counts once).
-    var incidentsSinceAnswer = 0
-    /// The loop turn of the last counted incident, and the current turn.
-    var lastIncidentTurn = -1
-    var turn = 0
-    var lastError = ""
-    var stopping = false
-    /// Whether the current connection has answered a request. Until it has, only one request is
-    /// in flight: APNs allows a single stream on a new token-auth connection until a request with
-    /// a valid token succeeds, and libcurl 7.88 closes the whole connection when a stream is
-    /// refused, so sending more first would only churn connections.
-    var warm = false
     /// libcurl closed a connection's socket during this loop turn.
     var socketClosed = false
     /// The local ports of connections that closed or failed during this loop turn: requests put
     /// on one of them (``EasyHandle/localPort``) went with it; others never were on it.
     var lostPorts: Set<Int> = []
-    /// When a transfer last finished (monotonic nanoseconds): libcurl closes a connection idle
-    /// for longer than `idleTimeout` when the next request starts, and that request opens a new one.
-    var lastDoneAt: UInt64 = 0
-    /// When the connection last answered a request (monotonic nanoseconds).
-    var lastAnswerAt: UInt64 = 0
     /// Requests that failed alone (see ``failedAlone(_:_:)``) since the last answer, and the last error.
     var loneFailuresSinceAnswer = 0
     var lastLoneFailure = ""
     /// A transfer failed its connection this turn: take back what is in flight.
     var pendingAbort = false
-    /// The newest provider token generations this engine logged a refresh, and a clock warning, for.
-    var loggedRefresh = 0
-    var loggedClockWarning = 0
+    /// The next request opens a new connection (the current one timed out without a word).
+    var freshConnection = false
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
-    init(settings: EngineSettings, index: Int) throws {
+    override init(settings: EngineSettings, index: Int) throws {
         _ = Self.globalInit
-        self.settings = settings
-        self.index = index
         guard let multi = curl_multi_init() else { throw TransportError(transport: settings.name, message: "curl_multi_init failed") }
         self.multi = multi
-        epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
-        wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
-        guard epfd >= 0, wakeFD >= 0 else {
-            throw TransportError(transport: settings.name, message: "cannot create epoll/eventfd: \(String(cString: strerror(errno)))")
-        }
-        var event = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: wakeFD))
-        epoll_ctl(epfd, EPOLL_CTL_ADD, wakeFD, &event)
+        try super.init(settings: settings, index: index)
 
         let me = Unmanaged.passUnretained(self).toOpaque()
         herald_curl_multi_setopt_socket_callback(multi, curlSocketCallback)
@@ -108,40 +63,10 @@ final class CurlEngine: @unchecked Sendable {
     deinit {
         for easy in all { curl_easy_cleanup(easy.handle) }
         curl_multi_cleanup(multi)
-        close(epfd)
-        close(wakeFD)
     }
 
     func start() {
         OSThread.start(name: "herald-apns-\(settings.name)-\(index)", stackSize: 1 << 20) { [self] in self.run() }
-    }
-
-    /// Queues requests (any thread).
-    func submit(_ requests: [PendingRequest]) {
-        let accepted = inbox.withLock { box -> Bool in
-            if box.stopping { return false }
-            box.requests.append(contentsOf: requests)
-            return true
-        }
-        if !accepted {
-            for r in requests { r.batch.complete(r.slot, .retry(after: nil, reason: "transport \(settings.name) is shutting down")) }
-            return
-        }
-        wake()
-    }
-
-    /// Finishes in-flight work (up to `deadline` seconds), then stops the thread.
-    func stop(deadline: TimeInterval) {
-        inbox.withLock { $0.stopping = true }
-        wake()
-        if stopped.wait(timeout: .now() + deadline + 1) == .timedOut {
-            settings.logger.warning("engine did not stop in time", ["engine": String(index)])
-        }
-    }
-
-    func wake() {
-        var one: UInt64 = 1
-        _ = write(wakeFD, &one, 8)
     }
 
     // MARK: Event loop
@@ -163,8 +88,6 @@ final class CurlEngine: @unchecked Sendable {
                 for i in 0..<Int(n) {
                     let fd = events[i].data.fd
                     if fd == wakeFD {
-                        var value: UInt64 = 0
-                        _ = read(wakeFD, &value, 8)
                         takeInbox()
                         continue
                     }
@@ -224,17 +147,6 @@ final class CurlEngine: @unchecked Sendable {
         stopped.signal()
     }
 
-    var waitingCount: Int { waiting.count - waitingHead }
-
-    /// `idleTimeout` as libcurl applies it (whole seconds, at least one; see ``EasyHandle``).
-    var idleNanoseconds: UInt64 { UInt64(max(1, Int(settings.configuration.idleTimeout))) * 1_000_000_000 }
-
-    /// The configured `timeout` for messages: `10 s`, `300 ms`.
-    var timeoutText: String {
-        let t = settings.configuration.timeout
-        return t >= 1 && t == t.rounded() ? "\(Int(t)) s" : "\(Int((t * 1000).rounded())) ms"
-    }
-
     func setCork(_ on: Bool) {
         var value: Int32 = on ? 1 : 0
         for fd in watched.keys {
@@ -252,70 +164,6 @@ final class CurlEngine: @unchecked Sendable {
         return until <= now ? 0 : Int32(min((until - now + 999_999) / 1_000_000, 1000))
     }
 
-    func takeInbox() {
-        let (requests, stop) = inbox.withLock { box -> ([PendingRequest], Bool) in
-            let r = box.requests
-            box.requests.removeAll(keepingCapacity: true)
-            return (r, box.stopping)
-        }
-        if stop { stopping = true }
-        let deadline = Self.monotonic() + UInt64(settings.configuration.timeout * 1e9)
-        for r in requests {
-            r.waitDeadline = deadline
-            waiting.append(r)
-        }
-    }
-
-    func startWaiting() {
-        let now = Self.monotonic()
-        if warm && inFlight == 0 && lastDoneAt != 0 && now &- lastDoneAt >= idleNanoseconds {
-            // Idle past `idleTimeout`: libcurl will close the connection and open a new one for
-            // the next request, which APNs lets carry one stream until it answers.
-            warm = false
-        }
-        let limit = warm ? settings.configuration.maxConcurrentStreams : 1
-        // Give up on requests that waited too long (paused connection, starved streams). The queue
-        // is in deadline order (appended with now + timeout; see connectionLost), so the head decides.
-        while waitingHead < waiting.count, waiting[waitingHead].waitDeadline < now, inFlight >= limit || now < pausedUntil {
-            let r = waiting[waitingHead]
-            waitingHead += 1
-            let why = lastError.isEmpty ? "no free HTTP/2 stream" : lastError
-            finish(r, .retry(after: nil, reason: "no answer within \(timeoutText): \(why)"))
-        }
-        if now >= pausedUntil {
-            // The provider token is chosen as each request starts, not when it was queued: one
-            // queued, taken back or sent again across the 50-minute rollover must not carry an
-            // older token to a connection that has seen a newer one (APNs: 429 TooManyProviderTokenUpdates).
-            var token: Result<ProviderTokenCache.Token, CryptoError>? = nil
-            while inFlight < limit && waitingHead < waiting.count {
-                let r = waiting[waitingHead]
-                waitingHead += 1
-                if let tokens = settings.tokens {
-                    if token == nil { token = Result(catching: { () throws(CryptoError) -> ProviderTokenCache.Token in try tokens.current() }) }
-                    switch token! {
-                    case .success(let current):
-                        // A request refreshed after ExpiredProviderToken already has the newest token.
-                        if r.token.map({ current.generation > $0.generation }) ?? true {
-                            r.token = current
-                            r.shapeKey.authorization = current.header
-                        }
-                    case .failure(let error):
-                        finish(r, .setupFailure(reason: "cannot sign a provider token: \(error)"))
-                        continue
-                    }
-                }
-                begin(r, now: now)
-            }
-        }
-        if waitingHead > 1024 && waitingHead * 2 > waiting.count {
-            waiting.removeFirst(waitingHead)
-            waitingHead = 0
-        } else if waitingHead == waiting.count {
-            waiting.removeAll(keepingCapacity: true)
-            waitingHead = 0
-        }
-    }
-
     // MARK: Requests
 
     func shape(for key: HeaderShape.Key) -> HeaderShape {
@@ -328,7 +176,7 @@ final class CurlEngine: @unchecked Sendable {
         return s
     }
 
-    func begin(_ r: PendingRequest, now: UInt64) {
+    override func begin(_ r: PendingRequest, now: UInt64) {
         let easy: EasyHandle
         if let reused = idle.popLast() {
             easy = reused
@@ -339,6 +187,8 @@ final class CurlEngine: @unchecked Sendable {
         let shape = shape(for: r.shapeKey)
         shape.inUse += 1
         easy.prepare(request: r, shape: shape)
+        easy.setFreshConnection(freshConnection)
+        freshConnection = false
         r.startedAt = now
         inFlight += 1
         settings.metrics.inFlight.add(1)
@@ -389,22 +239,11 @@ final class CurlEngine: @unchecked Sendable {
                 finish(r, .setupFailure(reason: "\(settings.configuration.endpoint) did not negotiate HTTP/2; APNs requires it"))
                 return
             }
-            incidentsSinceAnswer = 0
-            lastError = ""
-            lastAnswerAt = now
             loneFailuresSinceAnswer = 0
-            if status != 403 { warm = true }
-            responseCounter(status).increment()
-            switch ResponseMapping.outcome(status: status, body: easy.body, apnsID: r.delivery.apnsID.uuidString.lowercased(), retryAfter: easy.retryAfter) {
-            case .outcome(let outcome):
-                finish(r, outcome)
-            case .refreshProviderToken(let reason):
-                resendWithNewerToken(r, reason: reason, now: now)
-            }
+            answered(r, status: status, body: easy.body, retryAfter: easy.retryAfter, now: now)
             return
         }
         let message = easy.errorMessage(code)
-        settings.metrics.noAnswer.increment()
         if failedAlone(code, r) {
             // The connection and its other streams carry on; only this request goes again.
             loneFailuresSinceAnswer += 1
@@ -413,34 +252,16 @@ final class CurlEngine: @unchecked Sendable {
             noteConnectionFailure(now: now, message: message)
             pendingAbort = true
             if easy.localPort != 0 { lostPorts.insert(easy.localPort) }
+            // A connection that answered nothing within the deadline may be dead without a close
+            // (a middlebox dropped it): libcurl would keep using it, so the next request opens a
+            // new one (the nghttp2 engine asks with PING instead).
+            if code == CURLE_OPERATION_TIMEDOUT { freshConnection = true }
         }
-        if r.retriesLeft > 0 && !stopping {
-            r.retriesLeft -= 1
-            r.waitDeadline = now + UInt64(settings.configuration.timeout * 1e9)
-            waiting.append(r)
-        } else {
-            finish(r, ResponseMapping.transportFailure(curlCode: Int32(code.rawValue), message: message))
-        }
-    }
-
-    var responseCounters: [Int: Counter] = [:]
-
-    func responseCounter(_ status: Int) -> Counter {
-        if let c = responseCounters[status] { return c }
-        let c = settings.metrics.responses(status: status)
-        responseCounters[status] = c
-        return c
-    }
-
-    func finish(_ r: PendingRequest, _ outcome: DeliveryOutcome) {
-        r.batch.complete(r.slot, outcome)
+        retryOrFinish(r, now: now, failure: ResponseMapping.transportFailure(curlCode: Int32(code.rawValue), message: message))
     }
 
     func abandonAll(reason: String) {
-        takeInbox()
-        for i in waitingHead..<waiting.count { finish(waiting[i], .retry(after: nil, reason: reason)) }
-        waiting.removeAll()
-        waitingHead = 0
+        abandonWaiting(reason: reason)
         // In-flight transfers: remove them from the multi handle and fail them.
         var left: Int32 = 0
         while curl_multi_info_read(multi, &left) != nil {}
@@ -502,7 +323,6 @@ final class CurlEngine: @unchecked Sendable {
         curlTimerDeadline = milliseconds < 0 ? nil : Self.monotonic() + UInt64(milliseconds) * 1_000_000
     }
 
-    static func monotonic() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 }
 
 private let curlSocketCallback: herald_curl_socket_callback = { _, socket, what, userp, _ in

@@ -18,10 +18,13 @@ final class EasyHandle {
     fileprivate(set) var localPort = 0
     private let headers = RequestHeaders()
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+    /// `https://host:port/3/device/`: each request's URL is this and the device token.
+    private let base: String
 
     /// - Parameter engine: receives libcurl's close of a connection's socket.
     init(settings: EngineSettings, engine: UnsafeMutableRawPointer) {
         handle = curl_easy_init()
+        base = settings.configuration.endpoint.baseURL + "/3/device/"
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
         let c = settings.configuration
         let me = Unmanaged.passUnretained(self).toOpaque()
@@ -86,12 +89,20 @@ final class EasyHandle {
         retryAfter = nil
         localPort = 0
         errorBuffer[0] = 0
-        herald_curl_easy_setopt_string(handle, CURLOPT_URL, r.url)
+        herald_curl_easy_setopt_string(handle, CURLOPT_URL, base + r.delivery.token)
         // Not copied: the request keeps the bytes alive until the transfer leaves the multi handle.
         herald_curl_easy_setopt_long(handle, CURLOPT_POSTFIELDSIZE, r.payload.count)
         herald_curl_easy_setopt_pointer(handle, CURLOPT_POSTFIELDS, r.payload.base)
         herald_curl_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headers.list(apnsID: r.delivery.apnsID, shape: shape))
     }
+
+    /// Whether this request must open a new connection instead of reusing one (set per request).
+    func setFreshConnection(_ fresh: Bool) {
+        guard fresh != freshConnection else { return }
+        freshConnection = fresh
+        herald_curl_easy_setopt_long(handle, CURLOPT_FRESH_CONNECT, fresh ? 1 : 0)
+    }
+    private var freshConnection = false
 
     /// libcurl's message for a failed transfer, with the detail of its error buffer.
     func errorMessage(_ code: CURLcode) -> String {

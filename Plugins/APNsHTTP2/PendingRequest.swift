@@ -39,14 +39,13 @@ final class PayloadBytes: @unchecked Sendable {
     }
 }
 
-/// One request waiting in, or in flight on, a ``CurlEngine``.
+/// One request waiting in, or in flight on, an engine (``APNsEngine``).
 final class PendingRequest: @unchecked Sendable {
     let delivery: Delivery
     /// The body, kept alive (at a fixed address) until libcurl is done with the transfer.
     let payload: PayloadBytes
     let slot: Int
     let batch: BatchCompletion
-    let url: String
     var shapeKey: HeaderShape.Key
     var token: ProviderTokenCache.Token?
     var retriesLeft: Int
@@ -56,13 +55,12 @@ final class PendingRequest: @unchecked Sendable {
     /// Monotonic nanoseconds when it was last handed to libcurl.
     var startedAt: UInt64 = 0
 
-    init(delivery: Delivery, payload: PayloadBytes, slot: Int, batch: BatchCompletion, url: String,
+    init(delivery: Delivery, payload: PayloadBytes, slot: Int, batch: BatchCompletion,
          shapeKey: HeaderShape.Key, token: ProviderTokenCache.Token?, retries: Int) {
         self.delivery = delivery
         self.payload = payload
         self.slot = slot
         self.batch = batch
-        self.url = url
         self.shapeKey = shapeKey
         self.token = token
         self.retriesLeft = retries

@@ -49,7 +49,12 @@ enum ResponseMapping {
 
     /// The outcome of a request that got no answer (libcurl error).
     static func transportFailure(curlCode: Int32, message: String) -> DeliveryOutcome {
-        .retry(after: nil, reason: "no answer: \(message) (curl error \(curlCode))")
+        noAnswer("\(message) (curl error \(curlCode))")
+    }
+
+    /// The outcome of a request that got no answer (`message` says why): sent again later.
+    static func noAnswer(_ message: String) -> DeliveryOutcome {
+        .retry(after: nil, reason: "no answer: \(message)")
     }
 
     enum Mapped: Equatable {

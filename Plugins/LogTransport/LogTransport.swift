@@ -6,7 +6,10 @@ import HeraldCore
 ///
 /// A real dry-run mode: deployments and tests see exactly what would have gone to APNs
 /// (headers and payload) without a network. Every delivery is `delivered` once its line is
-/// written (handed to the operating system, so it survives a crash of Herald).
+/// written: handed to the operating system (it survives a crash of Herald) and, when the host
+/// asks for durable writes (`storage.synchronous: "full"`), fsynced (it survives a power loss
+/// as the queue's commit does). After ``shutdown()`` nothing is written: a late batch gets
+/// `retry`, never a write to a descriptor that may by then belong to another file.
 ///
 /// ```json
 /// "dry": {"type": "log", "path": "var/deliveries.jsonl"}
@@ -30,15 +33,20 @@ public final class LogTransport: TransportPlugin {
 
     public let name: String
     let configuration: Configuration
-    /// The file's descriptor (opened with O_APPEND), or standard output.
-    private let fd: Int32
-    private let lock = Locked(())
+    /// The file's descriptor (opened with O_APPEND), or standard output; `nil` once shut down.
+    private let fd: Locked<Int32?>
     private let clock: any WallClock
+    private let durable: Bool
+    private let fsyncs: Counter
 
     public init(name: String, configuration: Configuration, context: TransportContext) throws {
         self.name = name
         self.configuration = configuration
         self.clock = context.clock
+        self.durable = context.durableWrites && configuration.path != nil
+        fsyncs = context.metrics.counter("herald_log_fsyncs_total", help: "fsync calls of the log transport's file (with durable writes).",
+                                         labels: [("transport", name)])
+        let fd: Int32
         if let path = configuration.path {
             let fm = FileManager.default
             let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
@@ -54,6 +62,7 @@ public final class LogTransport: TransportPlugin {
         } else {
             fd = STDOUT_FILENO
         }
+        self.fd = Locked(fd)
     }
 
     public var preferredBatchSize: Int { 1000 }
@@ -73,10 +82,16 @@ public final class LogTransport: TransportPlugin {
         return batch.map { .delivered(apnsID: $0.apnsID.lowercasedString) }
     }
 
-    /// Appends `bytes`; nil when written, else why not.
+    /// Appends `bytes` (and fsyncs them with durable writes); nil when written, else why not.
     private func write(_ bytes: [UInt8]) -> String? {
-        lock.withLock { _ in
-            FileDescriptorOutput.write(bytes, to: fd) ? nil : String(cString: strerror(errno))
+        fd.withLock { fd in
+            guard let fd else { return "the transport was shut down" }
+            guard FileDescriptorOutput.write(bytes, to: fd) else { return String(cString: strerror(errno)) }
+            if durable {
+                guard fsync(fd) == 0 else { return "fsync: \(String(cString: strerror(errno)))" }
+                fsyncs.increment()
+            }
+            return nil
         }
     }
 
@@ -107,8 +122,9 @@ public final class LogTransport: TransportPlugin {
     }
 
     public func shutdown() async {
-        lock.withLock { _ in
-            if configuration.path != nil { close(fd) }
+        fd.withLock { fd in
+            if let open = fd, configuration.path != nil { close(open) }
+            fd = nil
         }
     }
 

@@ -4,8 +4,9 @@
 #include <stdint.h>
 #include <stddef.h>
 
-/* Typed helpers for the APNs HTTP/2 simulator: nghttp2_frame is a union, and building header
-   arrays in Swift would allocate per response. */
+/* Typed helpers for the APNs HTTP/2 simulator (server side) and the apns-http2 transport's
+   nghttp2 engine (client side): nghttp2_frame and nghttp2_data_source are unions, and building
+   header arrays in Swift would allocate per message. */
 
 static inline int32_t herald_h2_frame_stream_id(const nghttp2_frame *f) { return f->hd.stream_id; }
 
@@ -60,4 +61,54 @@ static inline int herald_h2_submit_apns_response(nghttp2_session *s, int32_t str
 
 /* The data-source flag that ends a body. */
 static inline uint32_t herald_h2_data_flag_eof(void) { return NGHTTP2_DATA_FLAG_EOF; }
+
+/* ---- Client side (the apns-http2 transport's nghttp2 engine) ---- */
+
+/* A request with a body from read_cb; source_ptr is handed back to read_cb as source->ptr and
+   stream_user_data is the stream's user data. Returns the stream id or a negative error. */
+static inline int32_t herald_h2_submit_request(nghttp2_session *s, const nghttp2_nv *nva, size_t nvlen,
+                                               nghttp2_data_source_read_callback read_cb, void *source_ptr,
+                                               void *stream_user_data) {
+    nghttp2_data_provider provider;
+    provider.source.ptr = source_ptr;
+    provider.read_callback = read_cb;
+    return nghttp2_submit_request(s, NULL, nva, nvlen, &provider, stream_user_data);
+}
+
+/* The client's first SETTINGS: no server push, a 1 MiB stream window (answers are small). */
+static inline int herald_h2_submit_client_settings(nghttp2_session *s) {
+    nghttp2_settings_entry iv[2] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+                                    {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20}};
+    return nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, iv, 2);
+}
+
+/* The server's SETTINGS_MAX_CONCURRENT_STREAMS as this session knows it. */
+static inline uint32_t herald_h2_remote_max_streams(nghttp2_session *s) {
+    return nghttp2_session_get_remote_settings(s, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+}
+
+/* GOAWAY's last stream id (only for a GOAWAY frame). */
+static inline int32_t herald_h2_goaway_last_stream_id(const nghttp2_frame *f) { return f->goaway.last_stream_id; }
+static inline uint32_t herald_h2_goaway_error_code(const nghttp2_frame *f) { return f->goaway.error_code; }
+
+/* Whether the frame is a PING acknowledgement. */
+static inline int herald_h2_is_ping_ack(const nghttp2_frame *f) {
+    return f->hd.type == NGHTTP2_PING && (f->hd.flags & NGHTTP2_FLAG_ACK);
+}
+
+/* Whether the frame is a response's HEADERS (not trailers or a 1xx we ignore). */
+static inline int herald_h2_is_response_headers(const nghttp2_frame *f) {
+    return f->hd.type == NGHTTP2_HEADERS && (f->headers.cat == NGHTTP2_HCAT_RESPONSE || f->headers.cat == NGHTTP2_HCAT_HEADERS);
+}
+
+static inline int herald_h2_is_goaway(const nghttp2_frame *f) { return f->hd.type == NGHTTP2_GOAWAY; }
+
+/* PING with 8 zero bytes. */
+static inline int herald_h2_submit_ping(nghttp2_session *s) { return nghttp2_submit_ping(s, NGHTTP2_FLAG_NONE, NULL); }
+
+/* Header flags: name and value not copied (the caller keeps them alive until the stream
+   closes), and optionally never indexed (values that change with every request). */
+static inline uint8_t herald_h2_nv_flags(int index) {
+    return NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE | (index ? 0 : NGHTTP2_NV_FLAG_NO_INDEX);
+}
 #endif

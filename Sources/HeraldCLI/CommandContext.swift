@@ -68,7 +68,8 @@ struct CommandContext: Sendable {
         var unavailable: [String: String] = [:]
         for name in Set(names).sorted() {
             guard let spec = configuration.transports[name] else { continue }
-            let context = TransportContext(logger: logger.labeled("transport.\(name)"), metrics: metrics)
+            let context = TransportContext(logger: logger.labeled("transport.\(name)"), metrics: metrics,
+                                           durableWrites: configuration.storage.synchronous == .full)
             do {
                 let transport = try registry.makeTransport(spec, context: context)
                 try await transport.start()

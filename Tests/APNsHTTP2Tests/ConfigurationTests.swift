@@ -87,4 +87,24 @@ func readConfig(_ json: JSONValue) -> (APNsHTTP2Configuration?, [String], [Strin
         #expect(summary.contains("via proxy http://***@proxy.internal:3128"))
         #expect(!summary.contains("hunter2"))
     }
+
+    @Test func engineIsCurlUnlessNGHTTP2IsChosen() throws {
+        let base: [String: JSONValue] = ["environment": "production", "keyFile": .string(certs.authKey), "keyId": "ABC123DEFG", "teamId": "DEF123GHIJ"]
+        #expect(readConfig(.object(base)).0?.engine == .curl)
+        var chosen = base
+        chosen["engine"] = "nghttp2"
+        let (c, errors, _) = readConfig(.object(chosen))
+        #expect(errors.isEmpty && c?.engine == .nghttp2)
+        #expect(c?.summary.hasSuffix(", engine nghttp2") == true)
+        chosen["engine"] = "quic"
+        #expect(readConfig(.object(chosen)).1 == ["engine: unknown value \"quic\"; expected one of: curl, nghttp2"])
+        // The nghttp2 engine tunnels through HTTP CONNECT proxies only; libcurl knows more kinds.
+        chosen["engine"] = "nghttp2"
+        chosen["proxy"] = "socks5://user:secret@proxy.internal:1080"
+        let (_, proxyErrors, _) = readConfig(.object(chosen))
+        #expect(proxyErrors.count == 1 && proxyErrors[0].hasPrefix("proxy: the nghttp2 engine supports HTTP CONNECT proxies"), "\(proxyErrors)")
+        #expect(!proxyErrors[0].contains("secret"))
+        chosen["engine"] = "curl"
+        #expect(readConfig(.object(chosen)).1.isEmpty)
+    }
 }

@@ -14,12 +14,12 @@ import Testing
 
     static func iat(_ date: Date) -> Date { Date(timeIntervalSince1970: TimeInterval(Int(date.timeIntervalSince1970))) }
 
-    @Test func expiredProviderTokenIsRefreshedOnceAndTheResendDelivered() async throws {
+    @Test(arguments: Engine.allCases) func expiredProviderTokenIsRefreshedOnceAndTheResendDelivered(engine: Engine) async throws {
         let clock = TestClock(start: Date())
         // APNs here expires tokens after 30 minutes, sooner than the 50 at which Herald refreshes.
         let f = try TransportFixture.tokenAuth(clock: clock) { $0.tokenMaxAge = 30 * 60 }
         defer { f.apns.stop() }
-        let transport = try f.transport(clock: clock)
+        let transport = try f.transport(engine: engine, clock: clock)
         try await transport.start()
         let before = await transport.deliver((1...10).map { TransportFixture.delivery($0) })
         let firstIAT = Self.iat(clock.now)
@@ -36,13 +36,13 @@ import Testing
         #expect(transport.tokens?.generation == 2)
     }
 
-    @Test func aNewTokenStillRefusedGivesUpWithoutARefreshStorm() async throws {
+    @Test(arguments: Engine.allCases) func aNewTokenStillRefusedGivesUpWithoutARefreshStorm(engine: Engine) async throws {
         let clock = TestClock(start: Date())
         // The simulator's clock is two hours ahead of this host's: every token Herald makes is "expired".
         let apple = TestClock(start: clock.now.addingTimeInterval(7200))
         let f = try TransportFixture.tokenAuth(clock: apple)
         defer { f.apns.stop() }
-        let transport = try f.transport(clock: clock)
+        let transport = try f.transport(engine: engine, clock: clock)
         try await transport.start()
 
         // A token made moments ago cannot have expired: no new one, retry when one may be made.
@@ -77,11 +77,11 @@ import Testing
         #expect(f.apns.simulator.received.isEmpty)
     }
 
-    @Test func aClockSetBackKeepsTheToken() async throws {
+    @Test(arguments: Engine.allCases) func aClockSetBackKeepsTheToken(engine: Engine) async throws {
         let clock = TestClock(start: Date())
         let f = try TransportFixture.tokenAuth(clock: clock)
         defer { f.apns.stop() }
-        let transport = try f.transport(clock: clock)
+        let transport = try f.transport(engine: engine, clock: clock)
         try await transport.start()
         var outcomes = await transport.deliver((1...5).map { TransportFixture.delivery($0) })
         let firstIAT = Self.iat(clock.now)
@@ -100,12 +100,12 @@ import Testing
 
     /// Two transports signing with one key (say sandbox and production, or one rebuilt by a
     /// reload) send one token between them: a refresh made by one is used by the other.
-    @Test func transportsWithTheSameKeyShareOneToken() async throws {
+    @Test(arguments: Engine.allCases) func transportsWithTheSameKeyShareOneToken(engine: Engine) async throws {
         let clock = TestClock(start: Date())
         let f = try TransportFixture.tokenAuth(clock: clock)
         defer { f.apns.stop() }
-        let first = try f.transport(clock: clock)
-        let second = try f.transport(["connections": 2], clock: clock)
+        let first = try f.transport(engine: engine, clock: clock)
+        let second = try f.transport(engine: engine, ["connections": 2], clock: clock)
         #expect(first.tokens != nil && first.tokens === second.tokens)
         try await first.start()
         try await second.start()
@@ -127,7 +127,7 @@ import Testing
 
         // Another clock (another daemon in this test process) gets a cache of its own.
         let otherClock = TestClock(start: Date())
-        #expect(try f.transport(clock: otherClock).tokens !== first.tokens)
+        #expect(try f.transport(engine: engine, clock: otherClock).tokens !== first.tokens)
     }
 
     /// On each connection, the `iat` of the tokens the simulator accepted never goes back.
@@ -140,13 +140,13 @@ import Testing
 
     /// A simulator that never answers token 99, and a started transport (timeout 1 s, the test
     /// clock) that has delivered one notification, so its connection is warm.
-    static func warmWithSilentToken99(clock: TestClock, _ settings: [String: JSONValue])
+    static func warmWithSilentToken99(engine: Engine, clock: TestClock, _ settings: [String: JSONValue])
         async throws -> (TransportFixture, APNsHTTP2Transport, [DeliveryOutcome]) {
         var faults = HTTP2Faults()
         faults.unansweredTokens = [TransportFixture.token(99)]
         let f = try TransportFixture.tokenAuth(faults: faults, clock: clock)
         do {
-            let transport = try f.transport(settings.merging(["timeout": "1s"]) { a, _ in a }, clock: clock)
+            let transport = try f.transport(engine: engine, settings.merging(["timeout": "1s"]) { a, _ in a }, clock: clock)
             try await transport.start()
             return (f, transport, await transport.deliver([TransportFixture.delivery(1)]))
         } catch {
@@ -156,9 +156,9 @@ import Testing
     }
 
     /// A request queued before the 50-minute rollover and sent after it carries the new token.
-    @Test func aRequestQueuedAcrossTheRolloverIsSentWithTheNewToken() async throws {
+    @Test(arguments: Engine.allCases) func aRequestQueuedAcrossTheRolloverIsSentWithTheNewToken(engine: Engine) async throws {
         let clock = TestClock(start: Date())
-        let (f, transport, warm) = try await Self.warmWithSilentToken99(clock: clock, ["maxConcurrentStreams": 1, "connectionRetries": 0])
+        let (f, transport, warm) = try await Self.warmWithSilentToken99(engine: engine, clock: clock, ["maxConcurrentStreams": 1, "connectionRetries": 0])
         defer { f.apns.stop() }
         let firstIAT = Self.iat(clock.now)
         // The silent request holds the only stream; request 2 waits behind it with the token of its batch.
@@ -178,9 +178,9 @@ import Testing
 
     /// A request sent again alone after the rollover (its stream failed while the connection
     /// answered newer requests) does not take the older token back to that connection.
-    @Test func aResendAfterTheRolloverNeverSendsAnOlderToken() async throws {
+    @Test(arguments: Engine.allCases) func aResendAfterTheRolloverNeverSendsAnOlderToken(engine: Engine) async throws {
         let clock = TestClock(start: Date())
-        let (f, transport, warm) = try await Self.warmWithSilentToken99(clock: clock, ["maxConcurrentStreams": 10, "connectionRetries": 1])
+        let (f, transport, warm) = try await Self.warmWithSilentToken99(engine: engine, clock: clock, ["maxConcurrentStreams": 10, "connectionRetries": 1])
         defer { f.apns.stop() }
         async let held = transport.deliver([TransportFixture.delivery(99)])
         try await Task.sleep(nanoseconds: 300_000_000)

@@ -8,7 +8,7 @@ import Testing
 /// What each request carries, as the simulator received it: topic and priority per push type,
 /// the payload, and Apple's size limits.
 @Suite(.serialized) struct RequestContentTests {
-    @Test func everyPushTypeGetsItsTopicSuffixAndAValidPriority() async throws {
+    @Test(arguments: Engine.allCases) func everyPushTypeGetsItsTopicSuffixAndAValidPriority(engine: Engine) async throws {
         // Apple's apns-topic for each apns-push-type ("Sending notification requests to APNs");
         // an MDM push goes to the topic of the MDM push certificate, unchanged.
         let mdmTopic = "com.apple.mgmt.External.6f2c1a4e-1d2b-4c3a-9e8f-0a1b2c3d4e5f"
@@ -22,7 +22,7 @@ import Testing
         #expect(Set(expected.keys) == Set(PushType.allCases))
         let f = try TransportFixture.tokenAuth()
         defer { f.apns.stop() }
-        let transport = try f.transport()
+        let transport = try f.transport(engine: engine)
         try await transport.start()
         var batch: [Delivery] = []
         for (i, type) in PushType.allCases.enumerated() {
@@ -49,10 +49,10 @@ import Testing
         }
     }
 
-    @Test func backgroundPushesAlwaysGoWithPriorityFive() async throws {
+    @Test(arguments: Engine.allCases) func backgroundPushesAlwaysGoWithPriorityFive(engine: Engine) async throws {
         let f = try TransportFixture.tokenAuth()
         defer { f.apns.stop() }
-        let transport = try f.transport()
+        let transport = try f.transport(engine: engine)
         try await transport.start()
         let asked: [Int?] = [10, 1, 5, nil]
         let batch = asked.enumerated().map { i, priority in
@@ -70,10 +70,10 @@ import Testing
         #expect(received.map(\.pushType) == Array(repeating: .background, count: 4))
     }
 
-    @Test func widgetPushesCarryContentChanged() async throws {
+    @Test(arguments: Engine.allCases) func widgetPushesCarryContentChanged(engine: Engine) async throws {
         let f = try TransportFixture.tokenAuth()
         defer { f.apns.stop() }
-        let transport = try f.transport()
+        let transport = try f.transport(engine: engine)
         try await transport.start()
         var content = NotificationContent()
         content.apns.pushType = .widgets
@@ -94,10 +94,10 @@ import Testing
         return c
     }
 
-    @Test func payloadLimitsAreCheckedBeforeSending() async throws {
+    @Test(arguments: Engine.allCases) func payloadLimitsAreCheckedBeforeSending(engine: Engine) async throws {
         let f = try TransportFixture.tokenAuth()
         defer { f.apns.stop() }
-        let transport = try f.transport()
+        let transport = try f.transport(engine: engine)
         try await transport.start()
         let alert = NotificationContent(alert: .text("x"))
         var voip = NotificationContent(data: ["call": "1"])

@@ -10,6 +10,16 @@ import HeraldTestKit
 import Testing
 @testable import HeraldAPNsHTTP2
 
+/// Every test of the transport runs against both engines (`@Test(arguments: Engine.allCases)`).
+typealias Engine = APNsHTTP2Configuration.Engine
+
+extension APNsHTTP2Configuration.Engine {
+    /// How each engine words a request that ran out of time.
+    var timeoutMarker: String { self == .curl ? "(curl error 28)" : "the request timed out after" }
+    /// How each engine words a stream the server reset.
+    var resetMarker: String { self == .curl ? "(curl error 92)" : "(RST_STREAM INTERNAL_ERROR)" }
+}
+
 /// The transport against the APNs HTTP/2 simulator on 127.0.0.1 port 0, over real TLS.
 struct TransportFixture {
     let apns: HTTP2SimulatorHarness
@@ -18,9 +28,10 @@ struct TransportFixture {
     static func token(_ n: Int) -> String { String(format: "%064x", n) }
 
     /// A transport pointed at the simulator. `extra` adds or overrides configuration keys.
-    func transport(_ extra: [String: JSONValue] = [:], clock: any WallClock = SystemClock(),
+    func transport(engine: Engine = .curl, _ extra: [String: JSONValue] = [:], clock: any WallClock = SystemClock(),
                    metrics: MetricsRegistry = MetricsRegistry(), token: Bool = true) throws -> APNsHTTP2Transport {
-        var section: [String: JSONValue] = ["environment": "sandbox", "endpoint": .string(apns.baseURL), "caFile": .string(certs.caFile)]
+        var section: [String: JSONValue] = ["environment": "sandbox", "endpoint": .string(apns.baseURL), "caFile": .string(certs.caFile),
+                                            "engine": .string(engine.rawValue)]
         if token {
             section["keyFile"] = .string(certs.authKey)
             section["keyId"] = .string(certs.authKeyID)
@@ -52,10 +63,10 @@ struct TransportFixture {
 }
 
 @Suite(.serialized) struct SimulatorIntegrationTests {
-    @Test func tokenAuthDeliversWithEveryHeader() async throws {
+    @Test(arguments: Engine.allCases) func tokenAuthDeliversWithEveryHeader(engine: Engine) async throws {
         let f = try TransportFixture.tokenAuth()
         defer { f.apns.stop() }
-        let transport = try f.transport()
+        let transport = try f.transport(engine: engine)
         try await transport.start()
         var content = NotificationContent(alert: .fields(Alert(title: "T", body: "B")), badge: 2, data: ["k": "v"])
         content.apns.collapseID = "c-1"
@@ -63,6 +74,7 @@ struct TransportFixture {
         content.apns.priority = 5
         let batch = (1...40).map { TransportFixture.delivery($0, content: content) }
         let outcomes = await transport.deliver(batch)
+        #expect(transport.runningEngines.allSatisfy { engine == .curl ? $0 is CurlEngine : $0 is NGHTTP2Engine })
         await transport.shutdown()
         #expect(outcomes == batch.map { .delivered(apnsID: $0.apnsID.uuidString.lowercased()) })
         let received = f.apns.simulator.received
@@ -76,13 +88,13 @@ struct TransportFixture {
         #expect(Set(received.map(\.connectionID)).count == 1)  // multiplexed on one connection
     }
 
-    @Test func certificateAuthWithP12AndCombinedPEM() async throws {
+    @Test(arguments: Engine.allCases) func certificateAuthWithP12AndCombinedPEM(engine: Engine) async throws {
         let apns = try HTTP2SimulatorHarness.certificateAuth()
         defer { apns.stop() }
         let f = TransportFixture(apns: apns, certs: apns.certificates)
         for extra: [String: JSONValue] in [["p12File": .string(f.certs.clientP12), "passphrase": .string(f.certs.p12Passphrase)],
                                            ["certFile": .string(f.certs.clientCombined)]] {
-            let transport = try f.transport(extra, token: false)
+            let transport = try f.transport(engine: engine, extra, token: false)
             try await transport.start()
             let outcomes = await transport.deliver([TransportFixture.delivery(1), TransportFixture.delivery(2)])
             await transport.shutdown()
@@ -91,7 +103,7 @@ struct TransportFixture {
         #expect(apns.simulator.received.count == 4)
     }
 
-    @Test func applesErrorsBecomeOutcomes() async throws {
+    @Test(arguments: Engine.allCases) func applesErrorsBecomeOutcomes(engine: Engine) async throws {
         let unregisteredAt = Date(timeIntervalSince1970: 1_790_000_000.5)
         var faults = HTTP2Faults()
         faults.unregistered = [TransportFixture.token(1): unregisteredAt]
@@ -100,7 +112,7 @@ struct TransportFixture {
         faults.tooManyRequests = [TransportFixture.token(4)]
         let f = try TransportFixture.tokenAuth(faults: faults)
         defer { f.apns.stop() }
-        let transport = try f.transport(["connectionRetries": 0])
+        let transport = try f.transport(engine: engine, ["connectionRetries": 0])
         try await transport.start()
         let outcomes = await transport.deliver((1...5).map { TransportFixture.delivery($0) })
         await transport.shutdown()
@@ -111,7 +123,7 @@ struct TransportFixture {
         if case .delivered = outcomes[4] {} else { Issue.record("expected delivered, got \(outcomes[4])") }
     }
 
-    @Test func unregisteredInvalidatesTheStoreThroughTheDispatcher() async throws {
+    @Test(arguments: Engine.allCases) func unregisteredInvalidatesTheStoreThroughTheDispatcher(engine: Engine) async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let store = try SQLiteTokenStore(path: dir.file("h.db"))
@@ -128,11 +140,11 @@ struct TransportFixture {
                                TransportFixture.token(2): registeredAt.addingTimeInterval(3600)]
         let f = try TransportFixture.tokenAuth(faults: faults)
         defer { f.apns.stop() }
-        let transport = try f.transport()
+        let transport = try f.transport(engine: engine)
         try await transport.start()
         let configuration = try HeraldConfiguration.parse(Data("""
         {"apps": {"com.example.app": {"routes": ["apns"]}},
-         "transports": {"apns": {"type": "apns-http2", "environment": "sandbox", "endpoint": "\(f.apns.baseURL)", "caFile": "\(f.certs.caFile)",
+         "transports": {"apns": {"type": "apns-http2", "engine": "\(engine.rawValue)", "environment": "sandbox", "endpoint": "\(f.apns.baseURL)", "caFile": "\(f.certs.caFile)",
                                  "keyFile": "\(f.certs.authKey)", "keyId": "ABC123DEFG", "teamId": "DEF123GHIJ"}}}
         """.utf8), baseDirectory: dir.path, registry: { var r = TransportRegistry(); r.register(APNsHTTP2Transport.self); return r }(), environment: [:])
         let dispatcher = Dispatcher(configuration: configuration, store: store, transports: ["apns": transport], logger: .disabled)
@@ -143,11 +155,11 @@ struct TransportFixture {
         #expect(try await store.device(app: "com.example.app", token: TransportFixture.token(2))?.invalidatedAt == nil)
     }
 
-    @Test func providerTokenRefreshesAtFiftyMinutesWithoutAStormAcrossConnections() async throws {
+    @Test(arguments: Engine.allCases) func providerTokenRefreshesAtFiftyMinutesWithoutAStormAcrossConnections(engine: Engine) async throws {
         let clock = TestClock(start: Date())
         let f = try TransportFixture.tokenAuth(clock: clock)
         defer { f.apns.stop() }
-        let transport = try f.transport(["connections": 3], clock: clock)
+        let transport = try f.transport(engine: engine, ["connections": 3], clock: clock)
         try await transport.start()
         _ = await transport.deliver((1...30).map { TransportFixture.delivery($0) })
         clock.advance(by: 49 * 60)
@@ -167,10 +179,10 @@ struct TransportFixture {
 
     /// Sends 500 notifications through connections the simulator keeps ending (per `faults`),
     /// expects every one delivered, and returns what the simulator received.
-    func deliverAllThrough(_ faults: HTTP2Faults) async throws -> (received: [ReceivedNotification], counters: HTTP2SimulatorCounters) {
+    func deliverAllThrough(engine: Engine, _ faults: HTTP2Faults) async throws -> (received: [ReceivedNotification], counters: HTTP2SimulatorCounters) {
         let f = try TransportFixture.tokenAuth(faults: faults)
         defer { f.apns.stop() }
-        let transport = try f.transport(["connectionRetries": 5, "maxConcurrentStreams": 50])
+        let transport = try f.transport(engine: engine, ["connectionRetries": 5, "maxConcurrentStreams": 50])
         try await transport.start()
         let batch = (1...500).map { TransportFixture.delivery($0) }
         let outcomes = await transport.deliver(batch)
@@ -181,10 +193,10 @@ struct TransportFixture {
         return (f.apns.simulator.received, f.apns.simulator.counters)
     }
 
-    @Test func goAwayLosesNothingAndSendsNothingTwice() async throws {
+    @Test(arguments: Engine.allCases) func goAwayLosesNothingAndSendsNothingTwice(engine: Engine) async throws {
         var faults = HTTP2Faults()
         faults.goAwayAfterStreams = 120
-        let (received, counters) = try await deliverAllThrough(faults)
+        let (received, counters) = try await deliverAllThrough(engine: engine, faults)
         // A graceful GOAWAY names the last stream it answered: nothing arrives twice.
         let ids = received.map(\.apnsID)
         #expect(ids.count == 500)
@@ -192,10 +204,10 @@ struct TransportFixture {
         #expect(counters.goAways >= 4)
     }
 
-    @Test func droppedConnectionsLoseNothingAndResendOnlyWhatWasNotAnswered() async throws {
+    @Test(arguments: Engine.allCases) func droppedConnectionsLoseNothingAndResendOnlyWhatWasNotAnswered(engine: Engine) async throws {
         var faults = HTTP2Faults()
         faults.closeAfterStreams = 70
-        let (received, counters) = try await deliverAllThrough(faults)
+        let (received, counters) = try await deliverAllThrough(engine: engine, faults)
         #expect(Set(received.map(\.apnsID)).count == 500)
         #expect(counters.abruptCloses >= 4)
         // A socket closed without GOAWAY can take answers already written with it; only those
@@ -215,20 +227,20 @@ struct TransportFixture {
         }
     }
 
-    @Test func serverErrorsAndThrottlingAreRetriedUntilDelivered() async throws {
+    @Test(arguments: Engine.allCases) func serverErrorsAndThrottlingAreRetriedUntilDelivered(engine: Engine) async throws {
         var faults = HTTP2Faults()
         faults.internalServerErrors = 3
         faults.serviceUnavailable = 2
         faults.throttledRequests = 4
         let f = try TransportFixture.tokenAuth(faults: faults)
         defer { f.apns.stop() }
-        let transport = try f.transport()
+        let transport = try f.transport(engine: engine)
         try await transport.start()
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let configuration = try HeraldConfiguration.parse(Data("""
         {"apps": {"com.example.app": {"routes": ["apns"]}},
-         "transports": {"apns": {"type": "apns-http2", "environment": "sandbox", "endpoint": "\(f.apns.baseURL)", "caFile": "\(f.certs.caFile)",
+         "transports": {"apns": {"type": "apns-http2", "engine": "\(engine.rawValue)", "environment": "sandbox", "endpoint": "\(f.apns.baseURL)", "caFile": "\(f.certs.caFile)",
                                  "keyFile": "\(f.certs.authKey)", "keyId": "ABC123DEFG", "teamId": "DEF123GHIJ"}},
          "delivery": {"maxAttempts": 8, "initialBackoff": "10ms", "maxBackoff": "50ms"}}
         """.utf8), baseDirectory: dir.path, registry: { var r = TransportRegistry(); r.register(APNsHTTP2Transport.self); return r }(), environment: [:])
@@ -246,29 +258,29 @@ struct TransportFixture {
         #expect(f.apns.simulator.counters.rejected == ["InternalServerError": 3, "ServiceUnavailable": 2, "TooManyRequests": 4])
     }
 
-    @Test func aSilentServerHitsTheRequestDeadline() async throws {
+    @Test(arguments: Engine.allCases) func aSilentServerHitsTheRequestDeadline(engine: Engine) async throws {
         var faults = HTTP2Faults()
         faults.latency = 30
         let f = try TransportFixture.tokenAuth(faults: faults)
         defer { f.apns.stop() }
-        let transport = try f.transport(["timeout": "300ms", "connectionRetries": 0])
+        let transport = try f.transport(engine: engine, ["timeout": "300ms", "connectionRetries": 0])
         try await transport.start()
         let started = Date()
         let outcomes = await transport.deliver([TransportFixture.delivery(1)])
         #expect(Date().timeIntervalSince(started) < 10)
         await transport.shutdown()
         guard case .retry(_, let reason) = outcomes[0] else { Issue.record("expected retry, got \(outcomes[0])"); return }
-        #expect(reason.hasPrefix("no answer: ") && reason.contains("(curl error 28)"), "\(reason)")
+        #expect(reason.hasPrefix("no answer: ") && reason.contains(engine.timeoutMarker), "\(reason)")
     }
 
-    @Test func badCredentialsAndUnreachableEndpointsFailClearly() async throws {
+    @Test(arguments: Engine.allCases) func badCredentialsAndUnreachableEndpointsFailClearly(engine: Engine) async throws {
         let f = try TransportFixture.tokenAuth()
         defer { f.apns.stop() }
         // A key APNs does not know: 403 InvalidProviderToken, not retried.
         let other = try TemporaryDirectory()
         defer { other.remove() }
         _ = try Run.program("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", other.file("k.p8")])
-        let stranger = try f.transport(["keyFile": .string(other.file("k.p8"))])
+        let stranger = try f.transport(engine: engine, ["keyFile": .string(other.file("k.p8"))])
         try await stranger.start()
         let refused = await stranger.deliver([TransportFixture.delivery(1)])
         await stranger.shutdown()
@@ -277,7 +289,7 @@ struct TransportFixture {
         // Nothing listens: a retryable outcome naming the connection failure, quickly.
         let port = f.apns.port
         f.apns.stop()
-        let unreachable = try f.transport(["endpoint": .string("https://127.0.0.1:\(port)"), "connectionRetries": 1, "timeout": "2s"])
+        let unreachable = try f.transport(engine: engine, ["endpoint": .string("https://127.0.0.1:\(port)"), "connectionRetries": 1, "timeout": "2s"])
         try await unreachable.start()
         let outcome = await unreachable.deliver([TransportFixture.delivery(2)])
         await unreachable.shutdown()
@@ -292,6 +304,10 @@ final class ConnectProxy: @unchecked Sendable {
     let port: Int
     private let listener: Int32
     private let tunnels = Locked<[String]>([])
+    /// While set, the tunnels open now relay nothing (a connection a middlebox silently dropped);
+    /// tunnels opened later work.
+    private let frozenBefore = Locked(0)
+    private let opened = Locked(0)
 
     init() throws {
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -321,6 +337,12 @@ final class ConnectProxy: @unchecked Sendable {
     }
 
     var targets: [String] { tunnels.withLock { $0 } }
+    /// The CONNECT requests' heads, as received.
+    var requestHeads: [String] { heads.withLock { $0 } }
+    private let heads = Locked<[String]>([])
+
+    /// Silences every tunnel open now, for good.
+    func freezeOpenTunnels() { frozenBefore.withLock { $0 = opened.value } }
 
     func stop() { shutdown(listener, Int32(SHUT_RDWR)); close(listener) }
 
@@ -336,6 +358,9 @@ final class ConnectProxy: @unchecked Sendable {
         guard parts.count >= 2, parts[0] == "CONNECT", let colon = parts[1].lastIndex(of: ":"),
               let upstreamPort = UInt16(parts[1][parts[1].index(after: colon)...]) else { close(client); return }
         tunnels.withLock { $0.append(String(parts[1])) }
+        let head = String(decoding: request, as: UTF8.self)
+        heads.withLock { $0.append(head) }
+        let number = opened.withLock { n -> Int in n += 1; return n }
         let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -345,15 +370,17 @@ final class ConnectProxy: @unchecked Sendable {
         guard rc == 0 else { close(client); close(upstream); return }
         let ok = Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8)
         _ = ok.withUnsafeBytes { send(client, $0.baseAddress, $0.count, 0) }
-        Thread.detachNewThread { Self.relay(from: upstream, to: client) }
-        Self.relay(from: client, to: upstream)
+        let frozen: @Sendable () -> Bool = { [frozenBefore] in number <= frozenBefore.value }
+        Thread.detachNewThread { Self.relay(from: upstream, to: client, frozen: frozen) }
+        Self.relay(from: client, to: upstream, frozen: frozen)
     }
 
-    private static func relay(from a: Int32, to b: Int32) {
+    private static func relay(from a: Int32, to b: Int32, frozen: @escaping @Sendable () -> Bool) {
         var buffer = [UInt8](repeating: 0, count: 16_384)
         while true {
             let n = buffer.withUnsafeMutableBytes { recv(a, $0.baseAddress, $0.count, 0) }
             if n <= 0 { break }
+            if frozen() { continue }  // swallowed: the peer hears nothing, and no close either
             _ = buffer.withUnsafeBytes { send(b, $0.baseAddress, n, Int32(MSG_NOSIGNAL)) }
         }
         shutdown(b, Int32(SHUT_WR))
@@ -361,25 +388,49 @@ final class ConnectProxy: @unchecked Sendable {
 }
 
 @Suite(.serialized) struct ConnectionBehaviourTests {
-    @Test func throughAnHTTPConnectProxy() async throws {
+    @Test(arguments: Engine.allCases) func throughAnHTTPConnectProxy(engine: Engine) async throws {
         let f = try TransportFixture.tokenAuth()
         defer { f.apns.stop() }
         let proxy = try ConnectProxy()
         proxy.start()
         defer { proxy.stop() }
-        let transport = try f.transport(["proxy": .string("http://127.0.0.1:\(proxy.port)")])
+        // Credentials in the URL, percent-encoded as libcurl takes them.
+        let transport = try f.transport(engine: engine, ["proxy": .string("http://herald:p%40ss@127.0.0.1:\(proxy.port)")])
         try await transport.start()
         let outcomes = await transport.deliver((1...20).map { TransportFixture.delivery($0) })
         await transport.shutdown()
         #expect(outcomes.allSatisfy { if case .delivered = $0 { return true }; return false }, "\(outcomes)")
         #expect(proxy.targets == ["127.0.0.1:\(f.apns.port)"])
+        let basic = "Proxy-Authorization: Basic " + Data("herald:p@ss".utf8).base64EncodedString()
+        #expect(proxy.requestHeads.allSatisfy { $0.contains(basic + "\r\n") }, "\(proxy.requestHeads)")
         #expect(f.apns.simulator.received.count == 20)
     }
 
-    @Test func idleConnectionsAreClosedAndReplaced() async throws {
+    /// A connection that goes silent without closing (a middlebox dropped it): requests on it
+    /// time out, are sent again, and reach APNs on a new connection.
+    @Test(arguments: Engine.allCases) func aSilentlyDeadConnectionIsReplaced(engine: Engine) async throws {
         let f = try TransportFixture.tokenAuth()
         defer { f.apns.stop() }
-        let transport = try f.transport(["idleTimeout": 1])
+        let proxy = try ConnectProxy()
+        proxy.start()
+        defer { proxy.stop() }
+        let transport = try f.transport(engine: engine, ["proxy": .string("http://127.0.0.1:\(proxy.port)"), "timeout": "500ms",
+                                                         "connectionRetries": 4])
+        try await transport.start()
+        let first = TransportFixture.delivery(1), second = TransportFixture.delivery(2)
+        let before = await transport.deliver([first])
+        proxy.freezeOpenTunnels()
+        let after = await transport.deliver([second])
+        await transport.shutdown()
+        #expect(before == [.delivered(apnsID: first.apnsID.lowercasedString)])
+        #expect(after == [.delivered(apnsID: second.apnsID.lowercasedString)], "\(after)")
+        #expect(proxy.targets.count == 2, "one tunnel, then a new one after the first went silent")
+    }
+
+    @Test(arguments: Engine.allCases) func idleConnectionsAreClosedAndReplaced(engine: Engine) async throws {
+        let f = try TransportFixture.tokenAuth()
+        defer { f.apns.stop() }
+        let transport = try f.transport(engine: engine, ["idleTimeout": 1])
         try await transport.start()
         _ = await transport.deliver([TransportFixture.delivery(1)])
         _ = await transport.deliver([TransportFixture.delivery(2)])
@@ -394,11 +445,11 @@ final class ConnectProxy: @unchecked Sendable {
 
     /// libcurl closes a connection idle past `idleTimeout` in the same step in which it opens the
     /// next one: that close is no failure, and the requests on the new connection are not taken back.
-    @Test func closingAnIdleConnectionIsNoFailure() async throws {
+    @Test(arguments: Engine.allCases) func closingAnIdleConnectionIsNoFailure(engine: Engine) async throws {
         let f = try TransportFixture.tokenAuth()
         defer { f.apns.stop() }
         let metrics = MetricsRegistry()
-        let transport = try f.transport(["idleTimeout": "1s", "connectionRetries": 0], metrics: metrics)
+        let transport = try f.transport(engine: engine, ["idleTimeout": "1s", "connectionRetries": 0], metrics: metrics)
         try await transport.start()
         let first = await transport.deliver([TransportFixture.delivery(1)])
         try await Task.sleep(nanoseconds: 2_100_000_000)
@@ -417,7 +468,7 @@ final class ConnectProxy: @unchecked Sendable {
         #expect(f.apns.simulator.counters.requests == 12, "nothing was sent twice")
     }
 
-    @Test func anUnreachableTransportDoesNotHoldUpAnother() async throws {
+    @Test(arguments: Engine.allCases) func anUnreachableTransportDoesNotHoldUpAnother(engine: Engine) async throws {
         let f = try TransportFixture.tokenAuth()
         defer { f.apns.stop() }
         let dir = try TemporaryDirectory()
@@ -428,9 +479,9 @@ final class ConnectProxy: @unchecked Sendable {
         let configuration = try HeraldConfiguration.parse(Data("""
         {"apps": {"com.example.app": {"routes": ["prod", "sand"]}},
          "transports": {
-           "prod": {"type": "apns-http2", "environment": "production", "endpoint": "https://127.0.0.1:1", "caFile": "\(f.certs.caFile)",
+           "prod": {"type": "apns-http2", "engine": "\(engine.rawValue)", "environment": "production", "endpoint": "https://127.0.0.1:1", "caFile": "\(f.certs.caFile)",
                     "keyFile": "\(f.certs.authKey)", "keyId": "ABC123DEFG", "teamId": "DEF123GHIJ", "timeout": "2s"},
-           "sand": {"type": "apns-http2", "environment": "sandbox", "endpoint": "\(f.apns.baseURL)", "caFile": "\(f.certs.caFile)",
+           "sand": {"type": "apns-http2", "engine": "\(engine.rawValue)", "environment": "sandbox", "endpoint": "\(f.apns.baseURL)", "caFile": "\(f.certs.caFile)",
                     "keyFile": "\(f.certs.authKey)", "keyId": "ABC123DEFG", "teamId": "DEF123GHIJ"}},
          "delivery": {"maxAttempts": 3, "initialBackoff": "300ms"}}
         """.utf8), baseDirectory: dir.path, registry: registry, environment: [:])
@@ -495,13 +546,13 @@ final class SlammingListener: @unchecked Sendable {
 }
 
 @Suite struct ReconnectBackoffTests {
-    @Test func aFailingEndpointIsRetriedWithBackoffNotAsFastAsRequestsWait() async throws {
+    @Test(arguments: Engine.allCases) func aFailingEndpointIsRetriedWithBackoffNotAsFastAsRequestsWait(engine: Engine) async throws {
         let certs = try TestCertificates.shared()
         let dead = try SlammingListener()
         defer { dead.stop() }
         let f = TransportFixture(apns: try HTTP2SimulatorHarness.tokenAuth(), certs: certs)
         f.apns.stop()
-        let transport = try f.transport(["endpoint": .string("https://127.0.0.1:\(dead.port)"), "connectionRetries": 10, "timeout": "1s"])
+        let transport = try f.transport(engine: engine, ["endpoint": .string("https://127.0.0.1:\(dead.port)"), "connectionRetries": 10, "timeout": "1s"])
         try await transport.start()
         let started = Date()
         let outcomes = await transport.deliver((1...50).map { TransportFixture.delivery($0) })

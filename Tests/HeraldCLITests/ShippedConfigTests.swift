@@ -7,22 +7,26 @@ import Testing
 /// var/certs, the apns transport pointed at a simulator.
 @Suite(.serialized) struct ShippedConfigTests {
     /// A copy of config.json in a temporary folder with var/certs made, and the APNs endpoint
-    /// moved to `port` (the only change).
-    func shippedCopy(apnsPort: Int? = nil) throws -> (TemporaryDirectory, String) {
+    /// moved to `port` and its engine set to `engine` (the only changes).
+    func shippedCopy(apnsPort: Int? = nil, engine: String? = nil) throws -> (TemporaryDirectory, String) {
         let dir = try TemporaryDirectory(prefix: "herald-shipped")
         do {
-            return (dir, try write(to: dir, apnsPort: apnsPort))
+            return (dir, try write(to: dir, apnsPort: apnsPort, engine: engine))
         } catch {
             dir.remove()
             throw error
         }
     }
 
-    private func write(to dir: TemporaryDirectory, apnsPort: Int?) throws -> String {
+    private func write(to dir: TemporaryDirectory, apnsPort: Int?, engine: String?) throws -> String {
         var text = try String(contentsOfFile: PackagePaths.root + "/config.json", encoding: .utf8)
         if let apnsPort {
             #expect(text.contains("\"https://127.0.0.1:2197\""))
             text = text.replacingOccurrences(of: "\"https://127.0.0.1:2197\"", with: "\"https://127.0.0.1:\(apnsPort)\"")
+        }
+        if let engine {
+            #expect(text.contains("\"type\": \"apns-http2\", "))
+            text = text.replacingOccurrences(of: "\"type\": \"apns-http2\", ", with: "\"type\": \"apns-http2\", \"engine\": \"\(engine)\", ")
         }
         let config = try dir.write("config.json", text)
         let made = try Run.program("/bin/bash", [PackagePaths.root + "/scripts/make-test-certs.sh", dir.file("var/certs")])
@@ -36,12 +40,13 @@ import Testing
         let result = try Run.herald(["check", "--config", config], environment: ["HERALD_API_KEY": "a-long-enough-test-key"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stderr.isEmpty, "warnings: \(result.stderr)")
-        #expect(result.stdout.contains("apns: apns-http2 sandbox https://127.0.0.1:2197, token auth key ABC123DEFG team DEF123GHIJ"))
+        #expect(result.stdout.contains("apns: apns-http2 sandbox https://127.0.0.1:2197, token auth key ABC123DEFG team DEF123GHIJ, engine curl"))
         #expect(result.stdout.contains("ok: a provider token was signed"))
         #expect(result.stdout.contains("com.example.app: topic=com.example.app routes=apns,dry"))
     }
 
-    @Test func sendReachesTheSimulatorThroughTheShippedConfig() async throws {
+    /// Runs with each apns-http2 engine.
+    @Test(arguments: ["curl", "nghttp2"]) func sendReachesTheSimulatorThroughTheShippedConfig(engine: String) async throws {
         let certsDir = try TestCertificates.shared()
         let simulator = try ChildProcess.herald([
             "simulate", "apns-http2", "--port", "0", "--tls-cert", certsDir.serverCertificate, "--tls-key", certsDir.serverKey,
@@ -49,7 +54,7 @@ import Testing
         ])
         defer { simulator.terminate() }
         let port = try #require(await simulator.listeningPort())
-        let (dir, config) = try shippedCopy(apnsPort: port)
+        let (dir, config) = try shippedCopy(apnsPort: port, engine: engine)
         defer { dir.remove() }
         // The shipped config trusts var/certs/ca.pem: use the CA that signed the simulator's certificate.
         try FileManager.default.removeItem(atPath: dir.file("var/certs/ca.pem"))

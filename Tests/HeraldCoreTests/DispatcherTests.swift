@@ -237,4 +237,16 @@ final class DispatchFixture: Sendable {
         }
         #expect(seen.value.sorted() == ["delivered", "delivered", "delivered", "delivered", "delivered", "rejected"])
     }
+
+    /// `herald send` runs the daemon's engine: a transport whose setup is refused pauses, and with
+    /// nobody there to fix it during a CLI run its deliveries fail with the reason.
+    @Test func aPausedTransportFailsTheRestOfTheRunWithTheReason() async throws {
+        let f = try DispatchFixture()
+        for n in 1...3 { try await f.register(n, user: "alice") }
+        let prod = ScriptedTransport(name: "prod", clock: f.clock, batchSize: 1) { _ in .setupFailure(reason: "BadCertificate: renew it") }
+        let reports = try await f.dispatcher([prod], batchSize: 1).send(f.request(users: ["alice"]))
+        #expect(reports.count == 3)
+        #expect(reports.allSatisfy { $0.outcome == .failed && $0.reason == "transport prod paused: BadCertificate: renew it" })
+        #expect(prod.attempts.count < 3)
+    }
 }

@@ -129,6 +129,36 @@ import Testing
         #expect(try await delivery(d, slowID)?["attempts"] == 1)
     }
 
+    @Test func aPausedTransportProbesOneDeliveryOnItsIntervalAndResumes() async throws {
+        let clock = TestClock()
+        let fixed = Locked(false)
+        let transport = ScriptedTransport(name: "t", clock: clock) { d in
+            fixed.withLock { $0 } ? .delivered(apnsID: nil) : .setupFailure(reason: "InvalidProviderToken: check keyId")
+        }
+        let config = TestDaemon.configJSON(server: #""probeInterval": "60s""#)
+        let d = try await TestDaemon.start(config: config, clock: clock, transports: { _ in transport })
+        for n in 1...3 { try await d.register(user: "u\(n)", token: TestDaemon.token(n)) }
+        let id = try await send(d, #"{"app":"com.example.app","users":["u1","u2","u3"],"alert":"x"}"#)
+        #expect(await eventually { (try? await d.client.get("/readyz").json?["transports"]?["t"]?.stringValue) == "paused: InvalidProviderToken: check keyId" })
+        let states = try await d.client.get("/v1/notifications/\(id)").json?["deliveries"]?.arrayValue ?? []
+        #expect(states.allSatisfy { $0["state"] == "queued" && $0["attempts"] == 0 }, "\(states)")
+        let sent = transport.attempts.count
+        // Nothing more goes out until the probe is due; then exactly one delivery.
+        clock.advance(by: 30)
+        try await Task.sleep(nanoseconds: 50_000_000)
+        #expect(transport.attempts.count == sent)
+        clock.advance(by: 31)
+        #expect(await eventually { transport.attempts.count == sent + 1 })
+        #expect(try await d.client.get("/readyz").json?["status"] == "degraded")
+        // Fixed on the peer's side: the next probe succeeds and the rest follows at once.
+        fixed.withLock { $0 = true }
+        clock.advance(by: 61)
+        let final = try await d.waitUntilFinal(id)
+        #expect(final["summary"]?["delivered"] == 3)
+        #expect(try await d.client.get("/readyz").json?["transports"]?["t"] == "started")
+        #expect(transport.attempts.count == sent + 1 + 3)
+    }
+
     @Test func aBrokenAppDoesNotHoldUpAnotherOnTheSameTransport() async throws {
         // Everything for com.example.app fails (say its topic was revoked); org.other.app is fine.
         let clock = TestClock()

@@ -94,6 +94,23 @@ struct HTTPTestClient {
             }
         }
         let bodyStart = text.utf8.distance(from: text.utf8.startIndex, to: split.upperBound.samePosition(in: text.utf8)!)
-        return Response(status: status, headers: headers, body: Array(data[bodyStart...]))
+        var body = Array(data[bodyStart...])
+        if headers["transfer-encoding"]?.lowercased() == "chunked" { body = dechunk(body) }   // Synapse answers chunked
+        return Response(status: status, headers: headers, body: body)
+    }
+
+    /// The data of a chunked body (sizes in hex, each chunk followed by CRLF; a 0 chunk ends it).
+    static func dechunk(_ raw: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = [], i = 0
+        while let lineEnd = raw[i...].firstIndex(of: 0x0D), lineEnd + 1 < raw.count {
+            let sizeText = String(decoding: raw[i..<lineEnd], as: UTF8.self).split(separator: ";").first ?? ""
+            guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16), size > 0 else { break }
+            let start = lineEnd + 2
+            guard start + size <= raw.count else { break }
+            out += raw[start..<start + size]
+            i = start + size + 2
+            if i >= raw.count { break }
+        }
+        return out
     }
 }

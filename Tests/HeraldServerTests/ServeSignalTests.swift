@@ -78,14 +78,15 @@ import Testing
         #expect(await child.waitForExit(timeout: 60) == 0, "\(child.stderr)")
     }
 
-    @Test(.timeLimit(.minutes(2))) func sighupAddsAKeyAndKeepsTheAPNsConnection() async throws {
+    /// Runs with each apns-http2 engine.
+    @Test(.timeLimit(.minutes(2)), arguments: ["curl", "nghttp2"]) func sighupAddsAKeyAndKeepsTheAPNsConnection(engine: String) async throws {
         let apns = try HTTP2SimulatorHarness.tokenAuth()
         defer { apns.stop() }
         let certs = apns.certificates
         let dir = try TemporaryDirectory(prefix: "herald-sighup")
         defer { dir.remove() }
         let transports = """
-            {"apns": {"type": "apns-http2", "environment": "sandbox", "endpoint": "\(apns.baseURL)", "caFile": "\(certs.caFile)",
+            {"apns": {"type": "apns-http2", "engine": "\(engine)", "environment": "sandbox", "endpoint": "\(apns.baseURL)", "caFile": "\(certs.caFile)",
                       "keyFile": "\(certs.authKey)", "keyId": "\(certs.authKeyID)", "teamId": "\(certs.teamID)"}}
             """
         try dir.write("config.json", Self.config(transports: transports, routes: #"["apns"]"#))

@@ -165,4 +165,38 @@ import Testing
         _ = try await store.register(registration(1, user: "u"), at: t0)
         #expect(try await second.device(app: app, token: token(1))?.user == "u")
     }
+
+    /// A store call waiting for SQLite's lock (up to busyTimeout) must not hold a thread of Swift's
+    /// cooperative pool: here every pool thread has such a call, and the task that releases the
+    /// lock needs a pool thread to run. With the calls on the store's own thread it runs at once
+    /// and every call succeeds; on the pool the calls would time out with SQLITE_BUSY first.
+    @Test func callsWaitingForTheLockLeaveTheCooperativePoolFree() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.file("herald.db")
+        let store = try SQLiteTokenStore(path: path, synchronous: .normal, busyTimeout: 3)
+        let holder = try SQLiteDatabase(path: path, synchronous: "NORMAL", busyTimeout: 0)
+        try holder.execute("BEGIN IMMEDIATE", operation: "hold the write lock")
+        let calls = ProcessInfo.processInfo.activeProcessorCount + 2
+        let released = Locked(false)
+        let results = await withTaskGroup(of: Bool.self) { group in
+            for n in 0..<calls {
+                group.addTask {
+                    (try? await store.register(registration(n, user: "u"), at: t0)) != nil
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(nanoseconds: 300_000_000)
+                try? holder.execute("COMMIT", operation: "release the write lock")
+                released.withLock { $0 = true }
+                return true
+            }
+            var all: [Bool] = []
+            for await ok in group { all.append(ok) }
+            return all
+        }
+        #expect(released.value)
+        #expect(results.allSatisfy { $0 }, "store calls failed while the lock holder could not run")
+        #expect(try await store.listDevices(app: app, user: "u", limit: nil).count == calls)
+    }
 }

@@ -68,4 +68,53 @@ import Testing
                              context: TransportContext(logger: .disabled))
         }
     }
+
+    static func delivery(_ id: Int64 = 1) -> Delivery {
+        Delivery(id: id, notificationID: "n\(id)", app: "com.example.app", topic: "com.example.app",
+                 token: String(repeating: "cd", count: 32), user: nil, environment: .production, transport: "dry",
+                 content: NotificationContent(alert: .text("x")))
+    }
+
+    /// A batch that reaches the transport after shutdown (a retired worker's straggler) must not
+    /// write to the closed descriptor, whose number the next open file gets.
+    @Test func afterShutdownNothingIsWrittenToTheDescriptorNumber() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let transport = try LogTransport(name: "dry", configuration: .init(path: dir.file("ledger.jsonl")),
+                                         context: TransportContext(logger: .disabled))
+        await transport.shutdown()
+        // The lowest free descriptor: the one the transport just closed.
+        let other = open(dir.file("other.db"), O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        #expect(other >= 0)
+        defer { close(other) }
+        let outcomes = await transport.deliver([Self.delivery()])
+        guard case .retry(_, let reason)? = outcomes.first else {
+            Issue.record("expected a retry, got \(outcomes)")
+            return
+        }
+        #expect(reason.contains("shut down"))
+        var info = stat()
+        #expect(fstat(other, &info) == 0)
+        #expect(info.st_size == 0, "the other file was written to")
+    }
+
+    /// With durable writes (storage.synchronous full) each batch is fsynced before `delivered`.
+    @Test func durableWritesAreFsyncedBeforeDelivered() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let metrics = MetricsRegistry()
+        let durable = try LogTransport(name: "dry", configuration: .init(path: dir.file("a.jsonl")),
+                                       context: TransportContext(logger: .disabled, metrics: metrics, durableWrites: true))
+        #expect(await durable.deliver([Self.delivery(1), Self.delivery(2)]).count == 2)
+        #expect(await durable.deliver([Self.delivery(3)]).allSatisfy { if case .delivered = $0 { true } else { false } })
+        #expect(metrics.value("herald_log_fsyncs_total", labels: [("transport", "dry")]) == 2)
+        await durable.shutdown()
+
+        let relaxed = MetricsRegistry()
+        let fast = try LogTransport(name: "dry", configuration: .init(path: dir.file("b.jsonl")),
+                                    context: TransportContext(logger: .disabled, metrics: relaxed))
+        _ = await fast.deliver([Self.delivery()])
+        #expect(relaxed.value("herald_log_fsyncs_total", labels: [("transport", "dry")]) == 0)
+        await fast.shutdown()
+    }
 }

@@ -53,6 +53,9 @@ enum CheckCommand {
         }
         let keys = configuration.api.keys.map { "\($0.id) (\($0.scopes.map(\.rawValue).sorted().joined(separator: ", ")))" }
         lines.append("api: listen \(configuration.api.listen), \(keys.isEmpty ? "no keys (loopback only, unauthenticated)" : "keys: " + keys.joined(separator: "; "))")
+        let matrix = configuration.matrixReport()
+        lines += matrix.lines
+        failures += matrix.errors
         lines.append("log: level=\(configuration.log.level.rawValue) format=\(configuration.log.format.rawValue)")
         let r = configuration.delivery.retry
         lines.append("delivery: maxAttempts=\(r.maxAttempts) backoff=\(r.initialDelay)s…\(r.maxDelay)s batchSize=\(configuration.delivery.batchSize)")

@@ -15,6 +15,10 @@ enum ServeCommand {
         and prints "herald: listening on HOST:PORT" on standard output once it serves. Logs go to
         standard error, one line per event, in log.format.
 
+        With a "matrix" section it is also a Matrix push gateway: POST /_matrix/push/v1/notify for
+        homeservers (no API key), on matrix.listen when set (then it prints "herald: matrix gateway
+        listening on HOST:PORT" too), else on api.listen. See docs/matrix-gateway.md.
+
         Every accepted notification is committed to the queue (storage) before the API
         answers 202; workers deliver it through the app's transports, retry temporary failures and
         resume unfinished deliveries after a restart. Without at least one key in api.keys ([] counts
@@ -26,9 +30,9 @@ enum ServeCommand {
                            server.shutdownDeadline, close the transports, exit 0.
           SIGHUP           reload the configuration file: keys, apps, routes, transports, tuning and
                            log settings. Unchanged transports keep their connections. A file with
-                           errors, or a change to storage, api.listen, api.maxBodyBytes or
-                           server.connectionLimit/connectionTimeout/maxCommitBatch, is refused and
-                           logged; the running configuration stays.
+                           errors, or a change to storage, api.listen, api.maxBodyBytes,
+                           matrix.listen or server.connectionLimit/connectionTimeout/maxCommitBatch,
+                           is refused and logged; the running configuration stays.
 
         Exit codes: 0 after a signal, 1 when the daemon cannot start, 2 for a bad configuration.
         """)

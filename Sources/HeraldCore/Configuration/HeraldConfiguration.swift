@@ -3,7 +3,7 @@ import Glibc
 
 /// Herald's whole configuration, read from one JSON file (`config.json`).
 ///
-/// Sections: `storage`, `apps`, `transports`, `api`, `log`, `delivery`, `server`. Every key is documented
+/// Sections: `storage`, `apps`, `transports`, `api`, `log`, `delivery`, `server`, `matrix`. Every key is documented
 /// with its default in `docs/configuration.md`. Loading reports every problem at once, each
 /// with its JSON path; unknown keys are warnings.
 public struct HeraldConfiguration: Sendable {
@@ -19,6 +19,8 @@ public struct HeraldConfiguration: Sendable {
     public var delivery: DeliveryConfiguration
     /// The daemon's queue, workers and lifecycle (`herald serve`).
     public var server: ServerConfiguration = ServerConfiguration()
+    /// The Matrix push gateway; `nil` (the default) leaves it off.
+    public var matrix: MatrixConfiguration? = nil
     /// Non-fatal problems found while loading (unknown keys, odd values).
     public var warnings: [JSONIssue]
     /// Digests of the files the configuration names (keys, certificates), by JSON path, as they
@@ -26,7 +28,7 @@ public struct HeraldConfiguration: Sendable {
     public var fileDigests: [String: UInt64] = [:]
 
     /// Top-level keys, in documentation order.
-    public static let sections = ["storage", "apps", "transports", "api", "log", "delivery", "server"]
+    public static let sections = ["storage", "apps", "transports", "api", "log", "delivery", "server", "matrix"]
 
     /// Loads and validates a configuration file.
     ///
@@ -80,13 +82,14 @@ public struct HeraldConfiguration: Sendable {
         let log = LogConfiguration(node: root.child("log"))
         let delivery = DeliveryConfiguration(node: root.child("delivery"))
         let server = ServerConfiguration(node: root.child("server"), transports: transports)
+        let matrix = MatrixConfiguration(node: root.child("matrix"), heraldApps: Set(apps.keys))
         context.reportUnknownKeys()
 
         guard context.errors.isEmpty else {
             throw ConfigurationError(source: source, errors: context.errors, warnings: context.warnings)
         }
         return HeraldConfiguration(sourcePath: nil, storage: storage, apps: apps, transports: transports, api: api,
-                                   log: log, delivery: delivery, server: server, warnings: context.warnings,
+                                   log: log, delivery: delivery, server: server, matrix: matrix, warnings: context.warnings,
                                    fileDigests: context.fileDigests)
     }
 

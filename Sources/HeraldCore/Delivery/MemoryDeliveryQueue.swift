@@ -69,10 +69,10 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
         var lanes: [String: Lane] = [:]
         var depth: [String: QueueDepth] = [:]
         var waiters: [(below: Int, continuation: CheckedContinuation<Void, Never>)] = []
-        var closed = false
-        /// Transports given up on (``abandon(transport:reason:)``), with the reason: a delivery
-        /// still in flight there when it happened fails when it comes back, instead of waiting.
+        /// Transports given up on, with the reason: a delivery of theirs that comes back to the
+        /// queue ends `failed` instead.
         var abandoned: [String: String] = [:]
+        var closed = false
     }
 
     private let state = Locked(State())
@@ -102,12 +102,13 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
 
     /// Ends every waiting delivery of `transport` as `failed` with `reason` (the CLI's answer to
     /// a transport that paused: nobody is there to fix it). Claimed ones finish as they are
-    /// answered. Returns the reports it gave ``onFinal``.
+    /// answered, or as `failed` with `reason` if they would come back to the queue. Returns the
+    /// reports it gave ``onFinal``.
     @discardableResult
     public func abandon(transport: String, reason: String) -> [DeliveryReport] {
         let reports: [DeliveryReport] = state.withLock { s in
-            let ids = s.rows.filter { $0.value.transport == transport && $0.value.state == .queued }.map(\.key).sorted()
             s.abandoned[transport] = reason
+            let ids = s.rows.filter { $0.value.transport == transport && $0.value.state == .queued }.map(\.key).sorted()
             s.lanes[transport] = Lane()
             var reports: [DeliveryReport] = []
             for id in ids {

@@ -64,16 +64,23 @@ public protocol TransportConfiguration: Sendable {
     var summary: String { get }
 }
 
-/// What the host gives a transport: its logger, clock and metrics.
+/// What the host gives a transport: its logger, clock and metrics, and how durable its own
+/// records must be.
 public struct TransportContext: Sendable {
     public var logger: Logger
     public var clock: any WallClock
     public var metrics: MetricsRegistry
+    /// Whether a transport that keeps its own record of what it accepted (a ``DeliveryLedger``)
+    /// must make it durable (fsync) before reporting `delivered`: true when the queue commits
+    /// with `storage.synchronous: "full"`, so the ledger survives whatever the queue survives.
+    public var durableWrites: Bool
 
-    public init(logger: Logger, clock: any WallClock = SystemClock(), metrics: MetricsRegistry = MetricsRegistry()) {
+    public init(logger: Logger, clock: any WallClock = SystemClock(), metrics: MetricsRegistry = MetricsRegistry(),
+                durableWrites: Bool = false) {
         self.logger = logger
         self.clock = clock
         self.metrics = metrics
+        self.durableWrites = durableWrites
     }
 }
 

@@ -66,10 +66,13 @@ public final class API: Sendable {
     private let metrics: ServerMetrics
     let deliveryMetrics: DeliveryMetrics
     private let logger: Logger
+    /// The Matrix gateway's rate limiter and counters (Matrix/MatrixGateway.swift).
+    let matrixState: MatrixGatewayState
 
     public init(_ dependencies: Dependencies, metrics: MetricsRegistry, logger: Logger) {
         deps = dependencies
         self.metrics = ServerMetrics(registry: metrics)
+        matrixState = MatrixGatewayState(registry: metrics)
         self.deliveryMetrics = DeliveryMetrics(registry: metrics)
         self.logger = logger.labeled("api")
     }
@@ -162,7 +165,8 @@ public final class API: Sendable {
     /// Answers at once (on the server thread) what needs no store or queue (errors, `/healthz`,
     /// `/metrics`); `nil` otherwise.
     public func immediate(_ request: HTTPRequest) -> HTTPResponse? {
-        immediate(request, checked: check(request))
+        if Self.isMatrix(request) { return matrixImmediate(request, ownListener: false) }
+        return immediate(request, checked: check(request))
     }
 
     private func immediate(_ request: HTTPRequest, checked: Result<Route, APIError>) -> HTTPResponse? {
@@ -185,6 +189,7 @@ public final class API: Sendable {
 
     /// Answers any request.
     public func handle(_ request: HTTPRequest) async -> HTTPResponse {
+        if Self.isMatrix(request) { return await matrixHandle(request, ownListener: false) }
         let checked = check(request)
         if let response = immediate(request, checked: checked) { return response }
         guard case .success(let route) = checked else { return APIError.notFound("no route").response }

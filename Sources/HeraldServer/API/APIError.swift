@@ -34,6 +34,9 @@ public struct APIError: Error, Sendable, Equatable {
         APIError(status: 503, code: code, message: message, retryAfter: retryAfter)
     }
 
+    /// The daemon is stopping and did nothing with the request: safe to send again elsewhere.
+    static var shuttingDown: APIError { unavailable("shutting_down", "the server is shutting down; nothing was stored", retryAfter: 1) }
+
     /// The HTTP response carrying this error.
     public var response: HTTPResponse {
         var extra: [(String, String)] = headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }

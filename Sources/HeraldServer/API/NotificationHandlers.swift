@@ -13,6 +13,13 @@ extension API {
             let json = try parseBody(request)
             do { notification = try NotificationRequest.fromAPI(json) } catch { throw Self.issuesError(error.issues) }
         }
+        return Self.receiptResponse(try await accept(notification))
+    }
+
+    /// Plans, bounds and durably enqueues a notification (the one accept path, shared by
+    /// `/v1/notifications` and the Matrix gateway): the receipt comes back once it is committed.
+    /// - Throws: ``APIError`` (400 for the request, 503 when the queue is full or backed up).
+    func accept(_ notification: NotificationRequest) async throws -> EnqueueReceipt {
         let snapshot = dependencies.snapshot()
         let configuration = snapshot.configuration
         let server = configuration.server
@@ -23,7 +30,7 @@ extension API {
         if let key = notification.idempotencyKey,
            let receipt = try await dependencies.queue.receipt(app: notification.app, idempotencyKey: key, since: since) {
             serverMetrics.replayed()
-            return Self.receiptResponse(receipt)
+            return receipt
         }
         if dependencies.queue.waitingAccepts >= server.maxPendingAccepts {
             serverMetrics.refused("commit_backlog")
@@ -57,6 +64,9 @@ extension API {
 
         let queued = QueuedNotification(plan: plan, content: notification.content,
                                         idempotencyKey: notification.idempotencyKey, createdAt: accepted)
+        // The last point where a shutdown may still refuse: past it the notification is being
+        // committed, and the answer (202) says so however long the commit takes.
+        if Task.isCancelled { throw APIError.shuttingDown }
         let receipt = try await dependencies.queue.enqueue(queued, idempotencySince: since)
         if receipt.replayed {
             serverMetrics.replayed()
@@ -72,7 +82,7 @@ extension API {
                                  ["app": plan.app.id, "notification": receipt.id, "skipped": String(plan.skippedOverLimit)])
             }
         }
-        return Self.receiptResponse(receipt)
+        return receipt
     }
 
     static func receiptResponse(_ receipt: EnqueueReceipt) -> HTTPResponse {

@@ -11,7 +11,9 @@ import Glibc
 /// with the response.
 ///
 /// - Important: suspended connections do not notice a client that went away, so ``stop(deadline:)``
-///   resumes every one of them (with a 503) before stopping the daemon.
+///   resumes every one of them before stopping the daemon. It never answers for a handler: past
+///   the deadline it cancels the handlers still running and sends what they answer (the API
+///   refuses with 503 only what it has not started to commit, and answers 202 what it committed).
 public final class HTTPServer: @unchecked Sendable {
     /// Tuning of the server.
     public struct Options: Sendable {
@@ -74,8 +76,9 @@ public final class HTTPServer: @unchecked Sendable {
     /// Binds `address` and starts serving; returns the port (useful with port 0).
     /// - Throws: ``HTTPServerError`` naming the address and the system's reason.
     @discardableResult
-    public func start(_ address: ListenAddress) throws(HTTPServerError) -> Int {
-        var storage = try Self.socketAddress(address)
+    /// - Parameter setting: the configuration key of `address`, for errors.
+    public func start(_ address: ListenAddress, setting: String = "api.listen") throws(HTTPServerError) -> Int {
+        var storage = try Self.socketAddress(address, setting: setting)
         let length = socklen_t(Int32(storage.ss_family) == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
         let me = Unmanaged.passUnretained(self).toOpaque()
         let options = self.options
@@ -111,7 +114,7 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     /// The socket address for `address` (an IP literal, or `localhost`).
-    private static func socketAddress(_ address: ListenAddress) throws(HTTPServerError) -> sockaddr_storage {
+    private static func socketAddress(_ address: ListenAddress, setting: String) throws(HTTPServerError) -> sockaddr_storage {
         let host = address.host == "localhost" ? "127.0.0.1" : address.host
         var storage = sockaddr_storage()
         var v4 = in_addr(), v6 = in6_addr()
@@ -132,7 +135,7 @@ public final class HTTPServer: @unchecked Sendable {
                 }
             }
         } else {
-            throw HTTPServerError(message: "api.listen: \"\(address.host)\" is not an IP address (use e.g. 127.0.0.1, 0.0.0.0 or [::1])")
+            throw HTTPServerError(message: "\(setting): \"\(address.host)\" is not an IP address (use e.g. 127.0.0.1, 0.0.0.0 or [::1])")
         }
         return storage
     }
@@ -209,14 +212,14 @@ public final class HTTPServer: @unchecked Sendable {
         }
         if refused {
             return HTTPResponse.json(503, headers: [("Retry-After", "1")]) { o in
-                o.object("error") { e in e.string("code", "shutting_down"); e.string("message", "the server is shutting down") }
+                o.object("error") { e in e.string("code", "shutting_down"); e.string("message", "the server is shutting down; nothing was stored") }
             }
         }
         let handler = self.handler
-        Task.detached { [self] in
+        context.setHandler(Task { [self] in
             let response = await handler(request)
             finish(context, with: response)
-        }
+        })
         return nil
     }
 
@@ -276,26 +279,22 @@ public final class HTTPServer: @unchecked Sendable {
         if fd >= 0 { close(fd) }
     }
 
-    /// Stops the server: no new connections, waits up to `deadline` for in-flight requests,
-    /// answers the ones still waiting with 503, and closes every connection.
+    /// Stops the server: no new connections, and requests that arrive on open connections are
+    /// refused with 503 before any handler runs. Waits up to `deadline` for the handlers in
+    /// flight, then cancels the rest and waits for their answers (a cancelled handler answers
+    /// what really happened: 503 when it did nothing, 202 when its notification was committed),
+    /// and closes every connection.
     public func stop(deadline: TimeInterval) async {
         guard daemon != nil else { return }
         stopAccepting()
+        state.withLock { $0.stopping = true }
         let end = Date().addingTimeInterval(deadline)
         while Date() < end, state.withLock({ !$0.suspended.isEmpty }) {
             try? await Task.sleep(nanoseconds: 5_000_000)
         }
-        state.withLock { s in
-            s.stopping = true
-            for (_, context) in s.suspended {
-                context.setResponse(HTTPResponse.json(503, headers: [("Retry-After", "1")]) { o in
-                    o.object("error") { e in e.string("code", "shutting_down"); e.string("message", "the server is shutting down") }
-                })
-                herald_mhd_resume(context.connection)
-            }
-            s.suspended.removeAll()
-            inFlight.set(0)
-        }
+        let late = state.withLock { s in s.suspended.values.compactMap { $0.handler } }
+        for task in late { task.cancel() }
+        for task in late { await task.value }
         // Let the server thread write the last answers before the connections close.
         let flushEnd = Date().addingTimeInterval(min(1, max(0.05, deadline)))
         while Date() < flushEnd, state.withLock({ $0.active > 0 }) {
@@ -328,7 +327,12 @@ final class RequestContext: @unchecked Sendable {
         self.url = url
     }
 
+    private let task = Locked<Task<Void, Never>?>(nil)
+
     func setResponse(_ r: HTTPResponse) { response.withLock { $0 = r } }
+    func setHandler(_ t: Task<Void, Never>) { task.withLock { $0 = t } }
+    /// The task running the async handler, once dispatched.
+    var handler: Task<Void, Never>? { task.withLock { $0 } }
     func takeResponse() -> HTTPResponse? { response.withLock { r in defer { r = nil }; return r } }
 }
 

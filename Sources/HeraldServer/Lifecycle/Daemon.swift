@@ -63,6 +63,8 @@ public final class Daemon: Sendable {
         /// The store as fan-out reads it (concurrent look-ups share a query).
         var lookups: CoalescingTokenStore
         var server: HTTPServer
+        /// The Matrix gateway's own listener (`matrix.listen`).
+        var matrixServer: HTTPServer? = nil
         var maintenance: Task<Void, Never>?
         /// Transports retired by reloads, stopping in the background; awaited at shutdown.
         var retiring: [Task<Void, Never>] = []
@@ -155,7 +157,10 @@ public final class Daemon: Sendable {
             pool.add(makeWorker(name: name, spec: config.transports[name]!, queue: queue, store: store, started: false))
         }
         let port: Int
-        do { port = try server.start(config.api.listen) } catch {
+        do {
+            port = try server.start(config.api.listen)
+            try startMatrixListener(config, api: api)
+        } catch {
             _ = await stopWorkers(deadline: 1)
             await storage.close()
             running.withLock { $0 = nil }
@@ -177,7 +182,8 @@ public final class Daemon: Sendable {
     }
 
     private func transportContext(_ name: String) -> TransportContext {
-        TransportContext(logger: logger.labeled("transport.\(name)"), clock: options.clock, metrics: metrics)
+        TransportContext(logger: logger.labeled("transport.\(name)"), clock: options.clock, metrics: metrics,
+                         durableWrites: configuration.storage.synchronous == .full)
     }
 
     private func buildTransport(_ spec: TransportSpec) -> any Transport {
@@ -245,6 +251,7 @@ public final class Daemon: Sendable {
         if old.storage != new.storage { reasons.append("storage changed: restart to apply") }
         if old.api.listen != new.api.listen { reasons.append("api.listen changed (\(old.api.listen) → \(new.api.listen)): restart to apply") }
         if old.api.maxBodyBytes != new.api.maxBodyBytes { reasons.append("api.maxBodyBytes changed: restart to apply") }
+        reasons += Self.matrixRestartReasons(old: old, new: new)
         if let refusal = new.api.unauthenticatedNetworkRefusal { reasons.append("api.keys: \(refusal)") }
         if old.server.connectionLimit != new.server.connectionLimit || old.server.connectionTimeout != new.server.connectionTimeout
             || old.server.maxCommitBatch != new.server.maxCommitBatch {
@@ -344,7 +351,9 @@ public final class Daemon: Sendable {
         let deadline = r.current.configuration.server.shutdownDeadline
         let start = Date()
         logger.notice("shutting down", ["deadline_s": String(deadline)])
+        async let matrixStopped: Void? = r.matrixServer?.stop(deadline: deadline)
         await r.server.stop(deadline: deadline)
+        _ = await matrixStopped
         r.maintenance?.cancel()
         await deadTokens.stop()
         let remaining = max(0.1, deadline - Date().timeIntervalSince(start))

@@ -1,0 +1,131 @@
+import FoundationEssentials
+import Glibc
+
+/// `matrix`: the Matrix push gateway (`POST /_matrix/push/v1/notify`). Its presence turns the
+/// endpoint on.
+///
+/// ```json
+/// "matrix": {"listen": "127.0.0.1:8090",
+///            "apps": {"im.vector.app.ios.prod": {"app": "com.example.app",
+///                                                "defaultPayload": {"aps": {"mutable-content": 1}}}}}
+/// ```
+public struct MatrixConfiguration: Sendable, Equatable {
+    /// One Matrix `app_id` and the Herald app its pushers go to.
+    public struct App: Sendable, Equatable {
+        /// The pushers' `app_id`.
+        public var appID: String
+        /// The Herald app (a key of `apps`): its topic, routes and transports.
+        public var app: String
+        /// The environment of its tokens; default: that of the Herald app's first route that names one.
+        public var environment: APNsEnvironment?
+        /// Merged under each pusher's `data.default_payload` (Sygnal-style: `aps` plus custom keys).
+        public var defaultPayload: [String: JSONValue]
+
+        public init(appID: String, app: String, environment: APNsEnvironment? = nil, defaultPayload: [String: JSONValue] = [:]) {
+            self.appID = appID
+            self.app = app
+            self.environment = environment
+            self.defaultPayload = defaultPayload
+        }
+    }
+
+    /// Its own listener; `nil` (the default) serves the endpoint on `api.listen`.
+    public var listen: ListenAddress?
+    /// By Matrix `app_id`. A pusher with another `app_id` is rejected.
+    public var apps: [String: App]
+    /// Largest notify body, in bytes. Default 128 KiB (an event's content is at most 64 KiB).
+    public var maxBodyBytes: Int = 128 << 10
+    /// Notify requests accepted per second (a token bucket holding as many); more get 429. Default 1000.
+    public var maxRequestsPerSecond: Int = 1000
+
+    public init(listen: ListenAddress? = nil, apps: [String: App], maxBodyBytes: Int = 128 << 10, maxRequestsPerSecond: Int = 1000) {
+        self.listen = listen
+        self.apps = apps
+        self.maxBodyBytes = maxBodyBytes
+        self.maxRequestsPerSecond = maxRequestsPerSecond
+    }
+
+    /// Reads the section; `nil` when absent. `heraldApps` are the ids `app` may name.
+    init?(node: JSONNode?, heraldApps: Set<String>) {
+        guard let node else { return nil }
+        guard case .object = node.value else {
+            node.error("expected an object with \"apps\", found \(node.value.typeDescription)")
+            return nil
+        }
+        if let listenNode = node.child("listen"), let text = listenNode.asString {
+            if let address = ListenAddress(text) { listen = address } else {
+                listenNode.error("expected host:port such as \"127.0.0.1:8090\" or \"[::1]:8090\", found \"\(text)\"")
+            }
+        }
+        if let m = node.int("maxBodyBytes", in: 4096...(8 << 20)) { maxBodyBytes = m }
+        if let r = node.int("maxRequestsPerSecond", in: 1...1_000_000) { maxRequestsPerSecond = r }
+        apps = [:]
+        guard let appsNode = node.child("apps", required: true) else { return }
+        let members = appsNode.members()
+        if members.isEmpty, case .object = appsNode.value { appsNode.error("must map at least one Matrix app_id to a Herald app") }
+        for (appID, section) in members {
+            guard case .object = section.value else {
+                section.error("expected an object with \"app\", found \(section.value.typeDescription)")
+                continue
+            }
+            guard let app = section.string("app", required: true) else { continue }
+            if !heraldApps.contains(app) {
+                var message = "unknown app \"\(app)\"; configured: \(heraldApps.sorted().joined(separator: ", "))"
+                if let s = Spelling.closest(to: app, in: heraldApps) { message += " (did you mean \"\(s)\"?)" }
+                section.error(at: "app", message)
+            }
+            let environment = section.oneOf("environment", APNsEnvironment.self)
+            var payload: [String: JSONValue] = [:]
+            if let p = section.child("defaultPayload") {
+                if case .object(let o) = p.value {
+                    p.allowKeys(Array(o.keys))
+                    payload = o
+                    for path in APSConversion.convert(o).dropped {
+                        p.context.error("\(p.path).\(path)", Self.explain(path))
+                    }
+                } else {
+                    p.error("expected an object such as {\"aps\": {\"mutable-content\": 1}}, found \(p.value.typeDescription)")
+                }
+            }
+            apps[appID] = App(appID: appID, app: app, environment: environment, defaultPayload: payload)
+        }
+    }
+
+    private static func explain(_ path: String) -> String {
+        if path == "aps" { return "expected an object of Apple's aps keys" }
+        let key = path.split(separator: ".").last.map(String.init) ?? path
+        if path.hasPrefix("aps.alert.") && !APSConversion.knownAlertKeys.contains(key) {
+            return "Herald does not send this alert key; known: \(APSConversion.knownAlertKeys.sorted().joined(separator: ", "))"
+        }
+        if path.split(separator: ".").count == 2 && !APSConversion.knownAPSKeys.contains(key) {
+            return "Herald does not send this aps key; known: \(APSConversion.knownAPSKeys.sorted().joined(separator: ", "))"
+        }
+        return "has a value Apple does not accept here (flags are 0 or 1, texts non-empty strings, badge a whole number, "
+            + "relevance-score 0…1, interruption-level passive, active, time-sensitive or critical)"
+    }
+}
+
+extension HeraldConfiguration {
+    /// `herald check`'s report of the `matrix` section: where it listens, each app id's route,
+    /// and an error for an app id whose Herald app has no transport for its tokens' environment.
+    public func matrixReport() -> (lines: [String], errors: Int) {
+        guard let matrix else { return (["matrix: off (no \"matrix\" section)"], 0) }
+        var lines = ["matrix: POST /_matrix/push/v1/notify on \(matrix.listen?.description ?? "api.listen (\(api.listen))"), "
+                     + "maxBodyBytes=\(matrix.maxBodyBytes) maxRequestsPerSecond=\(matrix.maxRequestsPerSecond)"]
+        var errors = 0
+        for id in matrix.apps.keys.sorted() {
+            let m = matrix.apps[id]!
+            guard let app = app(m.app) else { continue }
+            let environment = m.environment ?? defaultEnvironment(app)
+            if let transport = defaultTransport(app: app, environment: environment) {
+                let payload = m.defaultPayload.isEmpty ? "" : " defaultPayload=\(JSONValue.object(m.defaultPayload).jsonString)"
+                lines.append("  \(id) → app \(m.app) (\(environment.rawValue), transport \(transport))\(payload)")
+            } else {
+                errors += 1
+                lines.append("    error: matrix.apps[\"\(id)\"]: app \(m.app) has no route for \(environment.rawValue) tokens; "
+                             + "add a transport with that environment to apps.\(m.app).routes or set \"environment\"")
+            }
+        }
+        return (lines, errors)
+    }
+}

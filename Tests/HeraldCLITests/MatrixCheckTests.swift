@@ -1,0 +1,42 @@
+import Foundation
+import HeraldCore
+import HeraldTestKit
+import Testing
+
+/// `herald check` on the `matrix` section: its summary, a path-named error, and an app id whose
+/// Herald app has no route for its tokens.
+@Suite struct MatrixCheckTests {
+    /// One app routed to a production-only APNs transport (never contacted by `check`).
+    func check(_ matrix: String) throws -> ProcessResult {
+        let dir = try TemporaryDirectory(prefix: "herald-matrix-check")
+        defer { dir.remove() }
+        let certs = try TestCertificates.shared()
+        let config = try dir.write("config.json", """
+            {"apps": {"com.example.app": {"routes": ["prod"]}},
+             "transports": {"prod": {"type": "apns-http2", "environment": "production", "endpoint": "https://127.0.0.1:1",
+                                     "caFile": "\(certs.caFile)", "keyFile": "\(certs.authKey)", "keyId": "\(certs.authKeyID)",
+                                     "teamId": "\(certs.teamID)"}},
+             "matrix": \(matrix)}
+            """)
+        return try Run.herald(["check", "--config", config])
+    }
+
+    @Test func summaryNamesListenerAndAppIDs() throws {
+        let r = try check(#"{"listen": "127.0.0.1:8090", "apps": {"im.vector.app.ios.prod": {"app": "com.example.app", "defaultPayload": {"aps": {"mutable-content": 1}}}}}"#)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("matrix: POST /_matrix/push/v1/notify on 127.0.0.1:8090, maxBodyBytes=131072 maxRequestsPerSecond=1000"))
+        #expect(r.stdout.contains(#"im.vector.app.ios.prod → app com.example.app (production, transport prod) defaultPayload={"aps":{"mutable-content":1}}"#))
+    }
+
+    @Test func errorsNameTheirPath() throws {
+        let r = try check(#"{"apps": {"im.vector.app.ios.prod": {"app": "com.example.app", "defaultPayload": {"aps": {"url-args": []}}}}}"#)
+        #expect(r.status == 2)
+        #expect(r.stderr.contains(#"matrix.apps["im.vector.app.ios.prod"].defaultPayload.aps.url-args: Herald does not send this aps key"#), "\(r.stderr)")
+    }
+
+    @Test func anAppIDWithoutARouteFails() throws {
+        let r = try check(#"{"apps": {"im.vector.app.ios.dev": {"app": "com.example.app", "environment": "sandbox"}}}"#)
+        #expect(r.status != 0)
+        #expect(r.stderr.contains("app com.example.app has no route for sandbox tokens"), "\(r.stderr)")
+    }
+}
