@@ -13,6 +13,7 @@ need() { command -v "$1" >/dev/null 2>&1 || { echo "bench: $1 is missing; run sc
 metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" 'index($0, m) == 1 { s += $NF } END { printf "%d", s }'; }
 rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 hwm_kb() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f", ($14 + $15) / hz }' "/proc/$1/stat"; }  # user + system seconds
 wrk_rate() { awk '/^Requests\/sec/ { print int($2) }'; }
 
 # The daemon's HTTP API: accepted notifications/s with a durable commit, and end-to-end
@@ -74,6 +75,7 @@ JSON
 
   # Accepted notifications/s: one device each, durable group commit, workers delivering meanwhile.
   local before; before=$(metric "$port" herald_notifications_accepted_total)
+  local cpu0; cpu0=$(cpu_s $pid)
   wrk -t2 -c128 -d"${DURATION}s" -s scripts/wrk/accept.lua "$url/v1/notifications" > "$dir/accept.txt" &
   local wrk_pid=$! peak=0
   while kill -0 $wrk_pid 2>/dev/null; do r=$(rss_kb $pid); [ "$r" -gt "$peak" ] && peak=$r; sleep 0.5; done
@@ -82,10 +84,14 @@ JSON
   local non2xx; non2xx=$(awk '/Non-2xx/ { print $NF }' "$dir/accept.txt"); non2xx=${non2xx:-0}
   # Let the backlog drain before the next section.
   for _ in $(seq 600); do [ "$(metric "$port" 'herald_queue_depth{')" = 0 ] && break; sleep 0.1; done
+  # The daemon's own CPU per accepted notification: parse, fan-out, commit, claim, the log
+  # transport's line, the outcome.
+  local accept_cpu_us; accept_cpu_us=$(awk -v a="$cpu0" -v b="$(cpu_s $pid)" -v n="$accepted" 'BEGIN { printf "%.1f", n ? (b - a) * 1e6 / n : 0 }')
 
   # End to end: 10 devices per user; deliveries/s from the first request until the queue is empty.
   fanout() { # app transport; sets rate (deliveries/s)
     local d0; d0=$(metric "$port" "herald_deliveries_total{transport=\"$2\",outcome=\"delivered\"")
+    local c0; c0=$(cpu_s $pid)
     local t0; t0=$(date +%s.%N)
     HERALD_APP=$1 wrk -t2 -c64 -d"${DURATION}s" -s scripts/wrk/fanout.lua "$url/v1/notifications" > "$dir/fanout.txt" &
     local wrk_pid=$!
@@ -94,9 +100,10 @@ JSON
     local t1; t1=$(date +%s.%N)
     local delivered=$(( $(metric "$port" "herald_deliveries_total{transport=\"$2\",outcome=\"delivered\"") - d0 ))
     rate=$(awk -v n=$delivered -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", n / (b - a) }')
+    cpu_us=$(awk -v a="$c0" -v b="$(cpu_s $pid)" -v n="$delivered" 'BEGIN { printf "%.1f", n ? (b - a) * 1e6 / n : 0 }')
   }
-  local rate e2e_rate e2e_apns e2e_nghttp2
-  fanout com.example.app dry; e2e_rate=$rate
+  local rate cpu_us e2e_rate e2e_apns e2e_nghttp2 e2e_cpu_us
+  fanout com.example.app dry; e2e_rate=$rate; e2e_cpu_us=$cpu_us
   fanout com.example.apns apns; e2e_apns=$rate
   fanout com.example.apns2 apns2; e2e_nghttp2=$rate
   local received; received=$(( $(metric "$port" 'herald_deliveries_total{transport="apns",outcome="delivered"') + $(metric "$port" 'herald_deliveries_total{transport="apns2",outcome="delivered"') ))
@@ -105,7 +112,9 @@ JSON
   echo "== bench_api (loopback, wrk, ${DURATION}s per load, $(nproc) cores, storage.synchronous=full)"
   printf "  %-52s %10s\n" "reference: GET /healthz (same server, no store)" "$health req/s"
   printf "  %-52s %10s   (target >= 20000; %s non-2xx)\n" "accepted notifications, durable commit" "$accept_rate /s" "$non2xx"
+  printf "  %-52s %10s\n" "daemon CPU per accepted notification (1 device)" "$accept_cpu_us us"
   printf "  %-52s %10s\n" "end-to-end deliveries, 10 devices/user, log transport" "$e2e_rate /s"
+  printf "  %-52s %10s\n" "daemon CPU per delivery there (accept share included)" "$e2e_cpu_us us"
   printf "  %-52s %10s   (target >= 50000)\n" "end-to-end deliveries, 10 devices/user, APNs simulator" "$e2e_apns /s"
   printf "  %-52s %10s   (target >= 50000)\n" "the same with the nghttp2 engine" "$e2e_nghttp2 /s"
   printf "  %-52s %10s\n" "accept / healthz ratio" "$(awk -v a=$accept_rate -v b=$health 'BEGIN { printf "%.2f", a / b }')"
