@@ -19,6 +19,9 @@ public final class PostgresServer: Sendable {
     /// The shared server, started on the first call.
     public static func shared() throws -> PostgresServer { try started.get() }
 
+    /// A server of its own (for a test that stops it), stopped when the process exits.
+    public static func startPrivate() throws(TestSetupError) -> PostgresServer { try PostgresServer() }
+
     private static let started: Result<PostgresServer, TestSetupError> = {
         do throws(TestSetupError) { return .success(try PostgresServer()) } catch { return .failure(error) }
     }()
@@ -130,16 +133,20 @@ public final class PostgresServer: Sendable {
 
 /// Stops the shared server when the test process exits (`atexit`), whatever the tests did.
 private enum PostgresServerShutdown {
-    nonisolated(unsafe) static var stop: [String] = []
-    nonisolated(unsafe) static var folder = ""
+    static let servers = Locked<[(stop: [String], folder: String)]>([])
 
     static func register(stop: [String], folder: String) {
-        self.stop = stop
-        self.folder = folder
+        let first = servers.withLock { s in
+            s.append((stop, folder))
+            return s.count == 1
+        }
+        guard first else { return }
         atexit {
-            let quoted = PostgresServerShutdown.stop.map { "'\($0)'" }.joined(separator: " ")
-            _ = system("cd /tmp && \(quoted) </dev/null >/dev/null 2>&1")
-            try? FileManager.default.removeItem(atPath: PostgresServerShutdown.folder)
+            for s in PostgresServerShutdown.servers.withLock({ $0 }) {
+                let quoted = s.stop.map { "'\($0)'" }.joined(separator: " ")
+                _ = system("cd /tmp && \(quoted) </dev/null >/dev/null 2>&1")
+                try? FileManager.default.removeItem(atPath: s.folder)
+            }
         }
     }
 }

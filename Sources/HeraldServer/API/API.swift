@@ -208,7 +208,7 @@ public final class API: Sendable {
             response = e.response
         } catch let e as StoreUnavailableError {
             // Nothing was stored; the same request may succeed once the database is back.
-            response = APIError.unavailable("store_unavailable", e.message, retryAfter: 1).response
+            response = APIError.unavailable("store_unavailable", e.message, retryAfter: deps.snapshot().configuration.server.retryAfter).response
         } catch {
             logger.error("request failed", ["route": route.label, "error": String(describing: error)])
             response = APIError(status: 500, code: "internal", message: "the request could not be completed: \(error)").response
