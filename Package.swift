@@ -38,9 +38,10 @@ let package = Package(
         .target(name: "HeraldStore", dependencies: ["HeraldCore", "CSQLite"], path: "Sources/HeraldStore"),
         .target(name: "HeraldPostgres", dependencies: ["HeraldCore", "CPostgres"], path: "Sources/HeraldPostgres"),
         .target(name: "HeraldCrypto", dependencies: ["HeraldCore", "COpenSSL"], path: "Sources/HeraldCrypto"),
+        .target(name: "APNsBinaryProtocol", path: "Sources/APNsBinaryProtocol"),
 
         // MARK: APNs simulators and the daemon
-        .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldCrypto", "CNGHTTP2"],
+        .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldCrypto", "APNsBinaryProtocol", "CNGHTTP2"],
                 path: "Sources/HeraldSimulator"),
         .target(name: "HeraldServer", dependencies: ["HeraldCore", "CMicroHTTPD"],
                 path: "Sources/HeraldServer"),
@@ -48,17 +49,18 @@ let package = Package(
         // MARK: Transport plugins
         .target(name: "HeraldLogTransport", dependencies: ["HeraldCore"], path: "Plugins/LogTransport"),
         .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldCrypto", "CCurl", "CNGHTTP2"], path: "Plugins/APNsHTTP2"),
+        .target(name: "HeraldAPNsBinary", dependencies: ["HeraldCore", "HeraldCrypto", "APNsBinaryProtocol"], path: "Plugins/APNsBinary"),
 
         // MARK: CLI and executable
         .target(name: "HeraldCLI",
-                dependencies: ["HeraldCore", "HeraldStore", "HeraldCrypto", "HeraldServer", "HeraldSimulator"],
+                dependencies: ["HeraldCore", "HeraldStore", "HeraldCrypto", "HeraldServer", "HeraldSimulator", "APNsBinaryProtocol"],
                 path: "Sources/HeraldCLI"),
         .executableTarget(name: "herald",
-                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldStore", "HeraldPostgres", "HeraldLogTransport", "HeraldAPNsHTTP2"],
+                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldStore", "HeraldPostgres", "HeraldLogTransport", "HeraldAPNsHTTP2", "HeraldAPNsBinary"],
                           path: "Sources/herald"),
 
         // MARK: Test kit (doubles and in-process servers for tests)
-        .target(name: "HeraldTestKit", dependencies: ["HeraldCore", "HeraldSimulator"], path: "Sources/HeraldTestKit"),
+        .target(name: "HeraldTestKit", dependencies: ["HeraldCore", "HeraldSimulator", "APNsBinaryProtocol"], path: "Sources/HeraldTestKit"),
 
         // MARK: Tests (mirror the modules)
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldStore", "HeraldLogTransport", "HeraldTestKit"],
@@ -69,15 +71,20 @@ let package = Package(
                     path: "Tests/HeraldCryptoTests"),
         .testTarget(name: "LogTransportTests", dependencies: ["HeraldLogTransport", "HeraldCore", "HeraldTestKit"],
                     path: "Tests/LogTransportTests"),
-        .testTarget(name: "HeraldCLITests", dependencies: ["herald", "HeraldCLI", "HeraldTestKit"],
+        .testTarget(name: "HeraldCLITests", dependencies: ["herald", "HeraldCLI", "HeraldTestKit", "HeraldSimulator"],
                     path: "Tests/HeraldCLITests"),
         .testTarget(name: "HeraldSimulatorTests", dependencies: ["HeraldSimulator", "HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldSimulatorTests"),
         .testTarget(name: "HeraldServerTests", dependencies: ["HeraldServer", "HeraldStore", "HeraldPostgres", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
-                                                           "HeraldAPNsHTTP2"],
+                                                           "HeraldAPNsHTTP2", "HeraldAPNsBinary"],
                     path: "Tests/HeraldServerTests"),
         .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldCore", "HeraldCrypto", "HeraldStore",
                                                         "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/APNsHTTP2Tests"),
+        .testTarget(name: "APNsBinaryProtocolTests", dependencies: ["APNsBinaryProtocol", "HeraldTestKit"],
+                    path: "Tests/APNsBinaryProtocolTests"),
+        .testTarget(name: "APNsBinaryTests", dependencies: ["HeraldAPNsBinary", "APNsBinaryProtocol", "HeraldCore", "HeraldCrypto",
+                                                         "HeraldStore", "HeraldSimulator", "HeraldTestKit"],
+                    path: "Tests/APNsBinaryTests"),
     ]
 )

@@ -3,7 +3,7 @@
 # ratio means something on any machine. Loopback only; every load is bounded in time.
 #
 #   scripts/bench.sh            all sections
-#   scripts/bench.sh bench_api  one section (bench_api, bench_apns_http2, bench_transport, bench_crypto)
+#   scripts/bench.sh bench_api  one section (bench_api, bench_apns_http2, bench_transport, bench_crypto, bench_binary)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HERALD=${HERALD:-.build/release/herald}
@@ -136,6 +136,14 @@ bench_crypto() {
   rm -rf "$dir"
 }
 
+# The apns-binary transport on one connection to the binary gateway simulator, next to a raw TLS
+# writer of the same frames (the ceiling): notifications/s, the ratio and CPU per notification.
+bench_binary() {
+  local work; work=$(mktemp -d /tmp/herald-bench-binary.XXXXXX)
+  "$HERALD" bench apns-binary --n "${BENCH_BINARY_NOTIFICATIONS:-200000}" --rounds 3 --work "$work" || { rm -rf "$work"; return 1; }
+  rm -rf "$work"
+}
+
 sections=("$@")
-[ ${#sections[@]} -eq 0 ] && sections=(bench_api bench_apns_http2 bench_transport bench_crypto)
+[ ${#sections[@]} -eq 0 ] && sections=(bench_api bench_apns_http2 bench_transport bench_crypto bench_binary)
 for s in "${sections[@]}"; do "$s"; done

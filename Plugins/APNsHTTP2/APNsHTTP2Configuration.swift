@@ -181,31 +181,7 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
             return nil
         }
         if hasCertificate {
-            let passphrase = node.secret("passphrase")?.value
-            if let p12 = node.filePath("p12File") {
-                if node.has("certFile") { node.error(at: "certFile", "give either p12File or certFile, not both") }
-                do {
-                    return .certificate(try ClientIdentity.load(p12File: p12, passphrase: passphrase), source: p12)
-                } catch {
-                    node.error(at: error.kind == .wrongPassphrase ? "passphrase" : "p12File", error.message)
-                    return nil
-                }
-            }
-            guard let cert = node.filePath("certFile", required: true) else { return nil }
-            let key = node.filePath("keyFile")
-            if node.has("keyFile") && key == nil { return nil }
-            do {
-                return .certificate(try ClientIdentity.load(certificateFile: cert, keyFile: key, passphrase: passphrase), source: cert)
-            } catch {
-                let at: String
-                switch error.kind {
-                case .wrongPassphrase: at = "passphrase"
-                case .certificateMismatch: at = "keyFile"
-                default: at = key == nil ? "certFile" : "keyFile"
-                }
-                node.error(at: at, error.message)
-                return nil
-            }
+            return ClientIdentity.read(node).map { .certificate($0.identity, source: $0.source) }
         }
         if !node.has("keyFile") && !hasToken {
             node.error("no credentials: give keyFile, keyId and teamId (token auth), or certFile/p12File (certificate auth)")

@@ -135,21 +135,7 @@ public final class APNsHTTP2Transport: TransportPlugin {
             let cert = identity.certificate
             findings.append(CheckFinding(.ok, "certificate auth from \(source): \(cert.subject)"))
             findings.append(CheckFinding(.info, "topics: \(cert.topics.isEmpty ? "(none listed)" : cert.topics.joined(separator: ", "))"))
-            let remaining = cert.notAfter.timeIntervalSince(clock.now)
-            let days = Int(remaining / 86400)
-            if remaining <= 0 {
-                findings.append(CheckFinding(.error, "the certificate expired on \(cert.notAfter.iso8601); renew it in the Apple Developer portal"))
-            } else if days < 30 {
-                findings.append(CheckFinding(.warning, "the certificate expires in \(days) days (\(cert.notAfter.iso8601)); renew it soon"))
-            } else {
-                findings.append(CheckFinding(.ok, "certificate valid until \(cert.notAfter.iso8601) (\(days) days)"))
-            }
-            if configuration.apnsEnvironment == .production && cert.isDevelopment && !cert.isProduction {
-                findings.append(CheckFinding(.warning, "the certificate is for the sandbox only, but environment is production"))
-            }
-            if configuration.apnsEnvironment == .sandbox && cert.isProduction && !cert.isDevelopment {
-                findings.append(CheckFinding(.warning, "the certificate is for production only, but environment is sandbox"))
-            }
+            findings += cert.checkFindings(now: clock.now, environment: configuration.apnsEnvironment)
             if let topic = configuration.topic, !cert.topics.isEmpty, !cert.topics.contains(topic) {
                 findings.append(CheckFinding(.warning, "topic \(topic) is not among the certificate's topics"))
             }

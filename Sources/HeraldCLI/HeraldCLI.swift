@@ -21,9 +21,10 @@ public enum HeraldCLI {
         SendCommand.command,
         PruneCommand.command,
         MigrateCommand.command,
+        FeedbackCommand.command,
         SimulateHTTP2Command.command,
         SimulateBinaryCommands.gateway, SimulateBinaryCommands.feedback,
-        BenchCommand.command,
+        BenchCommand.command, BinaryBenchmark.command,
         CryptoBenchCommand.command,
     ]
 
@@ -42,7 +43,7 @@ public enum HeraldCLI {
         }
         text += """
 
-        Commands that read the configuration (check, devices, send, prune, serve) take
+        Commands that read the configuration (check, devices, send, prune, feedback, serve) take
         --config PATH (default: $HERALD_CONFIG, else ./config.json).
         Run 'herald <command> --help' for its options.
         Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.

@@ -66,6 +66,14 @@ final class PostgresTokenStore: TokenStore, Sendable {
         }
     }
 
+    public func devices(app: String, tokens: [String]) async throws -> [Device] {
+        guard !tokens.isEmpty else { return [] }
+        let list = PGArray.text(tokens)
+        return try await pool.run { db in
+            Self.devices(try db.execute("SELECT \(Self.columns) FROM devices WHERE app = $1 AND token = ANY($2::text[])", [app, list]))
+        }
+    }
+
     public func listDevices(app: String?, user: String?, limit: Int?) async throws -> [Device] {
         try await pool.run { db in
             Self.devices(try db.execute("""

@@ -125,6 +125,28 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
         }
     }
 
+    public func devices(app: String, tokens: [String]) async throws -> [Device] {
+        guard !tokens.isEmpty else { return [] }
+        var list = JSONWriter(capacity: tokens.count * 68)
+        list.raw(UInt8(ascii: "["))
+        for (i, t) in tokens.enumerated() {
+            if i > 0 { list.raw(UInt8(ascii: ",")) }
+            list.string(t)
+        }
+        list.raw(UInt8(ascii: "]"))
+        let tokenList = list.string
+        return try await onThread { [self] in
+            try db.withStatement("""
+                SELECT \(Self.columns) FROM devices WHERE app = ? AND token IN (SELECT value FROM json_each(?))
+                """) { s in
+                s.bind(1, app).bind(2, tokenList)
+                var result: [Device] = []
+                while try s.step() { result.append(Self.device(from: s)) }
+                return result
+            }
+        }
+    }
+
     public func listDevices(app: String?, user: String?, limit: Int?) async throws -> [Device] {
         try await onThread { [self] in
             try db.withStatement("""

@@ -1,3 +1,4 @@
+import APNsBinaryProtocol
 import Foundation
 import HeraldCore
 import HeraldSimulator

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import HeraldAPNsBinary
 import HeraldAPNsHTTP2
 import HeraldCLI
 import HeraldCore
@@ -11,6 +12,7 @@ import HeraldStore
 var registry = TransportRegistry()
 registry.register(LogTransport.self)
 registry.register(APNsHTTP2Transport.self)
+registry.register(APNsBinaryTransport.self)
 
 var storage = StorageDrivers()
 storage.register(SQLiteStorageDriver())

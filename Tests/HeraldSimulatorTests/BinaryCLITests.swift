@@ -124,7 +124,8 @@ struct BinaryCLITests {
             #expect(help.stdout.contains(status), "missing: \(status)")
         }
         for option in ["--invalid-tokens", "--fail-token", "--shutdown-after", "--payload-limit", "--legacy-payload-limit",
-                       "--max-token-size", "--max-topic-size", "--allow-missing-topic", "--protocol-error-status", "--record"] {
+                       "--max-token-size", "--max-topic-size", "--allow-missing-topic", "--protocol-error-status", "--record",
+                       "--drop-after"] {
             #expect(help.stdout.contains(option), "missing: \(option)")
         }
         let feedback = try Run.herald(["simulate", "feedback", "--help"])

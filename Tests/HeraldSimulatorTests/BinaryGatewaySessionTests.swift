@@ -1,3 +1,5 @@
+import APNsBinaryProtocol
+import HeraldTestKit
 import Testing
 @testable import HeraldSimulator
 
@@ -21,6 +23,8 @@ struct BinaryGatewaySessionTests {
                 #expect(error == nil, "at most one error response")
                 error = r
                 discarded = d
+            case .dropped:
+                Issue.record("unexpected drop")
             }
         }
         return (accepted, error, discarded)
@@ -214,6 +218,19 @@ struct BinaryGatewaySessionTests {
         #expect(result.error?.identifier == 102)
         #expect(result.error?.reason == "shutdown after 2 notifications on this connection; identifier is the last accepted one")
         #expect(result.discarded == third.count)
+    }
+
+    @Test func dropAfterNClosesWithoutAnswer() {
+        var rules = APNsBinaryRules()
+        rules.dropAfter = 2
+        let third = BinaryWire.frame(token: good, identifier: 103)
+        var session = BinaryGatewaySession(client: Self.apple)
+        let events = session.receive(BinaryWire.frame(token: good, identifier: 101) + BinaryWire.frame(token: good, identifier: 102) + third,
+                                     rules: rules)
+        #expect(events.count == 3)
+        #expect(events.last == .dropped(discardedBytes: third.count))
+        #expect(session.isFinished)
+        #expect(session.receive(third, rules: rules).isEmpty)
     }
 
     @Test func shutdownIdentifierIsZeroWhenTheLastGoodOneHadNone() {

@@ -20,6 +20,39 @@ struct BinarySimulatorPlaintextTests {
         return sim
     }
 
+    @Test func aSilentGatewayAnswersNothingAndWaitsForTheClientToClose() async throws {
+        var rules = APNsBinaryRules()
+        rules.answersErrors = false
+        rules.invalidTokens = [BinaryWire.hex(BinaryWire.token(0x66))]
+        let sim = try started(rules)
+        defer { sim.stop() }
+        let socket = try TestSocket(port: sim.port)
+        #expect(socket.send(BinaryWire.frame(token: good, identifier: 1) + BinaryWire.frame(token: BinaryWire.token(0x66), identifier: 2)
+                            + BinaryWire.frame(token: good, identifier: 3)))
+        #expect(await sim.waitForRejections(count: 1))
+        socket.shutdownWrite()
+        #expect(socket.readToEnd().isEmpty)  // no error response, closed only after the client closed
+        #expect(sim.received.map(\.notification.identifier) == [1])
+        #expect(sim.rejections.map(\.response.identifier) == [2])
+    }
+
+    @Test func dropAfterClosesWithoutAnAnswerOnTheFirstConnectionsOnly() async throws {
+        var rules = APNsBinaryRules()
+        rules.dropAfter = 1
+        rules.dropConnections = 1
+        let sim = try started(rules)
+        defer { sim.stop() }
+        let first = try TestSocket(port: sim.port)
+        first.send(BinaryWire.frame(token: good, identifier: 1) + BinaryWire.frame(token: good, identifier: 2))
+        #expect(first.readToEnd().isEmpty)
+        #expect(sim.dropCount == 1 && sim.rules.dropAfter == nil)
+        let second = try TestSocket(port: sim.port)
+        second.send(BinaryWire.frame(token: good, identifier: 3) + BinaryWire.frame(token: good, identifier: 4))
+        second.shutdownWrite()
+        #expect(second.readToEnd().isEmpty)
+        #expect(sim.received.map(\.notification.identifier) == [1, 3, 4])
+    }
+
     @Test func acceptsFramesSplitAcrossWritesAndBatchedInOne() async throws {
         let sim = try started()
         defer { sim.stop() }

@@ -97,6 +97,7 @@ struct StorageContractTests {
             _ = try await store.register(registration("aa03", user: "o'brien \"q\""), at: t0)
             let ann = try await store.devices(app: "app", users: ["ann", "o'brien \"q\"", "nobody"], includeInvalidated: false)
             #expect(ann.map(\.token) == ["aa02", "aa01", "aa03"])   // by user, most recent first
+            #expect(try await store.devices(app: "app", tokens: ["aa03", "aa01", "ffff"]).map(\.token).sorted() == ["aa01", "aa03"])
             #expect(try await store.listDevices(app: "app", user: nil, limit: 2).count == 2)
             #expect(try await store.listDevices(app: nil, user: "ann", limit: nil).count == 2)
             _ = try await store.invalidate(app: "app", token: "aa01", at: t0.addingTimeInterval(100), reason: "BadDeviceToken")

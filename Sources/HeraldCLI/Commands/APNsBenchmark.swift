@@ -141,22 +141,8 @@ struct APNsBenchmark {
         let batch = max(streams * connections * 2, 200)
         let cpuBefore = processCPUSeconds()
         let start = DispatchTime.now().uptimeNanoseconds
-        let failures = await withTaskGroup(of: Int.self) { group -> Int in
-            var next = 0
-            func launch() -> Bool {
-                guard next < deliveries.count else { return false }
-                let slice = Array(deliveries[next..<min(next + batch, deliveries.count)])
-                next += batch
-                group.addTask { await transport.deliver(slice).filter { if case .delivered = $0 { return false }; return true }.count }
-                return true
-            }
-            for _ in 0..<4 where launch() {}
-            var failed = 0
-            for await f in group {
-                failed += f
-                _ = launch()
-            }
-            return failed
+        let failures = await deliverInBatches(transport, count: (deliveries.count + batch - 1) / batch, inFlight: 4) { i in
+            Array(deliveries[i * batch..<min((i + 1) * batch, deliveries.count)])
         }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
         let cpu = processCPUSeconds() - cpuBefore
@@ -217,6 +203,29 @@ struct Server {
                              "--team", "DEF123GHIJ", "--topic", "com.example.app", "--allow-streams-before-auth"])
         do { try waitForPort(port) } catch { process.stop(); throw error }
         return Server(port: port, process: process)
+    }
+}
+
+/// Hands `count` batches to `transport`, `inFlight` at a time; returns how many deliveries were
+/// not delivered. `batch(i)` makes the i-th batch when it is launched.
+func deliverInBatches(_ transport: any Transport, count: Int, inFlight: Int,
+                      batch: @escaping @Sendable (Int) -> [Delivery]) async -> Int {
+    await withTaskGroup(of: Int.self) { group -> Int in
+        var next = 0
+        func launch() -> Bool {
+            guard next < count else { return false }
+            let i = next
+            next += 1
+            group.addTask { await transport.deliver(batch(i)).filter { if case .delivered = $0 { return false }; return true }.count }
+            return true
+        }
+        for _ in 0..<inFlight where launch() {}
+        var failed = 0
+        for await f in group {
+            failed += f
+            _ = launch()
+        }
+        return failed
     }
 }
 

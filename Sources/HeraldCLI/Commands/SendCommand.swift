@@ -46,12 +46,10 @@ enum SendCommand {
         let command = "send"
         let configuration = try context.loadConfiguration(arguments)
         let app = try context.app(try arguments.required("app", command: command), in: configuration, command: command)
-        var tokens = arguments.all("token")
-        if let file = arguments.value("tokens-file") {
-            tokens += try readTokensFile(file)
-        }
+        let tokens = arguments.all("token")
+        let file = try arguments.value("tokens-file").map { (path: String) throws(CLIError) in try TokenFile(path: path) }
         let users = arguments.all("user")
-        if users.isEmpty && tokens.isEmpty {
+        if users.isEmpty && tokens.isEmpty && file == nil {
             throw .usage("give at least one --user, --token or --tokens-file", command: command)
         }
         let content = try buildContent(arguments)
@@ -74,8 +72,10 @@ enum SendCommand {
         let json = arguments.flag("json")
 
         if arguments.flag("dry-run") {
+            var planned = request
+            if let file { planned.tokens += file.flatMap { $0 } }
             let plan: DispatchPlan
-            do { plan = try await FanOut(configuration: configuration, store: store).plan(request) } catch {
+            do { plan = try await FanOut(configuration: configuration, store: store).plan(planned) } catch {
                 throw .runtime(String(describing: error))
             }
             for d in plan.deliveries {
@@ -104,6 +104,11 @@ enum SendCommand {
                                                                     logger: logger, metrics: metrics)
         let dispatcher = Dispatcher(configuration: configuration, store: store, transports: started,
                                     unavailable: unavailable, logger: logger, metrics: metrics)
+        if let file {
+            try await sendBulk(request, file: file, dispatcher: dispatcher, started: started, json: json, console: console,
+                               stderrIsTerminal: context.console.stderrIsTerminal)
+            return
+        }
         let plan: DispatchPlan
         do { plan = try await dispatcher.plan(request) } catch {
             for t in started.values { await t.shutdown() }
@@ -120,34 +125,49 @@ enum SendCommand {
 
         if !json {
             let detailed = reports.count <= 50
-            for r in reports where detailed || r.outcome != .delivered {
-                var line = "\(r.outcome.rawValue + String(repeating: " ", count: max(0, 13 - r.outcome.rawValue.count))) \(Redact.token(r.token))"
-                if let u = r.user { line += " user=\(u)" }
-                if let t = r.transport { line += " transport=\(t)" }
-                if let reason = r.reason { line += " reason=\"\(reason)\"" }
-                console.out(line)
-            }
-            var counts: [String: Int] = [:]
-            for r in reports { counts[r.outcome.rawValue, default: 0] += 1 }
-            let tally = DeliveryState.finalStates.compactMap { o in counts[o.rawValue].map { "\($0) \(o.rawValue)" } }
-            let seconds = Date().timeIntervalSince(start)
-            console.out("\(reports.count) device\(reports.count == 1 ? "" : "s"): \(tally.isEmpty ? "none" : tally.joined(separator: ", ")) in \(seconds.fixed(2)) s")
+            for r in reports where detailed || r.outcome != .delivered { console.out(line(r)) }
+            var counts: [DeliveryState: Int] = [:]
+            for r in reports { counts[r.outcome, default: 0] += 1 }
+            console.out(tally(counts, seconds: Date().timeIntervalSince(start)))
             if plan.skippedOverLimit > 0 { console.out("\(plan.skippedOverLimit) devices skipped: over maxDevicesPerUser (\(app.maxDevicesPerUser))") }
         }
     }
 
-    /// Reads `--tokens-file`: one token per line; blank lines and `#` comments skipped.
-    static func readTokensFile(_ path: String) throws(CLIError) -> [String] {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw .usage("--tokens-file: cannot read \"\(path)\"", command: "send")
+    /// `--tokens-file`: the file is read and sent in chunks, each device forgotten once its
+    /// outcome is printed, so memory stays bounded whatever the number of tokens.
+    static func sendBulk(_ request: NotificationRequest, file: TokenFile, dispatcher: Dispatcher, started: [String: any Transport],
+                         json: Bool, console: Console, stderrIsTerminal: Bool) async throws(CLIError) {
+        let total = (!json && stderrIsTerminal) ? file.count() + request.tokens.count : 0
+        let progress = total > 1 ? ProgressBar(total: total, console: console) : nil
+        let start = Date()
+        let counts: [DeliveryState: Int]
+        do {
+            counts = try await dispatcher.sendBulk(request, chunks: file) { report in
+                if json { console.out(report.jsonLine) } else if report.outcome != .delivered { console.out(line(report)) }
+                progress?.advance(outcome: report.outcome.rawValue)
+            }
+        } catch {
+            for t in started.values { await t.shutdown() }
+            throw .runtime(String(describing: error))
         }
-        var tokens: [String] = []
-        for line in String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline) {
-            let trimmed = line.trimmingWhitespace()
-            if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
-            tokens.append(trimmed)
-        }
-        return tokens
+        for t in started.values { await t.shutdown() }
+        if !json { console.out(tally(counts, seconds: Date().timeIntervalSince(start))) }
+    }
+
+    /// One device's outcome for the terminal.
+    static func line(_ r: DeliveryReport) -> String {
+        var line = "\(r.outcome.rawValue + String(repeating: " ", count: max(0, 13 - r.outcome.rawValue.count))) \(Redact.token(r.token))"
+        if let u = r.user { line += " user=\(u)" }
+        if let t = r.transport { line += " transport=\(t)" }
+        if let reason = r.reason { line += " reason=\"\(reason)\"" }
+        return line
+    }
+
+    /// `N devices: 3 delivered, 1 rejected in 0.12 s`.
+    static func tally(_ counts: [DeliveryState: Int], seconds: Double) -> String {
+        let n = counts.values.reduce(0, +)
+        let parts = DeliveryState.finalStates.compactMap { o in counts[o].map { "\($0) \(o.rawValue)" } }
+        return "\(n) device\(n == 1 ? "" : "s"): \(parts.isEmpty ? "none" : parts.joined(separator: ", ")) in \(seconds.fixed(2)) s"
     }
 
     static func cliField(_ error: DispatchError) -> String {

@@ -1,3 +1,4 @@
+import APNsBinaryProtocol
 import FoundationEssentials
 import HeraldCore
 import HeraldSimulator
@@ -26,6 +27,7 @@ enum SimulateBinaryCommands {
             .value("invalid-tokens", "FILE", "tokens rejected with status 8 (one hex token per line, # comments)"),
             .value("fail-token", "HEX=STATUS", "reject this token with any status, e.g. 1 (processing error) or 255", repeatable: true),
             .value("shutdown-after", "N", "after N accepted notifications on a connection, send status 10 and close (0: at once)"),
+            .value("drop-after", "N", "after N accepted notifications on a connection, drop it without an error response"),
             .value("payload-limit", "BYTES", "largest command-2 payload (default 2048); larger → status 7"),
             .value("legacy-payload-limit", "BYTES", "largest command-0/1 payload (default 2048; 256 before iOS 8); larger → status 7"),
             .value("max-token-size", "BYTES", "largest command-2 token (default 32; Apple's last docs allowed up to 100); else → status 5"),
@@ -92,6 +94,7 @@ enum SimulateBinaryCommands {
             throw .usage(error.description, command: path)
         }
         rules.shutdownAfter = try arguments.int("shutdown-after", command: path, in: 0...Int(Int32.max))
+        rules.dropAfter = try arguments.int("drop-after", command: path, in: 1...Int(Int32.max))
         rules.framePayloadLimit = try arguments.int("payload-limit", command: path, in: 0...65535) ?? rules.framePayloadLimit
         rules.legacyPayloadLimit = try arguments.int("legacy-payload-limit", command: path, in: 0...65535) ?? rules.legacyPayloadLimit
         rules.maximumFrameTokenSize = try arguments.int("max-token-size", command: path, in: 32...65535) ?? rules.maximumFrameTokenSize

@@ -77,9 +77,14 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
 
     private let state = Locked(State())
     private let onFinal: FinalHandler
+    private let onEnqueue: @Sendable (Set<String>) -> Void
 
-    public init(onFinal: @escaping FinalHandler) {
+    /// - Parameters:
+    ///   - onFinal: gets each delivery's report once it is final.
+    ///   - onEnqueue: told which transports have new deliveries (wake their workers).
+    public init(onFinal: @escaping FinalHandler, onEnqueue: @escaping @Sendable (Set<String>) -> Void = { _ in }) {
         self.onFinal = onFinal
+        self.onEnqueue = onEnqueue
     }
 
     /// Deliveries not yet final.
@@ -140,6 +145,7 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
 
     public func enqueue(_ n: QueuedNotification, idempotencySince: Date) async throws -> EnqueueReceipt {
         let note = Note(id: n.id, app: n.app, topic: n.topic, content: n.content, payload: APNsPayload.encode(n.content), createdAt: n.createdAt)
+        var transports = Set<String>()
         let finals: [DeliveryReport] = try state.withLock { s in
             if s.closed { throw StoreError("the queue is closed") }
             var finals: [DeliveryReport] = []
@@ -149,16 +155,23 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
                                                  reason: d.reason, attempts: 0, apnsID: nil))
                     continue
                 }
+                if let reason = s.abandoned[transport] {
+                    finals.append(DeliveryReport(token: d.token, user: d.user, transport: transport, outcome: .failed,
+                                                 reason: reason, attempts: 0, apnsID: nil))
+                    continue
+                }
                 let id = s.nextID
                 s.nextID += 1
                 s.rows[id] = Row(note: note, token: d.token, user: d.user, environment: d.environment, transport: transport,
                                  apnsID: d.apnsID, due: n.createdAt, updatedAt: n.createdAt)
                 s.lanes[transport, default: Lane()].ready.append(id)
+                transports.insert(transport)
                 s.depth[transport, default: QueueDepth()].queued += 1
             }
             return finals
         }
         finals.forEach(onFinal)
+        if !transports.isEmpty { onEnqueue(transports) }
         return EnqueueReceipt(id: n.id, deliveries: n.deliveries.count, replayed: false)
     }
 

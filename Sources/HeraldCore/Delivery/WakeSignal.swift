@@ -3,7 +3,9 @@ import Glibc
 
 /// A level-triggered wake-up for async waiters: ``notify()`` wakes every waiter, or the next
 /// one to wait when nobody is waiting yet (so a wake-up is never lost). Waiting is cancellable.
-final class WakeSignal: Sendable {
+public final class WakeSignal: Sendable {
+    public init() {}
+
     private struct State {
         var pending = false
         var nextID: UInt64 = 0
@@ -12,7 +14,8 @@ final class WakeSignal: Sendable {
 
     private let state = Locked(State())
 
-    func notify() {
+    /// Wakes every waiter, or the next one to wait.
+    public func notify() {
         let waiters: [CheckedContinuation<Void, Never>] = state.withLock { s in
             if s.waiters.isEmpty { s.pending = true; return [] }
             let all = Array(s.waiters.values)
@@ -23,7 +26,7 @@ final class WakeSignal: Sendable {
     }
 
     /// Returns after a ``notify()`` (or at once when one is pending), or when the task is cancelled.
-    func wait() async {
+    public func wait() async {
         let id: UInt64 = state.withLock { s in
             s.nextID += 1
             return s.nextID
@@ -47,7 +50,7 @@ final class WakeSignal: Sendable {
     }
 
     /// Waits for a ``notify()`` or until `deadline` on `clock`, whichever comes first.
-    func wait(until deadline: Date, clock: any WallClock) async {
+    public func wait(until deadline: Date, clock: any WallClock) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.wait() }
             group.addTask { try? await clock.sleep(until: deadline) }

@@ -71,33 +71,101 @@ public final class Dispatcher: Sendable {
     /// transport over a ``MemoryDeliveryQueue``.
     public func execute(_ plan: DispatchPlan,
                         onReport: @escaping @Sendable (DeliveryReport) -> Void = { _ in }) async -> [DeliveryReport] {
+        logSkipped(plan)
+        let collected = Locked<[DeliveryReport]>([])
+        await deliver(transports: Set(plan.deliveries.map(\.transport)), onReport: { report in
+            collected.withLock { $0.append(report) }
+            onReport(report)
+        }) { queue in
+            _ = try? await queue.enqueue(self.queued(plan), idempotencySince: self.clock.now)
+        }
+        return collected.value
+    }
+
+    /// Sends one notification to `request`'s users and tokens and then to every token of
+    /// `chunks`, in bounded memory: a chunk is planned (one store look-up) and queued only once
+    /// fewer than `window` deliveries are unfinished, and a delivery is forgotten as soon as
+    /// `onReport` has its outcome. Tokens repeated within a chunk are sent once; the same token in
+    /// two chunks is sent twice.
+    /// - Returns: how many devices ended in each state.
+    public func sendBulk(_ request: NotificationRequest, chunks: some Sequence<[String]>, window: Int = 20_000,
+                         onReport: @escaping @Sendable (DeliveryReport) -> Void) async throws(DispatchError) -> [DeliveryState: Int] {
+        guard let app = configuration.app(request.app) else { throw .unknownApp(request.app, known: configuration.apps.keys.sorted()) }
+        try FanOut.validate(request.content)
+        let notificationID = UUIDSource.timeOrdered().lowercasedString
+        let first = request.users.isEmpty && request.tokens.isEmpty ? nil : try await fanOut.plan(request, notificationID: notificationID)
+        let counts = Locked<[DeliveryState: Int]>([:])
+        let failure = Locked<DispatchError?>(nil)
+        await deliver(transports: Set(app.routes), onReport: { report in
+            counts.withLock { $0[report.outcome, default: 0] += 1 }
+            onReport(report)
+        }) { queue in
+            if let first {
+                logSkipped(first)
+                _ = try? await queue.enqueue(queued(first), idempotencySince: clock.now)
+            }
+            var offset = request.tokens.count
+            var next = request
+            next.users = []
+            for chunk in chunks {
+                await queue.waitForRoom(below: max(1, window - chunk.count))
+                next.tokens = chunk
+                do throws(DispatchError) {
+                    let plan = try await fanOut.plan(next, notificationID: notificationID, tokenIndexOffset: offset)
+                    _ = try? await queue.enqueue(queued(plan), idempotencySince: clock.now)
+                } catch {
+                    failure.withLock { $0 = error }
+                    return
+                }
+                offset += chunk.count
+            }
+        }
+        if let error = failure.value { throw error }
+        return counts.value
+    }
+
+    private func logSkipped(_ plan: DispatchPlan) {
         if plan.skippedOverLimit > 0 {
             logger.notice("devices over the per-user limit were skipped",
                           ["app": plan.app.id, "skipped": String(plan.skippedOverLimit), "limit": String(plan.app.maxDevicesPerUser)])
         }
-        let collected = Locked<[DeliveryReport]>([])
-        let queue = MemoryDeliveryQueue { report in
-            collected.withLock { $0.append(report) }
-            onReport(report)
-        }
+    }
+
+    /// The plan as the queue stores it: its deliveries, and the devices already final.
+    private func queued(_ plan: DispatchPlan) -> QueuedNotification {
         let planned = plan.deliveries.map {
             PlannedDelivery(token: $0.token, user: $0.user, transport: $0.transport, environment: $0.environment, apnsID: $0.apnsID)
         } + plan.reports.map {
             PlannedDelivery(token: $0.token, user: $0.user, transport: $0.transport, environment: .production, apnsID: UUIDSource.random(),
                             state: $0.outcome, reason: $0.reason)
         }
-        let notification = QueuedNotification(id: plan.notificationID, app: plan.app.id, topic: plan.app.topic,
-                                              content: plan.deliveries.first?.content ?? NotificationContent(),
-                                              idempotencyKey: nil, createdAt: clock.now, deliveries: planned)
-        _ = try? await queue.enqueue(notification, idempotencySince: clock.now)
-        await run(queue, transports: Set(plan.deliveries.map(\.transport)))
-        return collected.value
+        return QueuedNotification(id: plan.notificationID, app: plan.app.id, topic: plan.app.topic,
+                                  content: plan.deliveries.first?.content ?? NotificationContent(),
+                                  idempotencyKey: nil, createdAt: clock.now, deliveries: planned)
     }
 
-    /// Runs a worker for each transport until every delivery in `queue` is final. A transport
-    /// that is not available, or that pauses (its setup refused), fails its waiting deliveries
-    /// with the reason: nobody is there to fix it during a CLI run.
-    private func run(_ queue: MemoryDeliveryQueue, transports names: Set<String>) async {
+    /// Runs a worker for each of `transports` over a new in-memory queue while `feed` fills it,
+    /// then until every delivery is final.
+    private func deliver(transports names: Set<String>, onReport: @escaping @Sendable (DeliveryReport) -> Void,
+                         feed: (MemoryDeliveryQueue) async -> Void) async {
+        let running = Locked<[String: TransportWorker]>([:])
+        let queue = MemoryDeliveryQueue(onFinal: onReport, onEnqueue: { transports in
+            let targets = running.withLock { w in transports.compactMap { w[$0] } }
+            for worker in targets { worker.wake() }
+        })
+        let workers = startWorkers(queue, transports: names)
+        running.withLock { w in for worker in workers { w[worker.name] = worker } }
+        await feed(queue)
+        await queue.drained()
+        for worker in workers { await worker.stop(deadline: 0) }
+        for worker in workers { await worker.finished(within: 1) }
+        await queue.close()
+    }
+
+    /// Starts a worker for each transport. A transport that is not available, or that pauses
+    /// (its setup refused), fails its waiting deliveries with the reason: nobody is there to fix
+    /// it during a CLI run.
+    private func startWorkers(_ queue: MemoryDeliveryQueue, transports names: Set<String>) -> [TransportWorker] {
         var workers: [TransportWorker] = []
         for name in names.sorted() {
             guard let transport = transports[name] else {
@@ -122,10 +190,7 @@ public final class Dispatcher: Sendable {
             worker.start()
             workers.append(worker)
         }
-        await queue.drained()
-        for worker in workers { await worker.stop(deadline: 0) }
-        for worker in workers { await worker.finished(within: 1) }
-        await queue.close()
+        return workers
     }
 
     /// Nobody else claims from an in-memory queue: leases and deadlines never matter (a year).

@@ -48,8 +48,11 @@ public struct FanOut: Sendable {
 
     /// Plans the deliveries of `request`.
     /// - Throws: ``DispatchError`` for an unknown app, a request with no target, or a store failure.
-    public func plan(_ request: NotificationRequest, notificationID: String = UUIDSource.timeOrdered().lowercasedString)
-        async throws(DispatchError) -> DispatchPlan
+    /// - Parameters:
+    ///   - notificationID: the id the deliveries carry (a bulk send plans chunks of one notification).
+    ///   - tokenIndexOffset: added to `tokens[i]` in errors (the chunk's place in a bulk send).
+    public func plan(_ request: NotificationRequest, notificationID: String = UUIDSource.timeOrdered().lowercasedString,
+                     tokenIndexOffset: Int = 0) async throws(DispatchError) -> DispatchPlan
     {
         guard let app = configuration.app(request.app) else {
             throw .unknownApp(request.app, known: configuration.apps.keys.sorted())
@@ -98,24 +101,28 @@ public struct FanOut: Sendable {
             }
         }
 
+        var normalized: [String] = []
+        normalized.reserveCapacity(request.tokens.count)
         for (index, raw) in request.tokens.enumerated() {
-            let token: String
             do {
-                token = try DeviceToken.normalize(raw)
+                normalized.append(try DeviceToken.normalize(raw))
             } catch {
                 reports.append(DeliveryReport(token: raw, user: nil, transport: nil, outcome: .rejected,
-                                              reason: "tokens[\(index)]: \(error)", attempts: 0, apnsID: nil))
-                continue
+                                              reason: "tokens[\(index + tokenIndexOffset)]: \(error)", attempts: 0, apnsID: nil))
             }
-            let known: Device?
+        }
+        var knownDevices: [String: Device] = [:]
+        if !normalized.isEmpty {
             do {
-                known = try await store.device(app: app.id, token: token)
+                for d in try await store.devices(app: app.id, tokens: normalized) { knownDevices[d.token] = d }
             } catch let e as StoreUnavailableError {
                 throw .storeUnavailable(e.message)
             } catch {
-                throw .store("cannot read device: \(error)")
+                throw .store("cannot read devices: \(error)")
             }
-            if let known {
+        }
+        for token in normalized {
+            if let known = knownDevices[token] {
                 add(token: token, user: known.user, transport: known.transport, environment: known.environment)
             } else {
                 let environment = request.environment ?? configuration.defaultEnvironment(app)

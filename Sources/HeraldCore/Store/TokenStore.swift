@@ -22,6 +22,10 @@ public protocol TokenStore: Sendable {
     /// registered first within each user.
     func devices(app: String, users: [String], includeInvalidated: Bool) async throws -> [Device]
 
+    /// The devices among `tokens` (normalised hex) that the store knows for `app`, invalidated
+    /// or not, in no particular order: one look-up for a chunk of a bulk send.
+    func devices(app: String, tokens: [String]) async throws -> [Device]
+
     /// Devices filtered by app and/or user, for listings.
     func listDevices(app: String?, user: String?, limit: Int?) async throws -> [Device]
 
@@ -31,6 +35,17 @@ public protocol TokenStore: Sendable {
 
     /// Deletes devices invalidated before `cutoff`; returns how many.
     func prune(invalidatedBefore cutoff: Date) async throws -> Int
+}
+
+extension TokenStore {
+    /// One ``device(app:token:)`` per token; drivers override it with one query.
+    public func devices(app: String, tokens: [String]) async throws -> [Device] {
+        var found: [Device] = []
+        for token in tokens {
+            if let d = try await device(app: app, token: token) { found.append(d) }
+        }
+        return found
+    }
 }
 
 /// What ``TokenStore/register(_:at:)`` did.

@@ -94,6 +94,10 @@ final class CoalescingTokenStore: TokenStore {
         try await base.device(app: app, token: token)
     }
 
+    func devices(app: String, tokens: [String]) async throws -> [Device] {
+        try await base.devices(app: app, tokens: tokens)
+    }
+
     func listDevices(app: String?, user: String?, limit: Int?) async throws -> [Device] {
         try await base.listDevices(app: app, user: user, limit: limit)
     }

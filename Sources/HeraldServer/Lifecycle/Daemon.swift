@@ -83,6 +83,7 @@ public final class Daemon: Sendable {
     private let initial: DaemonConfiguration
     let running = Locked<Running?>(nil)
     let pool = WorkerPool()
+    private let deadTokens: DeadTokenPoller
     private let reloading = Locked(false)
     private let signals = Locked<SignalStream?>(nil)
     /// The last store check's result, so a failing store is logged once, not at every probe.
@@ -103,6 +104,7 @@ public final class Daemon: Sendable {
         logHandler = DaemonLogHandler(level: log.level, format: log.format, sink: logSink)
         logger = Logger(label: "herald", level: .trace, handler: logHandler)
         deliveryMetrics = DeliveryMetrics(registry: metrics)
+        deadTokens = DeadTokenPoller(pool: pool, clock: options.clock, logger: logger, metrics: metrics)
     }
 
     /// The configuration in force.
@@ -171,6 +173,7 @@ public final class Daemon: Sendable {
             await self.maintain()
         }
         running.withLock { $0?.maintenance = maintenance }
+        deadTokens.start(store: store) { [weak self] in self?.configuration ?? config }
         let address = ListenAddress(host: config.api.listen.host, port: port)
         logger.notice("listening", ["address": address.description, "transports": config.transports.keys.sorted().joined(separator: ","),
                                     "auth": config.api.keys.isEmpty ? "none (loopback only)" : "\(config.api.keys.count) key(s)"])
@@ -293,6 +296,7 @@ public final class Daemon: Sendable {
         for name in added + changed {
             pool.add(makeWorker(name: name, spec: new.transports[name]!, queue: queue, store: store, started: true, transport: fresh[name]))
         }
+        deadTokens.reschedule()
         // A paused transport that stays as it is tries again now: the fix may be outside the
         // config file (a key restored on the provider's side, a network path opened).
         for (name, worker) in pool.all where !changed.contains(name) && worker.status.isPaused { worker.resume() }
@@ -353,6 +357,7 @@ public final class Daemon: Sendable {
         await r.server.stop(deadline: deadline)
         _ = await matrixStopped
         r.maintenance?.cancel()
+        await deadTokens.stop()
         let remaining = max(0.1, deadline - Date().timeIntervalSince(start))
         let clean = await stopWorkers(deadline: remaining)
         for retiring in r.retiring { await retiring.value }

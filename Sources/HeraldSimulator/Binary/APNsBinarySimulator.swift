@@ -1,3 +1,4 @@
+import APNsBinaryProtocol
 import FoundationEssentials
 import Glibc
 import HeraldCore
@@ -85,6 +86,7 @@ public final class APNsBinarySimulator: Sendable {
         var rejections: [Rejection] = []
         var refused: [String] = []
         var connections = 0
+        var drops = 0
         var server: BinaryThreadedServer?
     }
 
@@ -122,7 +124,9 @@ public final class APNsBinarySimulator: Sendable {
     // MARK: What arrived
 
     /// Accepted notifications, in order of arrival (the latest ``Configuration/retainLimit``).
-    public var received: [Received] { state.withLock { $0.received } }
+    public var received: [Received] {
+        state.withLock { s in configuration.retainLimit.map { Array(s.received.suffix(max($0, 0))) } ?? s.received }
+    }
     /// Notifications accepted since start (or ``clearRecords()``), including any no longer retained.
     public var acceptedCount: Int { state.withLock { $0.acceptedTotal } }
     /// Error responses sent, in order.
@@ -131,6 +135,8 @@ public final class APNsBinarySimulator: Sendable {
     public var refusedHandshakes: [String] { state.withLock { $0.refused } }
     /// Connections that completed the handshake.
     public var connectionCount: Int { state.withLock { $0.connections } }
+    /// Connections dropped by ``APNsBinaryRules/dropAfter``.
+    public var dropCount: Int { state.withLock { $0.drops } }
 
     /// Forgets what was recorded (not the rules).
     public func clearRecords() {
@@ -182,6 +188,8 @@ public final class APNsBinarySimulator: Sendable {
     }
     /// Shuts each connection down (status 10) after `count` accepted notifications; `nil` never.
     public func setShutdownAfter(_ count: Int?) { rulesBox.withLock { $0.shutdownAfter = count } }
+    /// Drops each connection (no error response) after `count` accepted notifications; `nil` never.
+    public func setDropAfter(_ count: Int?) { rulesBox.withLock { $0.dropAfter = count } }
     /// Marks `token` (hex) as an uninstalled app: accepted, then reported by the feedback service.
     public func addUninstalledToken(_ token: String) { uninstalled.withLock { _ = $0.insert(token.lowercased()) } }
 
@@ -214,7 +222,13 @@ public final class APNsBinarySimulator: Sendable {
         var events = session.begin(rules: rulesBox.value)
         while true {
             for event in events { handle(event, connection: connection, client: client, stream: stream, logger: logger) }
-            if session.isFinished { break }
+            if events.contains(where: { if case .dropped = $0 { return true } else { return false } }) { return .close }
+            if session.isFinished {
+                guard !rulesBox.value.answersErrors else { break }
+                // Silent: no answer, no close; swallow input until the client gives up.
+                while case .bytes = buffer.withUnsafeMutableBytes({ stream.read(into: $0) }) {}
+                return .close
+            }
             let result = buffer.withUnsafeMutableBytes { stream.read(into: $0) }
             switch result {
             case .bytes(let n):
@@ -247,7 +261,8 @@ public final class APNsBinarySimulator: Sendable {
             state.withLock { s in
                 s.acceptedTotal += 1
                 s.received.append(item)
-                if let limit, s.received.count > max(limit, 0) { s.received.removeFirst(s.received.count - max(limit, 0)) }
+                // Trimmed in chunks (amortised O(1) per notification, not a shift of the whole list each time).
+                if let limit, s.received.count > 2 * max(limit, 0) + 64 { s.received.removeFirst(s.received.count - max(limit, 0)) }
             }
             logger.debug("notification accepted", ["command": "\(notification.command)", "token": Redact.token(hex),
                                                    "identifier": notification.identifier.map { "\($0)" } ?? "-"])
@@ -268,11 +283,25 @@ public final class APNsBinarySimulator: Sendable {
                 if isJSON { o.value("payload", parsed) } else { o.string("payload", notification.payloadText) }
                 o.client(client)
             }
+        case .dropped(let discarded):
+            state.withLock { $0.drops += 1 }
+            rulesBox.withLock { r in
+                guard let n = r.dropConnections else { return }
+                r.dropConnections = n - 1
+                if n <= 1 { r.dropAfter = nil }
+            }
+            logger.info("connection dropped (fault)", ["accepted": "\(rulesBox.value.dropAfter ?? 0)", "discardedBytes": "\(discarded)"])
+            configuration.record?.write { o in
+                o.string("event", "dropped")
+                o.string("time", now.iso8601)
+                o.int("connection", connection)
+                o.int("discardedBytes", discarded)
+            }
         case .rejected(let response, let frame, let discarded):
             let tokenHex = frame?.token.map { BinaryHex.encode($0) }
             let item = Rejection(response: response, connection: connection, command: frame?.command,
                                  tokenHex: tokenHex, discardedBytes: discarded, time: now)
-            let failure = stream.write(response.bytes)
+            let failure = rulesBox.value.answersErrors ? stream.write(response.bytes) : "not sent (silent gateway)"
             state.withLock { $0.rejections.append(item) }
             logger.info("error response sent", ["status": "\(response.status.rawValue)", "identifier": "\(response.identifier)",
                                                 "reason": response.reason, "discardedBytes": "\(discarded)",

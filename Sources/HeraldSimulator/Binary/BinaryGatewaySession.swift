@@ -1,3 +1,4 @@
+import APNsBinaryProtocol
 /// What a connection did with the bytes it was given.
 enum BinaryGatewayEvent: Sendable, Equatable {
     /// A notification passed every rule.
@@ -5,6 +6,9 @@ enum BinaryGatewayEvent: Sendable, Equatable {
     /// The gateway writes `response.bytes` and closes. `frame` is the offending notification when
     /// it could be cut from the stream; `discardedBytes` counts bytes already received after it.
     case rejected(APNsBinaryErrorResponse, frame: BinaryParsedFrame?, discardedBytes: Int)
+    /// The gateway drops the connection without a word (``APNsBinaryRules/dropAfter``);
+    /// `discardedBytes` were received and never processed.
+    case dropped(discardedBytes: Int)
 }
 
 /// One gateway connection's protocol state: pure, no I/O, tested directly.
@@ -55,6 +59,10 @@ struct BinaryGatewaySession: Sendable {
                 events.append(.accepted(notification))
                 if let limit = rules.shutdownAfter, acceptedCount >= limit {
                     events.append(shutdown(limit: limit))
+                } else if let limit = rules.dropAfter, acceptedCount >= limit {
+                    isFinished = true
+                    discardedBytes += parser.bufferedCount
+                    events.append(.dropped(discardedBytes: discardedBytes))
                 }
             case .reject(let response):
                 isFinished = true

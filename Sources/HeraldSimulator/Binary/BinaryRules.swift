@@ -1,3 +1,4 @@
+import APNsBinaryProtocol
 /// What the binary gateway checks, and which faults it injects.
 ///
 /// A value: the simulator keeps the current one behind a lock and each connection reads it
@@ -34,6 +35,16 @@ public struct APNsBinaryRules: Sendable, Hashable {
     /// (shutdown) with the identifier of the last accepted one and closes; counted per connection.
     /// `0` sends the shutdown as soon as a client connects, with identifier 0.
     public var shutdownAfter: Int? = nil
+    /// After this many accepted notifications on one connection, the gateway drops the
+    /// connection: no error response, unread input discarded (a network failure or a crashed
+    /// gateway); counted per connection. Checked after ``shutdownAfter``.
+    public var dropAfter: Int? = nil
+    /// How many connections ``dropAfter`` drops before it turns itself off; `nil`: every one.
+    public var dropConnections: Int? = nil
+    /// `false` makes a silent gateway: where it would send an error response it sends nothing,
+    /// keeps the connection open and discards all further input until the client closes (a
+    /// peer that hangs). Accepted notifications before it still count.
+    public var answersErrors = true
 
     public init() {}
 }

@@ -1,3 +1,4 @@
+import APNsBinaryProtocol
 import FoundationEssentials
 import Glibc
 import HeraldCore

@@ -1,3 +1,4 @@
+import APNsBinaryProtocol
 import FoundationEssentials
 import Glibc
 import HeraldCore
@@ -9,27 +10,8 @@ import HeraldCore
 /// The client sends nothing. The list empties once sent, as Apple's did ("cleared after you
 /// read it"); if the write fails the entries are kept for the next connection.
 public final class FeedbackSimulator: Sendable {
-    /// One dead token and when APNs learned the app was gone.
-    public struct Entry: Sendable, Hashable {
-        public var token: [UInt8]
-        /// UNIX seconds.
-        public var time: UInt32
-
-        public init(token: [UInt8], time: UInt32) {
-            self.token = token
-            self.time = time
-        }
-
-        public var tokenHex: String { BinaryHex.encode(token) }
-
-        /// The tuple on the wire.
-        public var bytes: [UInt8] {
-            let n = UInt16(truncatingIfNeeded: token.count)
-            return [UInt8(truncatingIfNeeded: time >> 24), UInt8(truncatingIfNeeded: time >> 16),
-                    UInt8(truncatingIfNeeded: time >> 8), UInt8(truncatingIfNeeded: time),
-                    UInt8(truncatingIfNeeded: n >> 8), UInt8(truncatingIfNeeded: n)] + token
-        }
-    }
+    /// One dead token and when APNs learned the app was gone (the protocol's tuple).
+    public typealias Entry = APNsFeedbackTuple
 
     /// What one connection was sent.
     public struct Delivery: Sendable, Hashable {

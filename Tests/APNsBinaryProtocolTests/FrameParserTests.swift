@@ -1,5 +1,6 @@
 import Testing
-@testable import HeraldSimulator
+import APNsBinaryProtocol
+import HeraldTestKit
 
 @Suite("Binary frame parser")
 struct BinaryFrameParserTests {

@@ -3,17 +3,36 @@
 /// The token and payload are optional because a command-2 frame may omit them; `malformed` is
 /// set when the bytes do not follow the format (unknown command or item, wrong item size,
 /// repeated item, items overrunning the frame), which ends the connection.
-struct BinaryParsedFrame: Sendable, Equatable {
-    var command: UInt8
-    var identifier: UInt32? = nil
-    var expiry: UInt32? = nil
-    var priority: UInt8? = nil
-    var token: [UInt8]? = nil
-    var payload: [UInt8]? = nil
+public struct BinaryParsedFrame: Sendable, Equatable {
+    /// 0, 1 or 2 (any other byte is malformed).
+    public var command: UInt8
+    /// Command 1's identifier or item 3.
+    public var identifier: UInt32? = nil
+    /// Command 1's expiry or item 4 (UNIX seconds).
+    public var expiry: UInt32? = nil
+    /// Item 5.
+    public var priority: UInt8? = nil
+    /// The token bytes (item 1 for command 2).
+    public var token: [UInt8]? = nil
+    /// The payload bytes (item 2 for command 2).
+    public var payload: [UInt8]? = nil
     /// Why the frame breaks the format, if it does.
-    var malformed: String? = nil
+    public var malformed: String? = nil
     /// Bytes the frame occupied on the wire.
-    var wireLength: Int = 0
+    public var wireLength: Int = 0
+
+    /// A frame with the given fields (for tests and rejections built by hand).
+    public init(command: UInt8, identifier: UInt32? = nil, expiry: UInt32? = nil, priority: UInt8? = nil,
+                token: [UInt8]? = nil, payload: [UInt8]? = nil, malformed: String? = nil, wireLength: Int = 0) {
+        self.command = command
+        self.identifier = identifier
+        self.expiry = expiry
+        self.priority = priority
+        self.token = token
+        self.payload = payload
+        self.malformed = malformed
+        self.wireLength = wireLength
+    }
 }
 
 /// Cuts the gateway's byte stream into notifications: commands 0, 1 and 2, big-endian.
@@ -21,19 +40,23 @@ struct BinaryParsedFrame: Sendable, Equatable {
 /// Pure and incremental: feed whatever arrived with ``append(_:)`` (a frame split across reads,
 /// or many frames in one read, are both fine) and call ``next()`` until it returns `nil`.
 /// After a malformed frame the stream cannot be resynchronised; the caller closes the connection.
-struct BinaryFrameParser: Sendable {
+public struct BinaryFrameParser: Sendable {
     /// The longest command-2 frame that could be valid: five distinct items of at most 65,535
     /// bytes each. A longer declared length is a protocol error at once, so a client cannot make
     /// the server buffer gigabytes.
-    static let maximumFrameLength = 5 * (3 + Int(UInt16.max))
+    public static let maximumFrameLength = 5 * (3 + Int(UInt16.max))
 
     private var buffer: [UInt8] = []
     private var start = 0
 
-    /// Bytes received and not yet cut into a frame.
-    var bufferedCount: Int { buffer.count - start }
+    /// An empty parser.
+    public init() {}
 
-    mutating func append(_ bytes: some Collection<UInt8>) {
+    /// Bytes received and not yet cut into a frame.
+    public var bufferedCount: Int { buffer.count - start }
+
+    /// Adds received bytes; call ``next()`` to cut them into frames.
+    public mutating func append(_ bytes: some Collection<UInt8>) {
         if start > 0 && start >= buffer.count / 2 {
             buffer.removeFirst(start)
             start = 0
@@ -42,7 +65,7 @@ struct BinaryFrameParser: Sendable {
     }
 
     /// The next complete frame, or `nil` until more bytes arrive.
-    mutating func next() -> BinaryParsedFrame? {
+    public mutating func next() -> BinaryParsedFrame? {
         let available = buffer.count - start
         guard available >= 1 else { return nil }
         let command = buffer[start]

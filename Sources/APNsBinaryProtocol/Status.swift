@@ -3,6 +3,7 @@
 /// Values and meanings are Apple's (Binary Provider API, table A-4). Unknown values keep their
 /// raw byte, so a fault can inject any status.
 public struct APNsBinaryStatus: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The status byte.
     public let rawValue: UInt8
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
@@ -58,6 +59,7 @@ public struct APNsBinaryErrorResponse: Sendable, Hashable {
     /// The command byte of every error response.
     public static let command: UInt8 = 8
 
+    /// What went wrong.
     public var status: APNsBinaryStatus
     /// The identifier of the failed notification (for status 10, of the last accepted one);
     /// 0 when the notification carried none.
@@ -69,6 +71,16 @@ public struct APNsBinaryErrorResponse: Sendable, Hashable {
         self.status = status
         self.identifier = identifier
         self.reason = reason
+    }
+
+    /// Reads a response off the wire: exactly 6 bytes starting with command 8, else `nil`.
+    /// The ``reason`` is the status's name (the wire carries none).
+    public init?(bytes: some Collection<UInt8>) {
+        guard bytes.count == 6 else { return nil }
+        let b = Array(bytes)
+        guard b[0] == Self.command else { return nil }
+        let id = UInt32(b[2]) << 24 | UInt32(b[3]) << 16 | UInt32(b[4]) << 8 | UInt32(b[5])
+        self.init(status: APNsBinaryStatus(rawValue: b[1]), identifier: id, reason: APNsBinaryStatus(rawValue: b[1]).name)
     }
 
     /// The bytes on the wire: command 8, the status, the identifier big-endian.

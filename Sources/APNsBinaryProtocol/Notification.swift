@@ -16,6 +16,7 @@ public struct APNsBinaryNotification: Sendable, Hashable {
     /// The payload bytes (JSON, not NUL-terminated, when the client behaves).
     public var payload: [UInt8]
 
+    /// A notification with the given fields.
     public init(command: UInt8, identifier: UInt32? = nil, expiry: UInt32? = nil, priority: UInt8? = nil,
                 token: [UInt8], payload: [UInt8]) {
         self.command = command
@@ -46,6 +47,35 @@ public enum BinaryHex {
             out.append(digits[Int(b & 0x0f)])
         }
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The bytes of a hex string of exactly `2 × count` digits (no spaces), or `nil`: the fast
+    /// path for normalised device tokens.
+    public static func decode(_ text: String, count: Int) -> [UInt8]? {
+        var text = text
+        return text.withUTF8 { utf8 -> [UInt8]? in
+            guard utf8.count == 2 * count else { return nil }
+            var ok = true
+            let bytes = [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
+                for i in 0..<count {
+                    let high = nibble(utf8[2 * i]), low = nibble(utf8[2 * i + 1])
+                    if high > 15 || low > 15 { ok = false }
+                    out[i] = high << 4 | (low & 15)
+                }
+                initialized = count
+            }
+            return ok ? bytes : nil
+        }
+    }
+
+    @inline(__always)
+    private static func nibble(_ c: UInt8) -> UInt8 {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return 255
+        }
     }
 
     /// The bytes of a hex string; spaces and `<>` (as in `NSData` descriptions) are ignored.

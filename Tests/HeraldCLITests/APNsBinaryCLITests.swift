@@ -1,0 +1,126 @@
+import Foundation
+import HeraldCore
+import HeraldSimulator
+import HeraldTestKit
+import Testing
+
+/// The CLI with an `apns-binary` transport pointed at the in-process simulators.
+@Suite(.serialized) struct APNsBinaryCLITests {
+    static func fixture(gateway: APNsBinarySimulator, feedback: FeedbackSimulator? = nil) throws -> CLIFixture {
+        let certs = try TestCertificates.shared()
+        let feedbackKey = feedback.map { #", "feedbackEndpoint": "127.0.0.1:\#($0.port)""# } ?? ""
+        return try CLIFixture(extraTransports: """
+        , "legacy": {"type": "apns-binary", "environment": "production", "endpoint": "127.0.0.1:\(gateway.port)",
+                     "caFile": "\(certs.caFile)", "p12File": "\(certs.clientP12)", "passphrase": "${P12_PASS}"\(feedbackKey)}
+        """, routes: #"["legacy"]"#)
+    }
+
+    func run(_ f: CLIFixture, _ arguments: [String]) throws -> ProcessResult {
+        try Run.herald(arguments + ["--config", f.config], environment: f.env.merging(["P12_PASS": try TestCertificates.shared().p12Passphrase]) { $1 },
+                       directory: f.dir.path)
+    }
+
+    @Test func sendReachesTheBinaryGateway() throws {
+        let gateway = try BinarySimulatorHarness.gateway()
+        defer { gateway.stop() }
+        let f = try Self.fixture(gateway: gateway)
+        defer { f.dir.remove() }
+        for n in 1...2 { #expect(try run(f, ["devices", "add", "--app", "com.example.app", "--user", "alice", "--token", f.token(n)]).status == 0) }
+        let send = try run(f, ["send", "--app", "com.example.app", "--user", "alice", "--title", "Hi", "--body", "Binary", "--json"])
+        #expect(send.status == 0, "\(send.stderr)")
+        let lines = try send.lines.map { try JSONValue.parse($0) }
+        #expect(lines.count == 2)
+        for line in lines {
+            #expect(line["outcome"]?.stringValue == "delivered")
+            #expect(line["transport"]?.stringValue == "legacy")
+            #expect(line["reason"]?.stringValue?.hasPrefix("proven: the gateway rejected Herald's proof notification") == true, "\(line)")
+        }
+        #expect(Set(gateway.received.map(\.notification.tokenHex)) == [f.token(1), f.token(2)])
+        #expect(gateway.received.allSatisfy { $0.notification.payloadText == #"{"aps":{"alert":{"title":"Hi","body":"Binary"}}}"# })
+    }
+
+    @Test func sendWithACertificateTheGatewayRefusesFailsClearlyAndExits() throws {
+        let gateway = try BinarySimulatorHarness.gateway()
+        defer { gateway.stop() }
+        let certs = try TestCertificates.shared()
+        let f = try CLIFixture(extraTransports: """
+        , "legacy": {"type": "apns-binary", "environment": "production", "endpoint": "127.0.0.1:\(gateway.port)",
+                     "caFile": "\(certs.caFile)", "certFile": "\(certs.otherClientCertificate)", "keyFile": "\(certs.otherClientKey)"}
+        """, routes: #"["legacy"]"#)
+        defer { f.dir.remove() }
+        let send = try f.run(["send", "--app", "com.example.app", "--token", f.token(1), "--token", f.token(2), "--alert", "hi", "--json"])
+        #expect(send.status == 0, "\(send.stderr)")  // it ran; each device says how it ended
+        let lines = try send.lines.map { try JSONValue.parse($0) }
+        #expect(lines.count == 2)
+        for line in lines {
+            #expect(line["outcome"]?.stringValue == "failed")
+            #expect(line["reason"]?.stringValue?.contains("the gateway refused the client certificate") == true, "\(line)")
+        }
+        #expect(gateway.received.isEmpty)
+    }
+
+    @Test func feedbackRetiresTokensAndKeepsReregisteredOnes() throws {
+        let feedback = try BinarySimulatorHarness.feedback()
+        defer { feedback.stop() }
+        let gateway = try BinarySimulatorHarness.gateway()
+        defer { gateway.stop() }
+        let f = try Self.fixture(gateway: gateway, feedback: feedback)
+        defer { f.dir.remove() }
+        for n in 1...2 { _ = try run(f, ["devices", "add", "--app", "com.example.app", "--user", "alice", "--token", f.token(n)]) }
+        // Token 1 died after its registration; token 2 was registered again after Apple's time.
+        let after = Date().addingTimeInterval(5), before = Date().addingTimeInterval(-3600)
+        try feedback.addDeadToken(f.token(1), time: after)
+        try feedback.addDeadToken(f.token(2), time: before)
+
+        let dry = try run(f, ["feedback", "--dry-run"])
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stdout.contains("legacy: 2 dead tokens reported"))
+        #expect(dry.stdout.contains("would retire: \(Redact.token(f.token(1))) app com.example.app"), "\(dry.stdout)")
+        #expect(dry.stdout.contains("would keep (registered again after): \(Redact.token(f.token(2)))"))
+        #expect(!(try run(f, ["devices", "list", "--user", "alice", "--json"]).stdout.contains("invalidated_at\":\"")))
+
+        try feedback.addDeadToken(f.token(1), time: after)
+        try feedback.addDeadToken(f.token(2), time: before)
+        let applied = try run(f, ["feedback", "--transport", "legacy"])
+        #expect(applied.status == 0, "\(applied.stderr)")
+        #expect(applied.stdout.contains("retired: \(Redact.token(f.token(1))) app com.example.app"), "\(applied.stdout)")
+        #expect(applied.stdout.contains("kept (registered again after): \(Redact.token(f.token(2)))"))
+        let list = try run(f, ["devices", "list", "--app", "com.example.app", "--user", "alice", "--json"])
+        let devices = try list.lines.map { try JSONValue.parse($0) }
+        #expect(devices.first { $0["token"]?.stringValue == f.token(1) }?["invalidated_at"] != .null, "\(list.stdout)")
+        #expect(devices.first { $0["token"]?.stringValue == f.token(2) }?["invalidated_at"] == .null)
+    }
+
+    @Test func feedbackHelpAndErrors() throws {
+        let help = try Run.herald(["feedback", "--help"])
+        #expect(help.status == 0)
+        #expect(help.stdout.contains("Usage: herald feedback [--transport NAME] [--dry-run] [--config PATH]"))
+        #expect(try Run.herald(["--help"]).stdout.contains("  feedback"))
+        let bench = try Run.herald(["bench", "apns-binary", "--help"])
+        #expect(bench.status == 0 && bench.stdout.contains("Usage: herald bench apns-binary [--n N] [--rounds R]"))
+        let gateway = try BinarySimulatorHarness.gateway()
+        defer { gateway.stop() }
+        let f = try Self.fixture(gateway: gateway)
+        defer { f.dir.remove() }
+        let unknown = try run(f, ["feedback", "--transport", "nope"])
+        #expect(unknown.status == 2 && unknown.stderr.contains("--transport: no transport \"nope\""))
+        let wrongKind = try run(f, ["feedback", "--transport", "dry"])
+        #expect(wrongKind.status == 2 && wrongKind.stderr.contains("dry (log) has no feedback service"))
+    }
+
+    @Test func checkReportsTheBinaryCertificate() throws {
+        let gateway = try BinarySimulatorHarness.gateway()
+        defer { gateway.stop() }
+        let f = try Self.fixture(gateway: gateway)
+        defer { f.dir.remove() }
+        let check = try run(f, ["check"])
+        #expect(check.status == 0, "\(check.stderr)")
+        #expect(check.stdout.contains("legacy: apns-binary production 127.0.0.1:\(gateway.port), format frame"))
+        #expect(check.stdout.contains("ok: topic com.example.app (the certificate's UID)"))
+        #expect(check.stdout.contains("ok: certificate valid until "))
+        let wrong = try Run.herald(["check", "--config", f.config], environment: f.env.merging(["P12_PASS": "hunter2-wrong"]) { $1 })
+        #expect(wrong.status == 2)
+        #expect(wrong.stderr.contains("transports.legacy.passphrase: wrong passphrase"))
+        #expect(!wrong.stderr.contains("hunter2-wrong"))
+    }
+}
