@@ -25,10 +25,10 @@ final class PGAcceptWriter: @unchecked Sendable {
     private var closing = false
     private var finished = false
     private let maxBatch: Int
-    private let observe: @Sendable (_ operations: Int, _ seconds: Double) -> Void
+    private let observe: @Sendable (_ operations: Int, _ seconds: Double, _ statements: Int) -> Void
     private let stats = Locked((commits: 0, operations: 0, roundTrips: 0))
 
-    init(conninfo: String, maxBatch: Int, observe: @escaping @Sendable (Int, Double) -> Void) {
+    init(conninfo: String, maxBatch: Int, observe: @escaping @Sendable (Int, Double, Int) -> Void) {
         self.conninfo = conninfo
         self.maxBatch = max(1, maxBatch)
         self.observe = observe
@@ -105,7 +105,7 @@ final class PGAcceptWriter: @unchecked Sendable {
             $0.operations += batch.count
             $0.roundTrips += statements
         }
-        observe(batch.count, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+        observe(batch.count, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9, statements)
         for after in done { after() }
     }
 

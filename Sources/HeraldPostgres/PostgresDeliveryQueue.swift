@@ -33,7 +33,10 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
         let sizes = metrics.histogram("herald_queue_commit_operations", help: "Operations (accepts, claims, outcomes) per group commit.",
                                       buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000])
         let times = metrics.histogram("herald_queue_commit_seconds", help: "Time of one group commit, fsync included.")
-        writer = PGAcceptWriter(conninfo: conninfo, maxBatch: maxCommitBatch) { n, seconds in
+        let statements = metrics.counter("herald_queue_accept_statements_total",
+                                         help: "Statements (database round trips) the accept writer sent, BEGIN and COMMIT included (PostgreSQL).")
+        writer = PGAcceptWriter(conninfo: conninfo, maxBatch: maxCommitBatch) { n, seconds, sent in
+            statements.increment(by: Int64(sent))
             commits.increment()
             sizes.observe(Double(n))
             times.observe(seconds)
