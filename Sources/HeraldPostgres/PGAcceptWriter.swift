@@ -16,6 +16,19 @@ final class PGAcceptWriter: @unchecked Sendable {
         /// Runs inside the batch transaction; returns the transports to wake and what to do after the commit.
         var run: (PGConnection) throws -> (wake: [String], after: () -> Void)
         var fail: (any Error) -> Void
+        /// An accept without an idempotency key: stored with the others of its batch in one
+        /// statement (``run`` is the fallback when that statement fails).
+        var plain: PlainAccept? = nil
+        var succeed: () -> Void = {}
+    }
+
+    /// The rows of one accept, as text, for the batch `INSERT`.
+    struct PlainAccept: Sendable {
+        /// id, app, topic, content, deliveries, created_at.
+        var notification: [String?]
+        /// Per delivery: token, user, environment, transport, state, reason, apns_id.
+        var deliveries: [[String?]]
+        var wake: [String]
     }
 
     private let conninfo: String
@@ -42,6 +55,24 @@ final class PGAcceptWriter: @unchecked Sendable {
 
     /// Commits, accepts committed, and statements sent (round trips) so far.
     var statistics: (commits: Int, operations: Int, roundTrips: Int) { stats.withLock { $0 } }
+
+    /// Stores a key-less accept in the next group commit, batched with the others in one
+    /// statement; `fallback` stores it alone (when the batch statement fails).
+    func accept<T: Sendable>(_ plain: PlainAccept, result: T, fallback: @escaping (PGConnection) throws -> (T, [String])) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            let op = Operation(run: { db in
+                let (value, wake) = try fallback(db)
+                return (wake, { continuation.resume(returning: value) })
+            }, fail: { continuation.resume(throwing: $0) }, plain: plain, succeed: { continuation.resume(returning: result) })
+            let refused: Bool = condition.withLock {
+                if closing { return true }
+                pending.append(op)
+                condition.signal()
+                return false
+            }
+            if refused { op.fail(StoreError("the queue is closed")) }
+        }
+    }
 
     /// Runs `body` in the next group commit and returns its result once committed.
     func perform<T: Sendable>(_ body: @escaping (PGConnection) throws -> (T, [String])) async throws -> T {
@@ -116,9 +147,8 @@ final class PGAcceptWriter: @unchecked Sendable {
     }
 
     private func transaction(_ batch: [Operation], db: PGConnection, isolated: Bool) -> Outcome {
-        var statements = 0
+        let sentBefore = db.executed
         func exec(_ sql: String, _ p: [String?] = []) throws {
-            statements += 1
             try db.execute(sql, p)
         }
         do { try exec("BEGIN") } catch {
@@ -128,11 +158,28 @@ final class PGAcceptWriter: @unchecked Sendable {
         var done: [(after: () -> Void, fail: (any Error) -> Void)] = []
         var wake = Set<String>()
         var told = Set<Int>()   // failed on their own (isolated): already answered
-        for (index, op) in batch.enumerated() {
+        // Key-less accepts: all in one statement (unless isolating a failure).
+        let batched = isolated ? [] : batch.indices.filter { batch[$0].plain != nil }
+        if batched.count > 1 {
+            do {
+                try db.execute(Self.batchInsert, Self.batchParameters(batched.map { batch[$0].plain! }))
+                for i in batched {
+                    wake.formUnion(batch[i].plain!.wake)
+                    done.append((batch[i].succeed, batch[i].fail))
+                }
+            } catch let error as StoreUnavailableError {
+                _ = try? db.execute("ROLLBACK")
+                for op in batch { op.fail(error) }
+                return .abandoned
+            } catch {
+                _ = try? db.execute("ROLLBACK")
+                return .retryIsolated
+            }
+        }
+        for (index, op) in batch.enumerated() where !(batched.count > 1 && op.plain != nil) {
             do {
                 if isolated { try exec("SAVEPOINT op") }
                 do {
-                    statements += 1
                     let (w, after) = try op.run(db)
                     if isolated { try exec("RELEASE op") }
                     wake.formUnion(w)
@@ -165,6 +212,38 @@ final class PGAcceptWriter: @unchecked Sendable {
             for d in done { d.fail(error) }
             return .abandoned
         }
-        return .committed(done.map(\.after), statements: statements)
+        return .committed(done.map(\.after), statements: db.executed - sentBefore)
+    }
+}
+
+extension PGAcceptWriter {
+    /// Many notifications and their deliveries in one statement: the notifications' columns and
+    /// the deliveries' columns each travel as arrays (deliveries name their notification's id).
+    static let batchInsert = """
+        WITH n AS (
+            INSERT INTO notifications (id, app, topic, content, deliveries, created_at)
+            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bigint[])
+            RETURNING seq, id, created_at)
+        INSERT INTO deliveries (notification, token, "user", environment, transport, state, attempts,
+                                next_attempt_at, last_reason, apns_id, updated_at)
+        SELECT n.seq, r.token, r.u, r.env, r.transport, r.state, 0,
+               CASE WHEN r.state = 'queued' THEN n.created_at END, r.reason, r.apns_id, n.created_at
+        FROM unnest($7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
+            WITH ORDINALITY AS r(nid, token, u, env, transport, state, reason, apns_id, ord)
+        JOIN n ON n.id = r.nid
+        ORDER BY r.ord
+        """
+
+    static func batchParameters(_ accepts: [PlainAccept]) -> [String?] {
+        var params: [String?] = []
+        for column in 0..<6 { params.append(PGArray.text(accepts.map { $0.notification[column] })) }
+        for column in -1..<7 {
+            var values: [String?] = []
+            for a in accepts {
+                for d in a.deliveries { values.append(column < 0 ? a.notification[0] : d[column]) }
+            }
+            params.append(PGArray.text(values))
+        }
+        return params
     }
 }

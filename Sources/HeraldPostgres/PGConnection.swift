@@ -33,6 +33,8 @@ final class PGConnection: @unchecked Sendable {
     private let conninfo: String
     /// The connection string without its password, for messages.
     let redacted: String
+    /// Statements sent so far (round trips), for benchmarks.
+    private(set) var executed = 0
 
     /// Connects (blocking: call on a thread you own).
     init(_ conninfo: String) throws {
@@ -64,6 +66,7 @@ final class PGConnection: @unchecked Sendable {
     @discardableResult
     func execute(_ sql: String, _ parameters: [String?] = []) throws -> PGRows {
         if !isOpen { try connect() }
+        executed += 1
         let result: OpaquePointer? = withCStrings(parameters) { values in
             PQexecParams(conn, sql, Int32(parameters.count), nil, values, nil, nil, 0)
         }

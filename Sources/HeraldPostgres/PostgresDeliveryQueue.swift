@@ -88,7 +88,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
         var added: [String: Int] = [:]
         for p in d where p.state == .queued { if let t = p.transport { added[t, default: 0] += 1 } }
         let since = String(idempotencySince.millisecondsSince1970)
-        let receipt: EnqueueReceipt = try await writer.perform { [added] db in
+        let store: (PGConnection) throws -> (EnqueueReceipt, [String]) = { [added] db in
             if let key = n.idempotencyKey {
                 // A key older than the window is free again.
                 try db.execute("UPDATE notifications SET idempotency_key = NULL WHERE app = $1 AND idempotency_key = $2 AND created_at < $3",
@@ -115,6 +115,16 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
                 return (EnqueueReceipt(id: first.string(0, 0), deliveries: Int(first.int(0, 1)), replayed: true), [])
             }
             return (EnqueueReceipt(id: n.id, deliveries: d.count, replayed: false), added.keys.sorted())
+        }
+        let receipt: EnqueueReceipt
+        if n.idempotencyKey == nil {
+            let plain = PGAcceptWriter.PlainAccept(
+                notification: [n.id, n.app, n.topic, content, String(d.count), created],
+                deliveries: d.map { [$0.token, $0.user, $0.environment.rawValue, $0.transport, $0.state.rawValue, $0.reason, $0.apnsID.lowercasedString] },
+                wake: added.keys.sorted())
+            receipt = try await writer.accept(plain, result: EnqueueReceipt(id: n.id, deliveries: d.count, replayed: false), fallback: store)
+        } else {
+            receipt = try await writer.perform(store)
         }
         if !receipt.replayed { for (t, k) in added { adjust(t, queued: k) } }
         return receipt
