@@ -3,7 +3,7 @@
 # ratio means something on any machine. Loopback only; every load is bounded in time.
 #
 #   scripts/bench.sh            all sections
-#   scripts/bench.sh bench_api  one section (bench_api, bench_apns_http2, bench_transport, bench_crypto, bench_binary, bench_storage)
+#   scripts/bench.sh bench_api  one section (bench_api, bench_apns_http2, bench_transport, bench_crypto, bench_binary, bench_bulk, bench_storage)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HERALD=${HERALD:-.build/release/herald}
@@ -144,9 +144,33 @@ bench_binary() {
   rm -rf "$work"
 }
 
+# `herald send --tokens-file` with BENCH_BULK_TOKENS (1,000,000) tokens through the log transport
+# (to /dev/null): notifications/s, CPU per notification and peak RSS, next to awk writing one JSON
+# line per token from the same file (the bare cost of reading a token and writing a line).
+bench_bulk() {
+  local n=${BENCH_BULK_TOKENS:-1000000} dir; dir=$(mktemp -d /tmp/herald-bench-bulk.XXXXXX)
+  awk -v n="$n" 'BEGIN { for (i = 1; i <= n; i++) printf "%064x\n", i }' > "$dir/tokens.txt"
+  cat > "$dir/config.json" <<'JSON'
+{"storage": {"path": "herald.db", "synchronous": "normal"},
+ "apps": {"com.example.app": {"routes": ["dry"]}},
+ "transports": {"dry": {"type": "log", "path": "/dev/null"}}}
+JSON
+  /usr/bin/time -f "%e %U %S %M" -o "$dir/herald.time" "$HERALD" send --config "$dir/config.json" --app com.example.app \
+    --tokens-file "$dir/tokens.txt" --alert hi > "$dir/out.txt" || { tail -3 "$dir/out.txt"; rm -rf "$dir"; return 1; }
+  /usr/bin/time -f "%e %U %S %M" -o "$dir/awk.time" awk '{ printf "{\"token\":\"%s\",\"payload\":{\"aps\":{\"alert\":\"hi\"}}}\n", $1 }' \
+    "$dir/tokens.txt" > /dev/null
+  echo "== bench_bulk: herald send --tokens-file, $n tokens, log transport to /dev/null"
+  tail -1 "$dir/out.txt"
+  read -r e u s m < "$dir/herald.time"
+  awk -v n="$n" -v e="$e" -v u="$u" -v s="$s" -v m="$m" 'BEGIN { printf "herald: %d notifications/s, %.1f us CPU per notification, peak RSS %d MB (target <= 10 us, <= 100 MB)\n", n / e, (u + s) * 1e6 / n, m / 1024 }'
+  read -r e2 u2 s2 m2 < "$dir/awk.time"
+  awk -v n="$n" -v e="$e2" -v u="$u2" -v s="$s2" -v he="$e" 'BEGIN { printf "awk (a line per token): %d lines/s, %.1f us CPU per line; herald/awk time ratio %.2f\n", n / e, (u + s) * 1e6 / n, he / e }'
+  rm -rf "$dir"
+}
+
 # One daemon on SQLite vs one on PostgreSQL vs three on one PostgreSQL (its own script).
 bench_storage() { scripts/bench-storage.sh; }
 
 sections=("$@")
-[ ${#sections[@]} -eq 0 ] && sections=(bench_api bench_apns_http2 bench_transport bench_crypto bench_binary bench_storage)
+[ ${#sections[@]} -eq 0 ] && sections=(bench_api bench_apns_http2 bench_transport bench_crypto bench_binary bench_bulk bench_storage)
 for s in "${sections[@]}"; do "$s"; done

@@ -10,14 +10,11 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     public var operation: String
 
     public var description: String { "\(operation): \(message) (SQLite code \(code))" }
-
-    /// Whether the database was busy or locked (another process holds a write lock).
-    public var isBusy: Bool { code & 0xFF == SQLITE_BUSY || code & 0xFF == SQLITE_LOCKED }
 }
 
 /// One SQLite connection with a statement cache.
 ///
-/// Not thread-safe on its own: owners serialise access (``SQLiteTokenStore`` holds it under a
+/// Not thread-safe on its own: owners serialise access (``SQLiteTokenStore`` runs it on its own thread under a
 /// lock). Opened in WAL mode with the configured `synchronous` level and busy timeout.
 public final class SQLiteDatabase: @unchecked Sendable {
     private var handle: OpaquePointer?

@@ -101,16 +101,8 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
 
     public func devices(app: String, users: [String], includeInvalidated: Bool) async throws -> [Device] {
         guard !users.isEmpty else { return [] }
-        // One statement for any number of users: the list travels as a JSON array.
-        var list = JSONWriter(capacity: users.count * 16)
-        list.raw(UInt8(ascii: "["))
-        for (i, u) in users.enumerated() {
-            if i > 0 { list.raw(UInt8(ascii: ",")) }
-            list.string(u)
-        }
-        list.raw(UInt8(ascii: "]"))
         let filter = includeInvalidated ? "" : "AND invalidated_at IS NULL"
-        let userList = list.string
+        let userList = Self.jsonArray(users)
         return try await onThread { [self] in
             try db.withStatement("""
                 SELECT \(Self.columns) FROM devices
@@ -127,14 +119,7 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
 
     public func devices(app: String, tokens: [String]) async throws -> [Device] {
         guard !tokens.isEmpty else { return [] }
-        var list = JSONWriter(capacity: tokens.count * 68)
-        list.raw(UInt8(ascii: "["))
-        for (i, t) in tokens.enumerated() {
-            if i > 0 { list.raw(UInt8(ascii: ",")) }
-            list.string(t)
-        }
-        list.raw(UInt8(ascii: "]"))
-        let tokenList = list.string
+        let tokenList = Self.jsonArray(tokens)
         return try await onThread { [self] in
             try db.withStatement("""
                 SELECT \(Self.columns) FROM devices WHERE app = ? AND token IN (SELECT value FROM json_each(?))
@@ -145,6 +130,18 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
                 return result
             }
         }
+    }
+
+    /// A JSON array of strings: one statement takes any number of values through `json_each(?)`.
+    private static func jsonArray(_ values: [String]) -> String {
+        var list = JSONWriter(capacity: values.count * 24)
+        list.raw(UInt8(ascii: "["))
+        for (i, v) in values.enumerated() {
+            if i > 0 { list.raw(UInt8(ascii: ",")) }
+            list.string(v)
+        }
+        list.raw(UInt8(ascii: "]"))
+        return list.string
     }
 
     public func listDevices(app: String?, user: String?, limit: Int?) async throws -> [Device] {

@@ -40,6 +40,11 @@ enum SendCommand {
         discussion: """
         Outcomes: delivered, invalid_token (the token is marked invalid in the store), rejected,
         expired, failed. Exit code 0 when the send ran, even if some devices failed.
+        Deliveries go through the daemon's delivery engine (same retries, expiry and timestamp
+        rule). A transport whose credentials are refused pauses; its devices end failed with
+        the reason. --tokens-file is streamed 5,000 tokens at a time in bounded memory (about
+        60 MB for any size); a token repeated within 5,000 lines is sent once, further apart
+        it is sent again (run `sort -u` first to be sure).
         """)
 
     static let command = HeraldCLI.Command(spec: spec) { arguments, context throws(CLIError) in

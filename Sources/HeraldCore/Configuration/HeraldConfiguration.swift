@@ -39,6 +39,14 @@ public struct HeraldConfiguration: Sendable {
                             environment: [String: String] = ProcessInfo.processInfo.environment)
         throws(ConfigurationError) -> HeraldConfiguration
     {
+        try loadWithData(path: path, registry: registry, environment: environment).configuration
+    }
+
+    /// Loads and validates a configuration file, reading it once; returns the bytes it read too
+    /// (a reload compares transport sections from the same version of the file).
+    public static func loadWithData(path: String, registry: TransportRegistry, environment: [String: String])
+        throws(ConfigurationError) -> (configuration: HeraldConfiguration, data: Data)
+    {
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -49,7 +57,7 @@ public struct HeraldConfiguration: Sendable {
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent().standardizedFileURL.path
         var configuration = try parse(data, source: path, baseDirectory: directory, registry: registry, environment: environment)
         configuration.sourcePath = path
-        return configuration
+        return (configuration, data)
     }
 
     /// Parses and validates configuration JSON.

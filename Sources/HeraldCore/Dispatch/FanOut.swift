@@ -69,9 +69,20 @@ public struct FanOut: Sendable {
         var skipped = 0
         var duplicates = 0
 
+        // The default route per environment, looked up once per plan rather than per device.
+        var defaults: [APNsEnvironment: String?] = [:]
         func add(token: String, user: String?, transport: String?, environment: APNsEnvironment) {
             guard seen.insert(token).inserted else { duplicates += 1; return }
-            guard let route = route(app: app, preferred: transport, environment: environment) else {
+            let route: String?
+            if transport == nil {
+                if let known = defaults[environment] { route = known } else {
+                    route = self.route(app: app, preferred: nil, environment: environment)
+                    defaults[environment] = route
+                }
+            } else {
+                route = self.route(app: app, preferred: transport, environment: environment)
+            }
+            guard let route else {
                 reports.append(DeliveryReport(token: token, user: user, transport: nil, outcome: .failed,
                                               reason: "no route: app \(app.id) has no transport for \(environment.rawValue) devices",
                                               attempts: 0, apnsID: nil))

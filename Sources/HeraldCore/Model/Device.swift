@@ -37,6 +37,12 @@ public enum DeviceToken {
     /// `NSData.description` removed (`"<1F2E 3D4C …>"` → `"1f2e3d4c…"`).
     /// - Throws: ``Problem`` naming what is wrong.
     public static func normalize(_ raw: String) throws(Problem) -> String {
+        // Fast path: already lower-case hex of a valid length (what stores and files hold).
+        let utf8 = raw.utf8
+        if utf8.count % 2 == 0, byteLengthRange.contains(utf8.count / 2),
+           utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) {
+            return raw
+        }
         var out = ""
         out.reserveCapacity(raw.utf8.count)
         for ch in raw {

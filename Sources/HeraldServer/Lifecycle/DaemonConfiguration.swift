@@ -20,17 +20,7 @@ public struct DaemonConfiguration: Sendable {
     public static func load(path: String, registry: TransportRegistry, environment: [String: String])
         throws(ConfigurationError) -> DaemonConfiguration
     {
-        let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
-        } catch {
-            let reason = FileManager.default.fileExists(atPath: path) ? "cannot read the file" : "no such file"
-            throw ConfigurationError(source: path, errors: [JSONIssue(path: "", message: reason)], warnings: [])
-        }
-        let directory = URL(fileURLWithPath: path).deletingLastPathComponent().standardizedFileURL.path
-        var configuration = try HeraldConfiguration.parse(data, source: path, baseDirectory: directory, registry: registry,
-                                                          environment: environment)
-        configuration.sourcePath = path
+        let (configuration, data) = try HeraldConfiguration.loadWithData(path: path, registry: registry, environment: environment)
         return DaemonConfiguration(configuration: configuration, transportSections: sections(data, environment: environment))
     }
 
