@@ -20,8 +20,14 @@ mkdir -p "$work/pg"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 as_pg "$bin/initdb" -D "$work/pg/data" -A trust -U herald > /dev/null
 as_pg "$bin/pg_ctl" -D "$work/pg/data" -l "$work/pg/log" -w -o "-p $port -k $work/pg -c listen_addresses=127.0.0.1 -c max_connections=200" start > /dev/null
-stop_node() { [ -f "$1/pid" ] && { kill -TERM "$(cat "$1/pid")" 2>/dev/null || true; while kill -0 "$(cat "$1/pid")" 2>/dev/null; do sleep 0.1; done; rm -f "$1/pid"; }; }
-cleanup() { for d in "$work"/*/; do stop_node "$d"; done
+stop_node() {
+  if [ -f "$1/pid" ]; then
+    kill -TERM "$(cat "$1/pid")" 2>/dev/null || true
+    while kill -0 "$(cat "$1/pid")" 2>/dev/null; do sleep 0.1; done
+    rm -f "$1/pid"
+  fi
+}
+cleanup() { set +e; for d in "$work"/*/; do stop_node "$d"; done
             as_pg "$bin/pg_ctl" -D "$work/pg/data" -m fast -w stop > /dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
 
