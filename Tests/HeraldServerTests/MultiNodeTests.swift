@@ -233,7 +233,7 @@ import Testing
             load.cancel()
             await load.value
             #expect(other.withLock { $0 }.isEmpty, "answers other than 202 and 503: \(other.withLock { $0 }.prefix(3))")
-            #expect(readyWhileDown.withLock { $0 }.contains { $0.hasPrefix("503") && $0.contains(#""store":"unavailable""#) },
+            #expect(readyWhileDown.withLock { $0 }.contains { $0.hasPrefix("503") && $0.contains(#""store":"unavailable""#) && $0.contains("PostgreSQL") },
                     "\(readyWhileDown.withLock { $0 }.prefix(3))")
             // Everything accepted is delivered; repeats only where an outcome could not be recorded
             // while the database was down (bounded by the batches a node has out).
