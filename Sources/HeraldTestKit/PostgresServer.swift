@@ -60,8 +60,8 @@ public final class PostgresServer: Sendable {
     /// A new empty database; returns its connection URI (user `herald`, no password).
     public func createDatabase() throws -> String {
         let name = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
-        let r = try Run.program("\(bin)/psql", ["-h", "127.0.0.1", "-p", String(port), "-U", "herald", "-d", "postgres", "-v", "ON_ERROR_STOP=1",
-                                                "-c", "CREATE DATABASE \(name)"])
+        let r = try Self.shell(["\(bin)/psql", "-h", "127.0.0.1", "-p", String(port), "-U", "herald", "-d", "postgres", "-v", "ON_ERROR_STOP=1",
+                                "-c", "CREATE DATABASE \(name)"])
         guard r.status == 0 else { throw TestSetupError("CREATE DATABASE failed: \(r.stderr)") }
         return url(database: String(name))
     }
@@ -71,9 +71,9 @@ public final class PostgresServer: Sendable {
 
     /// Runs SQL with psql against `database`; returns stdout (unaligned, tuples only).
     public func query(_ database: String, _ sql: String) throws -> String {
-        let r = try Run.program("\(bin)/psql", ["-h", "127.0.0.1", "-p", String(port), "-U", "herald", "-d", database, "-At",
-                                                "-v", "ON_ERROR_STOP=1", "-c", sql])
-        guard r.status == 0 else { throw TestSetupError("psql failed: \(r.stderr)") }
+        let r = try Self.shell(["\(bin)/psql", "-h", "127.0.0.1", "-p", String(port), "-U", "herald", "-d", database, "-At",
+                                "-v", "ON_ERROR_STOP=1", "-c", sql])
+        guard r.status == 0 else { throw TestSetupError("psql failed: \(r.stdout)") }
         return r.stdout
     }
 
@@ -107,7 +107,12 @@ public final class PostgresServer: Sendable {
     /// Runs `arguments` as the data directory's owner through `system()`, output to a file: a
     /// pipe would never reach end-of-file, since the server `pg_ctl` starts inherits it.
     private static func asOwner(_ arguments: [String]) throws(TestSetupError) -> ProcessResult {
-        let c = command(arguments)
+        try shell(command(arguments))
+    }
+
+    /// Runs `c` through `system()` with its output (stdout and stderr together) in a file: no
+    /// pipes and no Dispatch threads, which a starved pool could not serve.
+    private static func shell(_ c: [String]) throws(TestSetupError) -> ProcessResult {
         let out = "/tmp/herald-pg-cmd-\(getpid())-\(UUID().uuidString.prefix(8)).out"
         defer { unlink(out) }
         let quoted = c.map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
