@@ -30,10 +30,13 @@ let package = Package(
                        providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CNGHTTP2", path: "Sources/CNGHTTP2", pkgConfig: "libnghttp2",
                        providers: [.apt(["libnghttp2-dev"])]),
+        .systemLibrary(name: "CPostgres", path: "Sources/CPostgres", pkgConfig: "libpq",
+                       providers: [.apt(["libpq-dev"])]),
 
         // MARK: Core, store, crypto
         .target(name: "HeraldCore", path: "Sources/HeraldCore"),
         .target(name: "HeraldStore", dependencies: ["HeraldCore", "CSQLite"], path: "Sources/HeraldStore"),
+        .target(name: "HeraldPostgres", dependencies: ["HeraldCore", "CPostgres"], path: "Sources/HeraldPostgres"),
         .target(name: "HeraldCrypto", dependencies: ["HeraldCore", "COpenSSL"], path: "Sources/HeraldCrypto"),
         .target(name: "APNsBinaryProtocol", path: "Sources/APNsBinaryProtocol"),
 
@@ -53,7 +56,7 @@ let package = Package(
                 dependencies: ["HeraldCore", "HeraldStore", "HeraldCrypto", "HeraldServer", "HeraldSimulator", "APNsBinaryProtocol"],
                 path: "Sources/HeraldCLI"),
         .executableTarget(name: "herald",
-                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldStore", "HeraldLogTransport", "HeraldAPNsHTTP2", "HeraldAPNsBinary"],
+                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldStore", "HeraldPostgres", "HeraldLogTransport", "HeraldAPNsHTTP2", "HeraldAPNsBinary"],
                           path: "Sources/herald"),
 
         // MARK: Test kit (doubles and in-process servers for tests)
@@ -62,7 +65,7 @@ let package = Package(
         // MARK: Tests (mirror the modules)
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldStore", "HeraldLogTransport", "HeraldTestKit"],
                     path: "Tests/HeraldCoreTests"),
-        .testTarget(name: "HeraldStoreTests", dependencies: ["HeraldStore", "HeraldCore", "HeraldTestKit"],
+        .testTarget(name: "HeraldStoreTests", dependencies: ["HeraldStore", "HeraldPostgres", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"],
                     path: "Tests/HeraldStoreTests"),
         .testTarget(name: "HeraldCryptoTests", dependencies: ["HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldCryptoTests"),
@@ -72,7 +75,7 @@ let package = Package(
                     path: "Tests/HeraldCLITests"),
         .testTarget(name: "HeraldSimulatorTests", dependencies: ["HeraldSimulator", "HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldSimulatorTests"),
-        .testTarget(name: "HeraldServerTests", dependencies: ["HeraldServer", "HeraldStore", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
+        .testTarget(name: "HeraldServerTests", dependencies: ["HeraldServer", "HeraldStore", "HeraldPostgres", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
                                                            "HeraldAPNsHTTP2", "HeraldAPNsBinary"],
                     path: "Tests/HeraldServerTests"),
         .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldCore", "HeraldCrypto", "HeraldStore",

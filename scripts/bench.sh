@@ -3,7 +3,7 @@
 # ratio means something on any machine. Loopback only; every load is bounded in time.
 #
 #   scripts/bench.sh            all sections
-#   scripts/bench.sh bench_api  one section (bench_api, bench_apns_http2, bench_transport, bench_crypto, bench_binary, bench_bulk)
+#   scripts/bench.sh bench_api  one section (bench_api, bench_apns_http2, bench_transport, bench_crypto, bench_binary, bench_bulk, bench_storage)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HERALD=${HERALD:-.build/release/herald}
@@ -194,6 +194,9 @@ JSON
   awk -v n="$n" -v e="$e2" -v u="$u2" -v s="$s2" 'BEGIN { printf "  reference: awk, a line per token: %d lines/s, %.1f us CPU per line\n", n / e, (u + s) * 1e6 / n }'
 }
 
+# One daemon on SQLite vs one on PostgreSQL vs three on one PostgreSQL (its own script).
+bench_storage() { scripts/bench-storage.sh; }
+
 sections=("$@")
-[ ${#sections[@]} -eq 0 ] && sections=(bench_api bench_apns_http2 bench_transport bench_crypto bench_binary bench_bulk)
+[ ${#sections[@]} -eq 0 ] && sections=(bench_api bench_apns_http2 bench_transport bench_crypto bench_binary bench_bulk bench_storage)
 for s in "${sections[@]}"; do "$s"; done

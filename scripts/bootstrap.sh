@@ -8,6 +8,7 @@ packages=(
   pkg-config ca-certificates openssl curl
   libcurl4-openssl-dev libssl-dev libsqlite3-dev   # transports, crypto, store
   libmicrohttpd-dev libnghttp2-dev                 # daemon HTTP API, HTTP/2 simulator
+  libpq-dev postgresql                             # PostgreSQL storage driver; the server its tests start
   nghttp2-client nghttp2-server                    # h2load and nghttpd: reference tools for tests and benchmarks
   wrk                                              # HTTP/1.1 load generator for `make bench` (the daemon API)
   strace                                           # holds the daemon inside a write in the kill -9 test

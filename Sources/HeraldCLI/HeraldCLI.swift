@@ -20,6 +20,7 @@ public enum HeraldCLI {
         ServeCommand.command,
         SendCommand.command,
         PruneCommand.command,
+        MigrateCommand.command,
         FeedbackCommand.command,
         SimulateHTTP2Command.command,
         SimulateBinaryCommands.gateway, SimulateBinaryCommands.feedback,

@@ -5,6 +5,7 @@ import HeraldAPNsHTTP2
 import HeraldCLI
 import HeraldCore
 import HeraldLogTransport
+import HeraldPostgres
 import HeraldStore
 
 // Transport plugins and storage drivers are registered here, explicitly, once.
@@ -15,6 +16,7 @@ registry.register(APNsBinaryTransport.self)
 
 var storage = StorageDrivers()
 storage.register(SQLiteStorageDriver())
+storage.register(PostgresStorageDriver())
 
 let code = await HeraldCLI.run(Array(CommandLine.arguments.dropFirst()), registry: registry, storage: storage)
 exit(code)

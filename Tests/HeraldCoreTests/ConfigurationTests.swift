@@ -111,7 +111,7 @@ let minimal = """
          "delivery": {"maxAttempts": 0, "jitter": 2, "initialBackoff": "10m", "maxBackoff": "1m"}}
         """)
         let expected = [
-            "storage.driver: unknown value \"postgres\"; expected one of: sqlite",
+            "storage.driver: unknown value \"postgres\"; expected one of: sqlite, postgresql",
             "storage.synchronous: unknown value \"sometimes\"; expected one of: full, normal",
             "storage.busyTimeout: expected a duration such as 30, \"30s\", \"5m\", \"2h\" or \"7d\", found \"soon\"",
             "transports.apns.type: unknown transport type \"apns-h3\"; known: fake-apns, log",

@@ -180,7 +180,7 @@ public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
 
 /// `storage`: where devices and the queue live.
 public struct StorageConfiguration: Sendable, Equatable {
-    public enum Driver: String, CaseIterable, Sendable { case sqlite }
+    public enum Driver: String, CaseIterable, Sendable { case sqlite, postgresql }
     /// How hard SQLite works to survive power loss; `full` (default) fsyncs every commit.
     public enum Synchronous: String, CaseIterable, Sendable { case full, normal }
 
@@ -190,6 +190,11 @@ public struct StorageConfiguration: Sendable, Equatable {
     public var synchronous: Synchronous = .full
     /// How long a writer waits for a lock before failing. Default 5 s.
     public var busyTimeout: TimeInterval = 5
+    /// `postgresql`: the libpq connection string or URI (required; `${ENV}` for the password).
+    /// Never logged as is: see ``Redact/connectionString(_:)``.
+    public var url: String?
+    /// `postgresql`: connections the daemon opens (claims, outcomes, reads). Default 8.
+    public var pool: Int = 8
 
     public init(path: String, driver: Driver = .sqlite, synchronous: Synchronous = .full, busyTimeout: TimeInterval = 5) {
         self.path = path
@@ -205,6 +210,21 @@ public struct StorageConfiguration: Sendable, Equatable {
         if let p = node.filePath("path", mustExist: false) { path = p }
         if let s = node.oneOf("synchronous", Synchronous.self) { synchronous = s }
         if let t = node.duration("busyTimeout") { busyTimeout = t }
+        url = node.string("url")
+        if let n = node.int("pool", in: 1...256) { pool = n }
+        switch driver {
+        case .sqlite:
+            for key in ["url", "pool"] where node.child(key) != nil {
+                node.error(at: key, "only for \"driver\": \"postgresql\"; SQLite uses \"path\"")
+            }
+        case .postgresql:
+            if node.child("url") == nil {
+                node.error(at: "url", "required for \"driver\": \"postgresql\": a libpq connection string such as \"postgresql://herald:${PGPASSWORD}@127.0.0.1:5432/herald\"")
+            }
+            for key in ["path", "synchronous", "busyTimeout"] where node.child(key) != nil {
+                node.error(at: key, "only for \"driver\": \"sqlite\"; PostgreSQL uses \"url\"")
+            }
+        }
     }
 }
 

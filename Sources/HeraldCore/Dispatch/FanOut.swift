@@ -21,6 +21,8 @@ public enum DispatchError: Error, CustomStringConvertible, Sendable, Equatable {
     case unknownApp(String, known: [String])
     case invalidRequest(field: String, message: String)
     case store(String)
+    /// The store cannot be reached right now (``StoreUnavailableError``): retry later.
+    case storeUnavailable(String)
 
     public var description: String {
         switch self {
@@ -28,7 +30,7 @@ public enum DispatchError: Error, CustomStringConvertible, Sendable, Equatable {
             return "app: unknown app \"\(app)\"; configured: \(known.joined(separator: ", "))"
         case .invalidRequest(let field, let message):
             return "\(field): \(message)"
-        case .store(let message):
+        case .store(let message), .storeUnavailable(let message):
             return "store: \(message)"
         }
     }
@@ -96,6 +98,8 @@ public struct FanOut: Sendable {
             let devices: [Device]
             do {
                 devices = try await store.devices(app: app.id, users: users, includeInvalidated: false)
+            } catch let e as StoreUnavailableError {
+                throw .storeUnavailable(e.message)
             } catch {
                 throw .store("cannot read devices: \(error)")
             }
@@ -122,6 +126,8 @@ public struct FanOut: Sendable {
         if !normalized.isEmpty {
             do {
                 for d in try await store.devices(app: app.id, tokens: normalized) { knownDevices[d.token] = d }
+            } catch let e as StoreUnavailableError {
+                throw .storeUnavailable(e.message)
             } catch {
                 throw .store("cannot read devices: \(error)")
             }

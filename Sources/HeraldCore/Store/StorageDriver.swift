@@ -20,6 +20,17 @@ public protocol StorageDriver: Sendable {
 
     /// Lines for `herald check`: where the data lives, the schema state.
     func describe(_ configuration: HeraldConfiguration) async -> [CheckFinding]
+
+    /// Brings the schema up to date (`herald migrate`); returns what it did, in one line.
+    func migrate(_ configuration: HeraldConfiguration) async throws -> String
+}
+
+extension StorageDriver {
+    /// Opening the token store migrates it (SQLite).
+    public func migrate(_ configuration: HeraldConfiguration) async throws -> String {
+        _ = try await openTokenStore(configuration)
+        return "schema up to date"
+    }
 }
 
 /// What a driver opened for a daemon.

@@ -206,6 +206,9 @@ public final class API: Sendable {
             }
         } catch let e as APIError {
             response = e.response
+        } catch let e as StoreUnavailableError {
+            // Nothing was stored; the same request may succeed once the database is back.
+            response = APIError.unavailable("store_unavailable", e.message, retryAfter: deps.snapshot().configuration.server.retryAfter).response
         } catch {
             logger.error("request failed", ["route": route.label, "error": String(describing: error)])
             response = APIError(status: 500, code: "internal", message: "the request could not be completed: \(error)").response
@@ -219,9 +222,13 @@ public final class API: Sendable {
     /// `/readyz`: queries the store, so it runs off the server thread.
     private func ready() async -> HTTPResponse {
         let r = await deps.readiness()
+        // Why the store does not answer (a closed queue, a database that went away; no secrets).
+        var storeError: String?
+        if !r.storeOpen { do { try await deps.queue.ping() } catch { storeError = String(describing: error) } }
         return HTTPResponse.json(r.isReady ? 200 : 503) { o in
             o.string("status", r.isDegraded ? "degraded" : r.isReady ? "ready" : "not_ready")
             o.string("store", r.storeOpen ? "open" : "unavailable")
+            if let storeError { o.string("store_error", storeError) }
             o.object("transports") { t in
                 for name in r.transports.keys.sorted() { t.string(name, r.transports[name]) }
             }

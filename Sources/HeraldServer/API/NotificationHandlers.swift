@@ -47,6 +47,7 @@ extension API {
             case .invalidRequest(let field, let message): throw APIError.invalid(field, message)
             case .unknownApp: throw APIError.invalid("app", error.description)
             case .store(let message): throw APIError(status: 500, code: "store", message: message)
+            case .storeUnavailable(let message): throw APIError.unavailable("store_unavailable", message, retryAfter: server.retryAfter)
             }
         }
 

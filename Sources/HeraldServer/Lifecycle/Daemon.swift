@@ -136,6 +136,8 @@ public final class Daemon: Sendable {
             throw DaemonError(String(describing: error))
         }
         let store = storage.tokens, queue = storage.queue
+        // Another node enqueued (PostgreSQL LISTEN/NOTIFY): wake those workers now, not at their next poll.
+        (queue as? any QueueWakeSource)?.onWake { [weak self] names in self?.pool.wake(names) }
         let lookups = CoalescingTokenStore(store)
         let snapshot = RuntimeSnapshot(configuration: config, store: lookups)
         let api = API(API.Dependencies(

@@ -1,0 +1,249 @@
+import Dispatch
+import FoundationEssentials
+import Glibc
+import HeraldCore
+
+/// Group commit of accepts on PostgreSQL: one connection on one thread takes every accept that
+/// arrived meanwhile and commits them in one transaction (one `COMMIT`, one WAL flush, shared),
+/// each accept one statement (its notification and deliveries in one `INSERT … unnest`), plus
+/// one `pg_notify` per transport so every node's workers wake.
+///
+/// A failing accept does not sink the others: the batch is then run again with a savepoint
+/// around each. A lost connection fails the whole batch with ``StoreUnavailableError`` (nothing
+/// was committed); the next batch reconnects.
+final class PGAcceptWriter: @unchecked Sendable {
+    struct Operation {
+        /// Runs inside the batch transaction; returns the transports to wake and what to do after the commit.
+        var run: (PGConnection) throws -> (wake: [String], after: () -> Void)
+        var fail: (any Error) -> Void
+        /// An accept without an idempotency key: stored with the others of its batch in one
+        /// statement (``run`` is the fallback when that statement fails).
+        var plain: PlainAccept? = nil
+        var succeed: () -> Void = {}
+    }
+
+    /// The rows of one accept, as text, for the batch `INSERT`.
+    struct PlainAccept: Sendable {
+        /// id, app, topic, content, deliveries, created_at.
+        var notification: [String?]
+        /// Per delivery: token, user, environment, transport, state, reason, apns_id.
+        var deliveries: [[String?]]
+        var wake: [String]
+    }
+
+    private let conninfo: String
+    private var db: PGConnection?
+    private let condition = ConditionLock()
+    private var pending: [Operation] = []
+    private var closing = false
+    private var finished = false
+    private let maxBatch: Int
+    private let observe: @Sendable (_ operations: Int, _ seconds: Double, _ statements: Int) -> Void
+    private let stats = Locked((commits: 0, operations: 0, roundTrips: 0))
+
+    init(conninfo: String, maxBatch: Int, observe: @escaping @Sendable (Int, Double, Int) -> Void) {
+        self.conninfo = conninfo
+        self.maxBatch = max(1, maxBatch)
+        self.observe = observe
+        OSThread.start(name: "herald-pg-accepts") { [unowned self] in self.loop() }
+    }
+
+    /// Accepts waiting for their commit.
+    var waiting: Int { condition.withLock { pending.count } }
+
+    var isClosed: Bool { condition.withLock { closing } }
+
+    /// Commits, accepts committed, and statements sent (round trips) so far.
+    var statistics: (commits: Int, operations: Int, roundTrips: Int) { stats.withLock { $0 } }
+
+    /// Stores a key-less accept in the next group commit, batched with the others in one
+    /// statement; `fallback` stores it alone (when the batch statement fails).
+    func accept<T: Sendable>(_ plain: PlainAccept, result: T, fallback: @escaping (PGConnection) throws -> (T, [String])) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            let op = Operation(run: { db in
+                let (value, wake) = try fallback(db)
+                return (wake, { continuation.resume(returning: value) })
+            }, fail: { continuation.resume(throwing: $0) }, plain: plain, succeed: { continuation.resume(returning: result) })
+            let refused: Bool = condition.withLock {
+                if closing { return true }
+                pending.append(op)
+                condition.signal()
+                return false
+            }
+            if refused { op.fail(StoreError("the queue is closed")) }
+        }
+    }
+
+    /// Runs `body` in the next group commit and returns its result once committed.
+    func perform<T: Sendable>(_ body: @escaping (PGConnection) throws -> (T, [String])) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            let op = Operation(run: { db in
+                let (value, wake) = try body(db)
+                return (wake, { continuation.resume(returning: value) })
+            }, fail: { continuation.resume(throwing: $0) })
+            let refused: Bool = condition.withLock {
+                if closing { return true }
+                pending.append(op)
+                condition.signal()
+                return false
+            }
+            if refused { op.fail(StoreError("the queue is closed")) }
+        }
+    }
+
+    /// Stops taking work, finishes what is queued, and stops the thread.
+    func close() {
+        condition.lock()
+        closing = true
+        condition.signal()
+        while !finished { condition.wait() }
+        condition.unlock()
+    }
+
+    private func loop() {
+        while true {
+            condition.lock()
+            while pending.isEmpty && !closing { condition.wait() }
+            if pending.isEmpty && closing {
+                db = nil
+                finished = true
+                condition.broadcast()
+                condition.unlock()
+                return
+            }
+            let take = min(maxBatch, pending.count)
+            let batch = Array(pending.prefix(take))
+            pending.removeFirst(take)
+            condition.unlock()
+            runBatch(batch)
+        }
+    }
+
+    private func runBatch(_ batch: [Operation]) {
+        let start = DispatchTime.now().uptimeNanoseconds
+        let db: PGConnection
+        do {
+            if let d = self.db { db = d } else { db = try PGConnection(conninfo); self.db = db }
+        } catch {
+            for op in batch { op.fail(error) }
+            return
+        }
+        var outcome = transaction(batch, db: db, isolated: false)
+        if case .retryIsolated = outcome { outcome = transaction(batch, db: db, isolated: true) }
+        guard case .committed(let done, let statements) = outcome else { return }
+        stats.withLock {
+            $0.commits += 1
+            $0.operations += batch.count
+            $0.roundTrips += statements
+        }
+        observe(batch.count, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9, statements)
+        for after in done { after() }
+    }
+
+    private enum Outcome {
+        case committed([() -> Void], statements: Int)
+        case abandoned
+        case retryIsolated
+    }
+
+    private func transaction(_ batch: [Operation], db: PGConnection, isolated: Bool) -> Outcome {
+        let sentBefore = db.executed
+        func exec(_ sql: String, _ p: [String?] = []) throws {
+            try db.execute(sql, p)
+        }
+        do { try exec("BEGIN") } catch {
+            for op in batch { op.fail(error) }
+            return .abandoned
+        }
+        var done: [(after: () -> Void, fail: (any Error) -> Void)] = []
+        var wake = Set<String>()
+        var told = Set<Int>()   // failed on their own (isolated): already answered
+        // Key-less accepts: all in one statement (unless isolating a failure).
+        let batched = isolated ? [] : batch.indices.filter { batch[$0].plain != nil }
+        if batched.count > 1 {
+            do {
+                try db.execute(Self.batchInsert, Self.batchParameters(batched.map { batch[$0].plain! }))
+                for i in batched {
+                    wake.formUnion(batch[i].plain!.wake)
+                    done.append((batch[i].succeed, batch[i].fail))
+                }
+            } catch let error as StoreUnavailableError {
+                _ = try? db.execute("ROLLBACK")
+                for op in batch { op.fail(error) }
+                return .abandoned
+            } catch {
+                _ = try? db.execute("ROLLBACK")
+                return .retryIsolated
+            }
+        }
+        for (index, op) in batch.enumerated() where !(batched.count > 1 && op.plain != nil) {
+            do {
+                if isolated { try exec("SAVEPOINT op") }
+                do {
+                    let (w, after) = try op.run(db)
+                    if isolated { try exec("RELEASE op") }
+                    wake.formUnion(w)
+                    done.append((after, op.fail))
+                } catch let error as StoreUnavailableError {
+                    throw error
+                } catch {
+                    guard isolated else {
+                        _ = try? db.execute("ROLLBACK")
+                        return .retryIsolated
+                    }
+                    try exec("ROLLBACK TO op")
+                    told.insert(index)
+                    op.fail(error)
+                }
+            } catch {
+                // The connection is gone (or a savepoint failed): nothing is committed.
+                _ = try? db.execute("ROLLBACK")
+                for (i, op) in batch.enumerated() where !told.contains(i) { op.fail(error) }
+                return .abandoned
+            }
+        }
+        do {
+            if !wake.isEmpty {
+                try exec("SELECT pg_notify($1, t) FROM unnest($2::text[]) AS t", [PostgresSchema.channel, PGArray.text(wake.sorted())])
+            }
+            try exec("COMMIT")
+        } catch {
+            _ = try? db.execute("ROLLBACK")
+            for d in done { d.fail(error) }
+            return .abandoned
+        }
+        return .committed(done.map(\.after), statements: db.executed - sentBefore)
+    }
+}
+
+extension PGAcceptWriter {
+    /// Many notifications and their deliveries in one statement: the notifications' columns and
+    /// the deliveries' columns each travel as arrays (deliveries name their notification's id).
+    static let batchInsert = """
+        WITH n AS (
+            INSERT INTO notifications (id, app, topic, content, deliveries, created_at)
+            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bigint[])
+            RETURNING seq, id, created_at)
+        INSERT INTO deliveries (notification, token, "user", environment, transport, state, attempts,
+                                next_attempt_at, last_reason, apns_id, updated_at)
+        SELECT n.seq, r.token, r.u, r.env, r.transport, r.state, 0,
+               CASE WHEN r.state = 'queued' THEN n.created_at END, r.reason, r.apns_id, n.created_at
+        FROM unnest($7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
+            WITH ORDINALITY AS r(nid, token, u, env, transport, state, reason, apns_id, ord)
+        JOIN n ON n.id = r.nid
+        ORDER BY r.ord
+        """
+
+    static func batchParameters(_ accepts: [PlainAccept]) -> [String?] {
+        var params: [String?] = []
+        for column in 0..<6 { params.append(PGArray.text(accepts.map { $0.notification[column] })) }
+        for column in -1..<7 {
+            var values: [String?] = []
+            for a in accepts {
+                for d in a.deliveries { values.append(column < 0 ? a.notification[0] : d[column]) }
+            }
+            params.append(PGArray.text(values))
+        }
+        return params
+    }
+}

@@ -1,0 +1,175 @@
+internal import CPostgres
+import FoundationEssentials
+import Glibc
+import HeraldCore
+
+/// A statement failed on a live connection: the server's message and SQLSTATE. A lost
+/// connection throws ``StoreUnavailableError`` instead (the API answers 503 for it).
+public struct PostgresError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    /// SQLSTATE, when the server sent one.
+    public var sqlState: String
+
+    public var description: String { message }
+}
+
+/// Rows of one result, as text (libpq's text format), read into Swift at once.
+struct PGRows: Sendable {
+    var rows: [[String?]]
+    /// Rows a command changed (`UPDATE`, `DELETE`, `INSERT`).
+    var affected: Int
+
+    var count: Int { rows.count }
+    subscript(_ row: Int, _ column: Int) -> String? { rows[row][column] }
+    func int(_ row: Int, _ column: Int) -> Int64 { Int64(rows[row][column] ?? "") ?? 0 }
+    func optionalInt(_ row: Int, _ column: Int) -> Int64? { rows[row][column].flatMap { Int64($0) } }
+    func string(_ row: Int, _ column: Int) -> String { rows[row][column] ?? "" }
+}
+
+/// One libpq connection. Not thread-safe: each belongs to one thread (a ``BlockingThread`` of
+/// the pool, the writer, or the listener), which is the only one to call it.
+final class PGConnection: @unchecked Sendable {
+    private var conn: OpaquePointer?
+    private let conninfo: String
+    /// The connection string without its password, for messages.
+    let redacted: String
+    /// Statements sent so far (round trips), for benchmarks.
+    private(set) var executed = 0
+
+    /// Connects (blocking: call on a thread you own).
+    init(_ conninfo: String) throws {
+        self.conninfo = conninfo
+        redacted = Redact.connectionString(conninfo)
+        try connect()
+    }
+
+    deinit { if let conn { PQfinish(conn) } }
+
+    private func connect() throws {
+        if let conn { PQfinish(conn) }
+        conn = PQconnectdb(conninfo)
+        guard herald_pq_connection_ok(conn) != 0 else {
+            let message = conn.map { String(cString: PQerrorMessage($0)) } ?? "out of memory"
+            if let conn { PQfinish(conn) }
+            conn = nil
+            throw StoreUnavailableError("cannot connect to PostgreSQL (\(redacted)): \(message.trimmed); check storage.url and that the server runs")
+        }
+        // Quiet NOTICEs (CREATE … IF NOT EXISTS) rather than let libpq print them on stderr.
+        _ = try? execute("SET client_min_messages = warning")
+    }
+
+    /// Whether the connection is up (as far as libpq knows).
+    var isOpen: Bool { herald_pq_connection_ok(conn) != 0 }
+
+    /// Runs one statement with text parameters (`$1`, `$2`, …) and returns its rows. A lost
+    /// connection is reopened first, once, when the previous call found it down.
+    @discardableResult
+    func execute(_ sql: String, _ parameters: [String?] = []) throws -> PGRows {
+        if !isOpen { try connect() }
+        executed += 1
+        let result: OpaquePointer? = withCStrings(parameters) { values in
+            PQexecParams(conn, sql, Int32(parameters.count), nil, values, nil, nil, 0)
+        }
+        guard let result else { throw lost("no result") }
+        defer { PQclear(result) }
+        let kind = herald_pq_result_kind(result)
+        if kind == 0 {
+            let message = String(cString: PQresultErrorMessage(result)).trimmed
+            let state = String(cString: herald_pq_sqlstate(result))
+            if !isOpen || state.hasPrefix("08") || state == "57P01" || state == "57P02" || state == "57P03" { throw lost(message) }
+            throw PostgresError(message: "PostgreSQL: \(message)", sqlState: state)
+        }
+        let affected = Int(String(cString: PQcmdTuples(result))) ?? 0
+        guard kind == 1 else { return PGRows(rows: [], affected: affected) }
+        let n = PQntuples(result), columns = PQnfields(result)
+        var rows: [[String?]] = []
+        rows.reserveCapacity(Int(n))
+        for r in 0..<n {
+            var row: [String?] = []
+            row.reserveCapacity(Int(columns))
+            for c in 0..<columns {
+                row.append(PQgetisnull(result, r, c) == 1 ? nil : String(cString: PQgetvalue(result, r, c)))
+            }
+            rows.append(row)
+        }
+        return PGRows(rows: rows, affected: affected)
+    }
+
+    /// Runs `body` in a transaction (`BEGIN` … `COMMIT`; `ROLLBACK` when it throws).
+    func transaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN")
+        do {
+            let value = try body()
+            try execute("COMMIT")
+            return value
+        } catch {
+            if isOpen { _ = try? execute("ROLLBACK") }
+            throw error
+        }
+    }
+
+    private func lost(_ detail: String) -> StoreUnavailableError {
+        StoreUnavailableError("PostgreSQL is unavailable (\(redacted)): \(detail); retry when it is back")
+    }
+
+    // MARK: LISTEN
+
+    /// Waits up to `timeout` ms for notifications on a `LISTEN`ing connection; returns their payloads.
+    func waitForNotifications(timeoutMilliseconds: Int32) throws -> [String] {
+        if !isOpen { throw lost("connection closed") }
+        if herald_pq_wait_readable(conn, timeoutMilliseconds) < 0 { throw lost("poll failed") }
+        if PQconsumeInput(conn) == 0 || !isOpen { throw lost(String(cString: PQerrorMessage(conn)).trimmed) }
+        var payloads: [String] = []
+        while let n = PQnotifies(conn) {
+            payloads.append(String(cString: n.pointee.extra))
+            PQfreemem(n)
+        }
+        return payloads
+    }
+
+    /// The server's version string (`SHOW server_version`).
+    func serverVersion() throws -> String {
+        try execute("SHOW server_version").string(0, 0)
+    }
+}
+
+/// Calls `body` with C strings for `strings` (`NULL` for `nil`), valid during the call.
+private func withCStrings<R>(_ strings: [String?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
+    var pointers: [UnsafeMutablePointer<CChar>?] = strings.map { $0.map { strdup($0)! } }
+    defer { for p in pointers { free(p) } }
+    return pointers.withUnsafeMutableBufferPointer { buffer in
+        body(buffer.map { $0.map { UnsafePointer($0) } })
+    }
+}
+
+extension String {
+    var trimmed: String {
+        var s = Substring(self)
+        while let l = s.last, l.isWhitespace { s.removeLast() }
+        while let f = s.first, f.isWhitespace { s.removeFirst() }
+        return String(s)
+    }
+}
+
+/// Encodes values as a PostgreSQL array literal (`{"a","b",NULL}`), for `unnest($1::text[])`:
+/// one parameter carries any number of rows.
+enum PGArray {
+    static func text(_ values: [String?]) -> String {
+        var out = "{"
+        for (i, v) in values.enumerated() {
+            if i > 0 { out += "," }
+            guard let v else { out += "NULL"; continue }
+            out += "\""
+            for ch in v.unicodeScalars {
+                if ch == "\"" || ch == "\\" { out += "\\" }
+                out.unicodeScalars.append(ch)
+            }
+            out += "\""
+        }
+        return out + "}"
+    }
+
+    static func ints<I: BinaryInteger>(_ values: [I?]) -> String {
+        "{" + values.map { $0.map { String($0) } ?? "NULL" }.joined(separator: ",") + "}"
+    }
+}

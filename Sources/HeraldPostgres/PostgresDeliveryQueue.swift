@@ -1,0 +1,310 @@
+import FoundationEssentials
+import Glibc
+import HeraldCore
+
+/// The durable queue in PostgreSQL, shared by any number of Herald nodes.
+///
+/// - Accepts are group-committed by ``PGAcceptWriter`` (one statement each, one `COMMIT` per batch).
+/// - Claims take due rows with `FOR UPDATE SKIP LOCKED` (two nodes never claim the same row),
+///   mark them `sent` with a lease and count the attempt: the attempt is the claim's fencing
+///   token. Outcomes and lease renewals match on `(id, attempts, state = 'sent')`, so a node
+///   whose lease ran out (and whose delivery another node claimed again) changes nothing.
+/// - A node that dies leaves its claims `sent` until their lease ends; then any node's
+///   housekeeping (``reclaimExpiredLeases(now:)``, one node at a time under an advisory lock)
+///   returns them to the queue and they are sent again, with the same `apns-id`.
+/// - ``interrupted(transport:)`` is always empty here: on a shared queue a starting node cannot
+///   tell a dead node's claims from a live node's, and only the node that sent a delivery could
+///   check its own transport ledger. Lease expiry is the only path back (see docs/scale-out.md).
+/// - ``depth()`` is the database's count, refreshed every second by the listener thread, plus
+///   this node's own changes since; other nodes' changes show within a second.
+public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unchecked Sendable {
+    private let pool: PGPool
+    private let writer: PGAcceptWriter
+    private let listener: PGListener
+    /// This run of this node, written to `deliveries.claimed_by` (for operators; fencing uses the attempt).
+    public let nodeID: String
+    private let counts = Locked([String: QueueDepth]())
+
+    /// Opens the queue (the schema must be migrated: see ``PostgresStorageDriver``).
+    init(conninfo: String, pool: PGPool, maxCommitBatch: Int, metrics: MetricsRegistry) {
+        self.pool = pool
+        nodeID = UUIDSource.random().lowercasedString
+        let commits = metrics.counter("herald_queue_commits_total", help: "Group commits of the queue's writer.")
+        let sizes = metrics.histogram("herald_queue_commit_operations", help: "Operations (accepts, claims, outcomes) per group commit.",
+                                      buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000])
+        let times = metrics.histogram("herald_queue_commit_seconds", help: "Time of one group commit, fsync included.")
+        let statements = metrics.counter("herald_queue_accept_statements_total",
+                                         help: "Statements (database round trips) the accept writer sent, BEGIN and COMMIT included (PostgreSQL).")
+        writer = PGAcceptWriter(conninfo: conninfo, maxBatch: maxCommitBatch) { n, seconds, sent in
+            statements.increment(by: Int64(sent))
+            commits.increment()
+            sizes.observe(Double(n))
+            times.observe(seconds)
+        }
+        let counts = self.counts
+        listener = PGListener(conninfo: conninfo) { db in
+            let r = try db.execute("""
+                SELECT transport, state, count(*) FROM deliveries
+                WHERE state IN ('queued', 'sent') AND transport IS NOT NULL GROUP BY transport, state
+                """)
+            var depth: [String: QueueDepth] = [:]
+            for i in 0..<r.count {
+                if r.string(i, 1) == "queued" { depth[r.string(i, 0), default: QueueDepth()].queued += Int(r.int(i, 2)) } else {
+                    depth[r.string(i, 0), default: QueueDepth()].inFlight += Int(r.int(i, 2))
+                }
+            }
+            counts.withLock { $0 = depth }
+        }
+    }
+
+    public func onWake(_ handler: @escaping @Sendable (Set<String>) -> Void) { listener.setHandler(handler) }
+
+    public var waitingAccepts: Int { writer.waiting }
+
+    /// Group commits, accepts and statements of the accept writer so far (for benchmarks).
+    public var commitStatistics: (commits: Int, operations: Int, roundTrips: Int) { writer.statistics }
+
+    public func depth() -> [String: QueueDepth] { counts.withLock { $0 } }
+
+    private func adjust(_ transport: String?, queued: Int = 0, inFlight: Int = 0) {
+        guard let transport else { return }
+        counts.withLock { c in
+            var d = c[transport, default: QueueDepth()]
+            d.queued = max(0, d.queued + queued)
+            d.inFlight = max(0, d.inFlight + inFlight)
+            c[transport] = d
+        }
+    }
+
+    // MARK: Accepting
+
+    public func enqueue(_ n: QueuedNotification, idempotencySince: Date) async throws -> EnqueueReceipt {
+        let content = String(decoding: n.content.apiJSON, as: UTF8.self)
+        let created = String(n.createdAt.millisecondsSince1970)
+        let d = n.deliveries
+        let arrays = [PGArray.text(d.map(\.token)), PGArray.text(d.map(\.user)), PGArray.text(d.map(\.environment.rawValue)),
+                      PGArray.text(d.map(\.transport)), PGArray.text(d.map(\.state.rawValue)), PGArray.text(d.map(\.reason)),
+                      PGArray.text(d.map { $0.apnsID.lowercasedString })]
+        var added: [String: Int] = [:]
+        for p in d where p.state == .queued { if let t = p.transport { added[t, default: 0] += 1 } }
+        let since = String(idempotencySince.millisecondsSince1970)
+        let store: (PGConnection) throws -> (EnqueueReceipt, [String]) = { [added] db in
+            if let key = n.idempotencyKey {
+                // A key older than the window is free again.
+                try db.execute("UPDATE notifications SET idempotency_key = NULL WHERE app = $1 AND idempotency_key = $2 AND created_at < $3",
+                               [n.app, key, since])
+            }
+            let inserted = try db.execute("""
+                WITH n AS (
+                    INSERT INTO notifications (id, app, topic, content, idempotency_key, deliveries, created_at)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7)
+                    ON CONFLICT (app, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING seq),
+                d AS (
+                    INSERT INTO deliveries (notification, token, "user", environment, transport, state, attempts,
+                                            next_attempt_at, last_reason, apns_id, updated_at)
+                    SELECT n.seq, r.token, r.u, r.env, r.transport, r.state, 0,
+                           CASE WHEN r.state = 'queued' THEN $7::bigint END, r.reason, r.apns_id, $7::bigint
+                    FROM n, unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
+                        WITH ORDINALITY AS r(token, u, env, transport, state, reason, apns_id, ord)
+                    ORDER BY r.ord)
+                SELECT seq FROM n
+                """, [n.id, n.app, n.topic, content, n.idempotencyKey, String(d.count), created] + arrays)
+            if inserted.count == 0, let key = n.idempotencyKey {
+                let first = try db.execute("SELECT id, deliveries FROM notifications WHERE app = $1 AND idempotency_key = $2", [n.app, key])
+                guard first.count == 1 else { throw StoreError("queue: idempotency key \(key) conflicts but its notification is gone; retry") }
+                return (EnqueueReceipt(id: first.string(0, 0), deliveries: Int(first.int(0, 1)), replayed: true), [])
+            }
+            return (EnqueueReceipt(id: n.id, deliveries: d.count, replayed: false), added.keys.sorted())
+        }
+        let receipt: EnqueueReceipt
+        if n.idempotencyKey == nil {
+            let plain = PGAcceptWriter.PlainAccept(
+                notification: [n.id, n.app, n.topic, content, String(d.count), created],
+                deliveries: d.map { [$0.token, $0.user, $0.environment.rawValue, $0.transport, $0.state.rawValue, $0.reason, $0.apnsID.lowercasedString] },
+                wake: added.keys.sorted())
+            receipt = try await writer.accept(plain, result: EnqueueReceipt(id: n.id, deliveries: d.count, replayed: false), fallback: store)
+        } else {
+            receipt = try await writer.perform(store)
+        }
+        if !receipt.replayed { for (t, k) in added { adjust(t, queued: k) } }
+        return receipt
+    }
+
+    public func receipt(app: String, idempotencyKey: String, since: Date) async throws -> EnqueueReceipt? {
+        try await pool.run { db in
+            let r = try db.execute("SELECT id, deliveries FROM notifications WHERE app = $1 AND idempotency_key = $2 AND created_at >= $3",
+                                   [app, idempotencyKey, String(since.millisecondsSince1970)])
+            return r.count == 0 ? nil : EnqueueReceipt(id: r.string(0, 0), deliveries: Int(r.int(0, 1)), replayed: true)
+        }
+    }
+
+    // MARK: Working
+
+    public func claim(transport: String, limit: Int, now: Date, leaseUntil: Date) async throws -> [ClaimedDelivery] {
+        let node = nodeID
+        let claimed: [ClaimedDelivery] = try await pool.run { db in
+            let r = try db.execute("""
+                WITH c AS (
+                    UPDATE deliveries SET state = 'sent', attempts = attempts + 1, lease_until = $4, updated_at = $2, claimed_by = $5
+                    WHERE id IN (SELECT id FROM deliveries WHERE state = 'queued' AND transport = $1 AND next_attempt_at <= $2
+                                 ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED)
+                    RETURNING id, notification, token, "user", environment, attempts, apns_id)
+                SELECT c.id, c.token, c."user", c.environment, c.attempts, c.apns_id, n.seq, n.id, n.app, n.topic, n.content, n.created_at
+                FROM c JOIN notifications n ON n.seq = c.notification ORDER BY c.id
+                """, [transport, String(now.millisecondsSince1970), String(limit), String(leaseUntil.millisecondsSince1970), node])
+            return try Self.deliveries(r, transport: transport)
+        }
+        if !claimed.isEmpty { adjust(transport, queued: -claimed.count, inFlight: claimed.count) }
+        return claimed
+    }
+
+    /// Rows `id, token, user, environment, attempts, apns_id, seq, nid, app, topic, content, created_at`.
+    private static func deliveries(_ r: PGRows, transport: String) throws -> [ClaimedDelivery] {
+        var parsed: [Int64: (NotificationContent, [UInt8])] = [:]
+        var result: [ClaimedDelivery] = []
+        result.reserveCapacity(r.count)
+        for i in 0..<r.count {
+            let seq = r.int(i, 6)
+            let content: (NotificationContent, [UInt8])
+            if let c = parsed[seq] { content = c } else {
+                do {
+                    let c = try NotificationContent.fromAPIJSON(Array(r.string(i, 10).utf8))
+                    content = (c, APNsPayload.encode(c))
+                } catch {
+                    throw StoreError("queue: notification \(r.string(i, 7)) has content this Herald cannot read: \(error)")
+                }
+                parsed[seq] = content
+            }
+            result.append(ClaimedDelivery(delivery: Delivery(
+                id: r.int(i, 0), notificationID: r.string(i, 7), app: r.string(i, 8), topic: r.string(i, 9), token: r.string(i, 1),
+                user: r[i, 2], environment: APNsEnvironment(rawValue: r.string(i, 3)) ?? .production, transport: transport,
+                attempt: Int(r.int(i, 4)), apnsID: UUID(lowercasedString: r.string(i, 5)) ?? UUIDSource.random(),
+                content: content.0, payload: content.1), acceptedAt: Date(millisecondsSince1970: r.int(i, 11))))
+        }
+        return result
+    }
+
+    public func interrupted(transport: String) async throws -> [ClaimedDelivery] { [] }
+
+    public func complete(_ completions: [DeliveryCompletion], now: Date) async throws {
+        guard !completions.isEmpty else { return }
+        let c = completions
+        let params = [PGArray.ints(c.map { $0.id }), PGArray.ints(c.map { $0.attempt }), PGArray.text(c.map { $0.state.rawValue }),
+                      PGArray.text(c.map { $0.reason }), PGArray.text(c.map { $0.apnsID }),
+                      PGArray.ints(c.map { $0.state == .queued ? ($0.retryAt ?? now).millisecondsSince1970 : nil }),
+                      PGArray.ints(c.map { $0.state == .queued && !$0.countsAttempt ? 1 : 0 }), String(now.millisecondsSince1970)]
+        // One statement for the batch; the fencing is in the WHERE clause.
+        let changed = try await pool.run { db in
+            try db.execute("""
+                UPDATE deliveries d SET state = c.state, last_reason = c.reason, apns_id = COALESCE(c.apns_id, d.apns_id),
+                    lease_until = NULL, claimed_by = NULL, next_attempt_at = c.retry_at, updated_at = $8, attempts = d.attempts - c.give_back
+                FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::int[])
+                    AS c(id, attempt, state, reason, apns_id, retry_at, give_back)
+                WHERE d.id = c.id AND d.attempts = c.attempt AND d.state = 'sent'
+                RETURNING d.transport, d.state
+                """, params)
+        }
+        for i in 0..<changed.count {
+            adjust(changed[i, 0], queued: changed.string(i, 1) == "queued" ? 1 : 0, inFlight: -1)
+        }
+    }
+
+    public func renewLeases(_ claims: [ClaimedDelivery], until: Date) async throws {
+        guard !claims.isEmpty else { return }
+        let params = [PGArray.ints(claims.map { $0.delivery.id }), PGArray.ints(claims.map { $0.delivery.attempt }),
+                      String(until.millisecondsSince1970)]
+        try await pool.run { db in
+            try db.execute("""
+                UPDATE deliveries d SET lease_until = $3 FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt)
+                WHERE d.id = c.id AND d.attempts = c.attempt AND d.state = 'sent'
+                """, params)
+        }
+    }
+
+    public func reclaimExpiredLeases(now: Date) async throws -> Int {
+        let ms = String(now.millisecondsSince1970)
+        let r: PGRows = try await pool.run { db in
+            try db.transaction {
+                // One node at a time; the others skip this round.
+                guard try db.execute("SELECT pg_try_advisory_xact_lock($1)", [String(PostgresSchema.Lock.housekeeping.rawValue)]).string(0, 0) == "t" else {
+                    return PGRows(rows: [], affected: 0)
+                }
+                let r = try db.execute("""
+                    UPDATE deliveries SET state = 'queued', lease_until = NULL, claimed_by = NULL, next_attempt_at = $1, updated_at = $1,
+                        last_reason = 'lease expired before the transport answered'
+                    WHERE state = 'sent' AND lease_until <= $1 RETURNING transport
+                    """, [ms])
+                let transports = Set((0..<r.count).compactMap { r[$0, 0] })
+                if !transports.isEmpty {
+                    try db.execute("SELECT pg_notify($1, t) FROM unnest($2::text[]) AS t", [PostgresSchema.channel, PGArray.text(transports.sorted())])
+                }
+                return r
+            }
+        }
+        for i in 0..<r.count { adjust(r[i, 0], queued: 1, inFlight: -1) }
+        return r.count
+    }
+
+    public func nextDue(transport: String) async throws -> Date? {
+        try await pool.run { db in
+            try db.execute("SELECT min(next_attempt_at) FROM deliveries WHERE state = 'queued' AND transport = $1", [transport])
+                .optionalInt(0, 0).map { Date(millisecondsSince1970: $0) }
+        }
+    }
+
+    // MARK: Reading and housekeeping
+
+    public func status(notificationID: String) async throws -> NotificationStatus? {
+        try await pool.run { db in
+            let n = try db.execute("SELECT seq, app, created_at, idempotency_key FROM notifications WHERE id = $1", [notificationID])
+            guard n.count == 1 else { return nil }
+            let s = try db.execute("""
+                SELECT id, token, "user", transport, state, attempts, last_reason, apns_id, updated_at, next_attempt_at
+                FROM deliveries WHERE notification = $1 ORDER BY id
+                """, [n.string(0, 0)])
+            let deliveries = (0..<s.count).map { i in
+                DeliveryStatus(id: s.int(i, 0), token: s.string(i, 1), user: s[i, 2], transport: s[i, 3],
+                               state: DeliveryState(rawValue: s.string(i, 4)) ?? .failed, attempts: Int(s.int(i, 5)),
+                               lastReason: s[i, 6], apnsID: s.string(i, 7), updatedAt: Date(millisecondsSince1970: s.int(i, 8)),
+                               nextAttemptAt: s.optionalInt(i, 9).map { Date(millisecondsSince1970: $0) })
+            }
+            return NotificationStatus(id: notificationID, app: n.string(0, 1), createdAt: Date(millisecondsSince1970: n.int(0, 2)),
+                                      idempotencyKey: n[0, 3], deliveries: deliveries)
+        }
+    }
+
+    public func prune(createdBefore cutoff: Date) async throws -> Int {
+        let ms = String(cutoff.millisecondsSince1970)
+        var total = 0
+        // Chunks of 500 notifications, each its own short transaction under the housekeeping lock.
+        while true {
+            let (removed, more): (Int, Bool) = try await pool.run { db in
+                try db.transaction {
+                    guard try db.execute("SELECT pg_try_advisory_xact_lock($1)", [String(PostgresSchema.Lock.housekeeping.rawValue)]).string(0, 0) == "t" else {
+                        return (0, false)
+                    }
+                    let r = try db.execute("""
+                        DELETE FROM notifications WHERE seq IN (
+                            SELECT seq FROM notifications n WHERE created_at < $1
+                            AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification = n.seq AND d.state IN ('queued', 'sent'))
+                            ORDER BY seq LIMIT 500)
+                        RETURNING deliveries
+                        """, [ms])
+                    return ((0..<r.count).reduce(0) { $0 + Int(r.int($1, 0)) }, r.count == 500)
+                }
+            }
+            total += removed
+            if !more { return total }
+        }
+    }
+
+    public func ping() async throws {
+        if writer.isClosed { throw StoreError("the queue is closed") }
+        try await pool.run { db in _ = try db.execute("SELECT 1") }
+    }
+
+    public func close() async {
+        writer.close()
+        listener.stop()
+    }
+}

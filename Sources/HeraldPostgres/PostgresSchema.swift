@@ -1,0 +1,98 @@
+import FoundationEssentials
+import HeraldCore
+
+/// Herald's PostgreSQL schema, as ordered migrations applied under an advisory lock (two nodes
+/// starting at once on an empty database: one migrates, the other waits and finds it done).
+///
+/// Times are milliseconds since 1970 (UTC), as in the SQLite schema. Never edit a shipped step;
+/// append a new one.
+enum PostgresSchema {
+    /// Advisory lock keys (`pg_advisory_lock`), one per job.
+    enum Lock: Int64 {
+        case migrate = 7_304_512_001
+        case housekeeping = 7_304_512_002
+    }
+
+    /// The channel of `LISTEN/NOTIFY` wake-ups; the payload is a transport name.
+    static let channel = "herald_queue"
+
+    static let steps: [String] = [
+        // 1: devices, notifications, deliveries.
+        """
+        CREATE TABLE devices (
+            app TEXT NOT NULL,
+            token TEXT NOT NULL,
+            "user" TEXT NOT NULL,
+            transport TEXT NOT NULL,
+            environment TEXT NOT NULL CHECK (environment IN ('sandbox', 'production')),
+            created_at BIGINT NOT NULL,
+            updated_at BIGINT NOT NULL,
+            invalidated_at BIGINT,
+            invalidation_reason TEXT,
+            PRIMARY KEY (app, token)
+        );
+        CREATE INDEX devices_by_user ON devices (app, "user", updated_at DESC);
+        CREATE INDEX devices_invalidated ON devices (invalidated_at) WHERE invalidated_at IS NOT NULL;
+        CREATE TABLE notifications (
+            seq BIGSERIAL PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            app TEXT NOT NULL,
+            topic TEXT NOT NULL,
+            content TEXT NOT NULL,
+            idempotency_key TEXT,
+            deliveries INTEGER NOT NULL,
+            created_at BIGINT NOT NULL
+        );
+        CREATE UNIQUE INDEX notifications_idempotency ON notifications (app, idempotency_key)
+            WHERE idempotency_key IS NOT NULL;
+        CREATE INDEX notifications_created ON notifications (created_at);
+        CREATE TABLE deliveries (
+            id BIGSERIAL PRIMARY KEY,
+            notification BIGINT NOT NULL REFERENCES notifications (seq) ON DELETE CASCADE,
+            token TEXT NOT NULL,
+            "user" TEXT,
+            environment TEXT NOT NULL,
+            transport TEXT,
+            state TEXT NOT NULL CHECK (state IN ('queued', 'sent', 'delivered', 'failed', 'invalid_token', 'rejected', 'expired')),
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at BIGINT,
+            lease_until BIGINT,
+            claimed_by TEXT,
+            last_reason TEXT,
+            apns_id TEXT NOT NULL,
+            updated_at BIGINT NOT NULL
+        );
+        CREATE INDEX deliveries_by_notification ON deliveries (notification);
+        CREATE INDEX deliveries_due ON deliveries (transport, next_attempt_at, id) WHERE state = 'queued';
+        CREATE INDEX deliveries_claimed ON deliveries (lease_until) WHERE state = 'sent';
+        """,
+    ]
+
+    /// The schema version of the database (0: none yet).
+    static func version(_ db: PGConnection) throws -> Int {
+        let exists = try db.execute("SELECT to_regclass('herald_schema') IS NOT NULL")
+        guard exists.string(0, 0) == "t" else { return 0 }
+        return Int(try db.execute("SELECT coalesce(max(version), 0) FROM herald_schema").int(0, 0))
+    }
+
+    /// Applies missing steps under the migration lock; returns (before, after) versions.
+    @discardableResult
+    static func migrate(_ db: PGConnection) throws -> (from: Int, to: Int) {
+        try db.execute("SELECT pg_advisory_lock($1)", [String(Lock.migrate.rawValue)])
+        defer { _ = try? db.execute("SELECT pg_advisory_unlock($1)", [String(Lock.migrate.rawValue)]) }
+        try db.execute("CREATE TABLE IF NOT EXISTS herald_schema (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+        let from = try version(db)
+        if from > steps.count {
+            throw StoreError("the database's schema is version \(from), newer than this Herald's \(steps.count); run a newer Herald")
+        }
+        for (i, step) in steps.enumerated() where i + 1 > from {
+            try db.transaction {
+                for statement in step.split(separator: ";").map({ String($0).trimmed }) where !statement.isEmpty {
+                    try db.execute(statement)
+                }
+                try db.execute("INSERT INTO herald_schema (version) VALUES ($1)", [String(i + 1)])
+            }
+        }
+        return (from, steps.count)
+    }
+}

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# `make bench` section bench_storage: accepted notifications/s and deliveries/s through the `log`
+# transport for one daemon on SQLite and one on PostgreSQL in the same run, and for three daemons
+# on one PostgreSQL database; database round trips per accepted notification; duplicates across
+# the three nodes' ledgers. PostgreSQL (Debian's package) runs in a temporary folder on a free
+# loopback port, with fsync on, as the `postgres` user when run as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+HERALD=${HERALD:-.build/release/herald}
+DURATION=${BENCH_DURATION:-10}
+metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" 'index($0, m) == 1 { s += $NF } END { printf "%d", s }'; }
+wrk_rate() { awk '/^Requests\/sec/ { print int($2) }'; }
+
+bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+[ -x "$bin/pg_ctl" ] || { echo "bench_storage: PostgreSQL is missing; run scripts/bootstrap.sh" >&2; exit 1; }
+work=$(mktemp -d /tmp/herald-bench-pg.XXXXXX)
+as_pg() { if [ "$(id -u)" = 0 ]; then chown -R postgres "$work/pg" 2>/dev/null || true; runuser -u postgres -- "$@"; else "$@"; fi; }
+mkdir -p "$work/pg"
+[ "$(id -u)" = 0 ] && chown postgres "$work" "$work/pg"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+as_pg "$bin/initdb" -D "$work/pg/data" -A trust -U herald > /dev/null
+as_pg "$bin/pg_ctl" -D "$work/pg/data" -l "$work/pg/log" -w -o "-p $port -k $work/pg -c listen_addresses=127.0.0.1 -c max_connections=200" start > /dev/null
+stop_node() {
+  if [ -f "$1/pid" ]; then
+    kill -TERM "$(cat "$1/pid")" 2>/dev/null || true
+    while kill -0 "$(cat "$1/pid")" 2>/dev/null; do sleep 0.1; done
+    rm -f "$1/pid"
+  fi
+}
+cleanup() { set +e; for d in "$work"/*/; do stop_node "$d"; done
+            as_pg "$bin/pg_ctl" -D "$work/pg/data" -m fast -w stop > /dev/null 2>&1 || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+node() { # dir storage-json; echoes the API port
+  mkdir -p "$1"
+  cat > "$1/config.json" <<JSON
+{"storage": $2, "apps": {"com.example.app": {"routes": ["dry"]}},
+ "transports": {"dry": {"type": "log", "path": "deliveries.jsonl"}},
+ "api": {"listen": "127.0.0.1:0"}, "server": {"maxQueuedPerTransport": 50000000, "maxPendingAccepts": 100000},
+ "log": {"level": "warning"}}
+JSON
+  local exe; exe=$(realpath "$HERALD")
+  (cd "$1" && exec "$exe" serve --config config.json > out.txt 2> err.txt) &
+  echo $! > "$1/pid"
+  local p=""
+  for _ in $(seq 200); do p=$(grep -o '[0-9]*$' "$1/out.txt" 2>/dev/null || true); [ -n "$p" ] && break; sleep 0.1; done
+  [ -n "$p" ] || { echo "bench_storage: the daemon did not start: $(cat "$1/err.txt")" >&2; exit 1; }
+  echo "$p"
+}
+
+run() { # label ports...; accepts for DURATION spread over the nodes, then waits for the drain
+  local label=$1; shift
+  local ports=("$@") n=$#
+  curl -s -o /dev/null -H 'Content-Type: application/json' \
+    -d '{"app":"com.example.app","user":"solo","token":"00000000000000000000000000000000000000000000000000000000000000aa"}' "http://127.0.0.1:${ports[0]}/v1/devices"
+  local a0=0 d0=0 s0=0 p
+  for p in "${ports[@]}"; do
+    a0=$(( a0 + $(metric "$p" herald_notifications_accepted_total) )); d0=$(( d0 + $(metric "$p" 'herald_deliveries_total{transport="dry",outcome="delivered"') ))
+    s0=$(( s0 + $(metric "$p" herald_queue_accept_statements_total) ))
+  done
+  local t0; t0=$(date +%s.%N)
+  local loads=()
+  for p in "${ports[@]}"; do wrk -t1 -c$(( 128 / n )) -d"${DURATION}s" -s scripts/wrk/accept.lua "http://127.0.0.1:$p/v1/notifications" > "$work/wrk-$p.txt" & loads+=($!); done
+  wait "${loads[@]}"
+  local a1=0 s1=0
+  for p in "${ports[@]}"; do a1=$(( a1 + $(metric "$p" herald_notifications_accepted_total) )); s1=$(( s1 + $(metric "$p" herald_queue_accept_statements_total) )); done
+  local accepted=$(( a1 - a0 ))
+  local d1=0
+  for _ in $(seq 1200); do
+    d1=0; for p in "${ports[@]}"; do d1=$(( d1 + $(metric "$p" 'herald_deliveries_total{transport="dry",outcome="delivered"') )); done
+    [ $(( d1 - d0 )) -ge "$accepted" ] && break; sleep 0.1
+  done
+  local t1; t1=$(date +%s.%N)
+  local rt="-"; [ $(( s1 - s0 )) -gt 0 ] && rt=$(awk -v s=$(( s1 - s0 )) -v a=$accepted 'BEGIN { printf "%.2f", s / a }')
+  printf "  %-34s %9s accepted/s %9s deliveries/s   round trips/accept %s\n" "$label" "$(( accepted / DURATION ))" \
+    "$(awk -v n=$(( d1 - d0 )) -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", n / (b - a) }')" "$rt"
+  echo "$(( accepted / DURATION ))"> "$work/last-rate"
+}
+
+echo "== bench_storage (loopback, wrk -c128 over the nodes, ${DURATION}s, $(nproc) cores, log transport; SQLite synchronous=full, PostgreSQL fsync on)"
+sqlite=$(node "$work/sqlite" '{"path": "herald.db", "synchronous": "full"}')
+run "1 node, SQLite" "$sqlite"; r_sqlite=$(cat "$work/last-rate")
+stop_node "$work/sqlite"
+as_pg "$bin/psql" -h 127.0.0.1 -p "$port" -U herald -d postgres -qc "CREATE DATABASE one" > /dev/null
+as_pg "$bin/psql" -h 127.0.0.1 -p "$port" -U herald -d postgres -qc "CREATE DATABASE three" > /dev/null
+one=$(node "$work/pg1" "{\"driver\": \"postgresql\", \"url\": \"postgresql://herald@127.0.0.1:$port/one\"}")
+run "1 node, PostgreSQL" "$one"; r_one=$(cat "$work/last-rate")
+stop_node "$work/pg1"
+a=$(node "$work/pgA" "{\"driver\": \"postgresql\", \"url\": \"postgresql://herald@127.0.0.1:$port/three\"}")
+b=$(node "$work/pgB" "{\"driver\": \"postgresql\", \"url\": \"postgresql://herald@127.0.0.1:$port/three\"}")
+c=$(node "$work/pgC" "{\"driver\": \"postgresql\", \"url\": \"postgresql://herald@127.0.0.1:$port/three\"}")
+run "3 nodes, one PostgreSQL" "$a" "$b" "$c"; r_three=$(cat "$work/last-rate")
+lines=$(cat "$work"/pg{A,B,C}/deliveries.jsonl | wc -l)
+unique=$(cat "$work"/pg{A,B,C}/deliveries.jsonl | grep -o '"apns-id":"[^"]*"' | sort -u | wc -l)
+printf "  %-34s %9s   (target >= 0.5)\n" "PostgreSQL / SQLite, one node" "$(awk -v a=$r_one -v b=$r_sqlite 'BEGIN { printf "%.2f", a / b }')"
+printf "  %-34s %9s   (target >= 0.9)\n" "three nodes / one node, PostgreSQL" "$(awk -v a=$r_three -v b=$r_one 'BEGIN { printf "%.2f", a / b }')"
+printf "  %-34s %9s   (%s ledger lines, %s distinct apns-ids)\n" "duplicates across the 3 ledgers" "$(( lines - unique ))" "$lines" "$unique"
