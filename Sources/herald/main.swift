@@ -8,6 +8,14 @@ import HeraldLogTransport
 import HeraldPostgres
 import HeraldStore
 
+// A parent may start us with signals blocked (a thread of a thread pool blocks nearly all, and a
+// child inherits its spawner's mask): unblock the ones Herald acts on before any thread starts,
+// or SIGTERM would never reach `herald serve`.
+var handled = sigset_t()
+sigemptyset(&handled)
+for s in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&handled, s) }
+pthread_sigmask(SIG_UNBLOCK, &handled, nil)
+
 // Transport plugins and storage drivers are registered here, explicitly, once.
 var registry = TransportRegistry()
 registry.register(LogTransport.self)

@@ -97,7 +97,8 @@ struct OpenSSLClient {
         let end = Date().addingTimeInterval(15)
         while !collected.isDone, Date() < end { try await Task.sleep(nanoseconds: 5_000_000) }
         try? stdin.fileHandleForWriting.close()
-        if process.isRunning { process.terminate() }
+        // SIGKILL, not SIGTERM: a child spawned from a pool thread inherits its blocked signals.
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
         while !collected.isDone { try await Task.sleep(nanoseconds: 5_000_000) }
         let (out, err) = collected.value
