@@ -66,6 +66,12 @@ enum PostgresSchema {
         CREATE INDEX deliveries_due ON deliveries (transport, next_attempt_at, id) WHERE state = 'queued';
         CREATE INDEX deliveries_claimed ON deliveries (lease_until) WHERE state = 'sent';
         """,
+        // 2: local delivery (see the SQLite schema's step 3): `parked` and `fallback`.
+        """
+        ALTER TABLE deliveries ADD COLUMN parked BOOLEAN NOT NULL DEFAULT false;
+        ALTER TABLE deliveries ADD COLUMN fallback TEXT;
+        CREATE INDEX deliveries_parked ON deliveries (transport, token) WHERE parked;
+        """,
     ]
 
     /// The schema version of the database (0: none yet).
