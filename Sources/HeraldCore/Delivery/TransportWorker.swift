@@ -372,7 +372,11 @@ public final class TransportWorker: Sendable {
         var pausedFor: String? = nil
         var answered = false
         if !sendable.isEmpty {
-            let deliveries = sendable.map(\.delivery)
+            let deliveries = sendable.map { c in
+                var d = c.delivery
+                d.acceptedAt = c.acceptedAt
+                return d
+            }
             var outcomes = await deliver(deliveries, claims: sendable, started: start, settings: s)
             let after = clock.now
             metrics.batchTime(transport: name).observe(after.timeIntervalSince(start))

@@ -28,6 +28,8 @@ public struct Delivery: Sendable, Equatable {
     /// open stream, a push route that reports the token invalid or the notification rejected):
     /// another transport's name, or `nil` to finish (push) or wait in the inbox (local).
     public var fallback: String?
+    /// When the notification was accepted (set by the delivery engine before a transport gets it).
+    public var acceptedAt: Date?
 
     public init(id: Int64, notificationID: String, app: String, topic: String, token: String, user: String?,
                 environment: APNsEnvironment, transport: String, attempt: Int = 1, apnsID: UUID = UUIDSource.random(),
