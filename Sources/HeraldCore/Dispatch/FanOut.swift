@@ -76,7 +76,8 @@ public struct FanOut: Sendable {
         var seen = Set<String>()
         var skipped = 0
         var duplicates = 0
-        let local = app.foreground == .pushOnly ? nil : configuration.localTransport(app: app)
+        // Without presence (the CLI) there are no streams: every policy plans as push-only.
+        let local = app.foreground == .pushOnly || presence == nil ? nil : configuration.localTransport(app: app)
         var connected: [String: Set<String>] = [:]
         if local != nil, let presence, !request.users.isEmpty {
             connected = presence.connectedDevices(app: app.id, users: Array(Set(request.users)))
