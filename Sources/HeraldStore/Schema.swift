@@ -61,5 +61,26 @@ public enum HeraldSchema {
         ALTER TABLE deliveries ADD COLUMN fallback TEXT;
         CREATE INDEX deliveries_parked ON deliveries (transport, token) WHERE parked = 1;
         """,
+        // 4: the inbox log (SQLiteInboxStore): events written to streams, numbered per (app, user).
+        """
+        CREATE TABLE inbox (
+            app TEXT NOT NULL,
+            user TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            device TEXT NOT NULL,
+            notification TEXT NOT NULL,
+            event BLOB NOT NULL,
+            created_at INTEGER NOT NULL,
+            PRIMARY KEY (app, user, seq)
+        ) WITHOUT ROWID;
+        CREATE INDEX inbox_by_device ON inbox (app, user, device, seq);
+        CREATE INDEX inbox_by_age ON inbox (app, created_at);
+        CREATE TABLE inbox_sequences (
+            app TEXT NOT NULL,
+            user TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            PRIMARY KEY (app, user)
+        ) WITHOUT ROWID;
+        """,
     ])
 }
