@@ -43,7 +43,7 @@ let package = Package(
         // MARK: APNs simulators and the daemon
         .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldCrypto", "APNsBinaryProtocol", "CNGHTTP2"],
                 path: "Sources/HeraldSimulator"),
-        .target(name: "HeraldServer", dependencies: ["HeraldCore", "CMicroHTTPD"],
+        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldCrypto", "CMicroHTTPD"],
                 path: "Sources/HeraldServer"),
 
         // MARK: Transport plugins
@@ -78,7 +78,7 @@ let package = Package(
         .testTarget(name: "HeraldSimulatorTests", dependencies: ["HeraldSimulator", "HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldSimulatorTests"),
         .testTarget(name: "HeraldServerTests", dependencies: ["HeraldServer", "HeraldStore", "HeraldPostgres", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
-                                                           "HeraldAPNsHTTP2", "HeraldAPNsBinary"],
+                                                           "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldLocalTransport", "HeraldCrypto"],
                     path: "Tests/HeraldServerTests"),
         .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldCore", "HeraldCrypto", "HeraldStore",
                                                         "HeraldSimulator", "HeraldTestKit"],

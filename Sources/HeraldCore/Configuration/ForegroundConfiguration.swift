@@ -98,3 +98,14 @@ extension JSONNode {
         return d
     }
 }
+
+extension HeraldConfiguration {
+    /// Presence grace and inbox TTL of every app, for the delivery engine's ``OutcomePolicy``.
+    public var localDeliveryRules: [String: LocalDeliveryRules] {
+        var rules: [String: LocalDeliveryRules] = [:]
+        for (id, app) in apps where app.foreground != .pushOnly {
+            rules[id] = LocalDeliveryRules(presenceGrace: app.presenceGrace, inboxTTL: app.inbox.ttl)
+        }
+        return rules
+    }
+}
