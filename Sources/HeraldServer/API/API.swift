@@ -83,6 +83,7 @@ public final class API: Sendable {
         case health, ready, metrics
         case registerDevice, removeDevice(token: String), userDevices(user: String)
         case sendNotification, notificationStatus(id: String)
+        case mintClientToken
 
         var label: String {
             switch self {
@@ -94,6 +95,7 @@ public final class API: Sendable {
             case .userDevices: return "GET /v1/users/{user}/devices"
             case .sendNotification: return "POST /v1/notifications"
             case .notificationStatus: return "GET /v1/notifications/{id}"
+            case .mintClientToken: return "POST /v1/client-tokens"
             }
         }
 
@@ -101,14 +103,14 @@ public final class API: Sendable {
             switch self {
             case .health, .ready: return nil
             case .metrics: return .admin
-            case .registerDevice, .removeDevice, .userDevices: return .devices
+            case .registerDevice, .removeDevice, .userDevices, .mintClientToken: return .devices
             case .sendNotification, .notificationStatus: return .send
             }
         }
 
         var hasJSONBody: Bool {
             switch self {
-            case .registerDevice, .sendNotification: return true
+            case .registerDevice, .sendNotification, .mintClientToken: return true
             default: return false
             }
         }
@@ -132,6 +134,7 @@ public final class API: Sendable {
         case 4 where s[0] == "v1" && s[1] == "users" && s[3] == "devices": return only("GET", .userDevices(user: s[2]))
         case 2 where s[0] == "v1" && s[1] == "notifications": return only("POST", .sendNotification)
         case 3 where s[0] == "v1" && s[1] == "notifications": return only("GET", .notificationStatus(id: s[2]))
+        case 2 where s[0] == "v1" && s[1] == "client-tokens": return only("POST", .mintClientToken)
         default:
             return .failure(.notFound("no such endpoint: \(request.path); see docs/openapi.yaml"))
         }
@@ -201,6 +204,7 @@ public final class API: Sendable {
             case .userDevices(let user): response = try await userDevices(user, request)
             case .sendNotification: response = try await sendNotification(request)
             case .notificationStatus(let id): response = try await notificationStatus(id)
+            case .mintClientToken: response = try mintClientToken(request)
             case .ready: response = await ready()
             case .health, .metrics: response = APIError.notFound("unreachable").response
             }
