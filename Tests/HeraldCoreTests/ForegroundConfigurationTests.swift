@@ -1,20 +1,8 @@
 import Foundation
 import HeraldCore
+import HeraldLocalTransport
 import HeraldLogTransport
 import Testing
-
-/// Stands in for the `local` transport (Plugins/Local): only its `type` matters to these rules.
-final class StandInLocalTransport: TransportPlugin {
-    struct Configuration: TransportConfiguration {
-        var environment: APNsEnvironment? { nil }
-        var summary: String { "local" }
-    }
-    static let kind = "local"
-    static func configuration(from node: ConfigNode) -> Configuration? { Configuration() }
-    let name: String
-    init(name: String, configuration: Configuration, context: TransportContext) throws { self.name = name }
-    func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] { batch.map { _ in .delivered(apnsID: nil) } }
-}
 
 @Suite struct ForegroundConfigurationTests {
     static let secret = "client-secret-0123456789abcdef-0123456789"
@@ -30,7 +18,7 @@ final class StandInLocalTransport: TransportPlugin {
     func parse(_ json: String, environment: [String: String] = [:]) throws(ConfigurationError) -> HeraldConfiguration {
         var registry = TransportRegistry()
         registry.register(LogTransport.self)
-        registry.register(StandInLocalTransport.self)
+        registry.register(LocalTransport.self)
         return try HeraldConfiguration.parse(Data(json.utf8), source: "test.json", baseDirectory: "/etc/herald",
                                              registry: registry, environment: environment)
     }

@@ -78,7 +78,7 @@ extension AppConfiguration {
     /// to load still counts by its `type`).
     static func checkLocalRoutes(_ apps: [String: AppConfiguration], transports: JSONValue?, context: JSONReadContext) {
         guard case .object(let defined) = transports else { return }
-        let local = Set(defined.compactMap { name, spec in spec["type"] == .string("local") ? name : nil })
+        let local = Set(defined.compactMap { name, spec in spec["type"] == .string(HeraldConfiguration.localKind) ? name : nil })
         for id in apps.keys.sorted() {
             let app = apps[id]!
             guard app.foreground != .pushOnly, !app.routes.contains(where: local.contains) else { continue }

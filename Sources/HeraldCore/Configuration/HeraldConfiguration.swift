@@ -144,8 +144,17 @@ public struct HeraldConfiguration: Sendable {
 
     /// The transport a new device of `app` uses by default: the first of the app's routes that
     /// can carry a device of `environment`.
+    /// The app's first push route that can carry `environment` (a local route never is one).
     public func defaultTransport(app: AppConfiguration, environment: APNsEnvironment) -> String? {
-        app.routes.first { transports[$0]?.canCarry(environment) ?? false }
+        app.routes.first { transports[$0].map { $0.kind != Self.localKind && $0.canCarry(environment) } ?? false }
+    }
+
+    /// The config `type` of the local (stream) transport.
+    public static let localKind = "local"
+
+    /// The app's local (stream) route, when its routes list one.
+    public func localTransport(app: AppConfiguration) -> String? {
+        app.routes.first { transports[$0]?.kind == Self.localKind }
     }
 
     /// The environment assumed for a device whose environment nobody stated: that of the app's
