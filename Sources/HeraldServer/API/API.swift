@@ -268,6 +268,11 @@ public final class API: Sendable {
     }
 
     func app(_ id: String?, field: String, in configuration: HeraldConfiguration) throws(APIError) -> AppConfiguration {
+        try Self.app(id, field: field, in: configuration)
+    }
+
+    /// The configured app `id`, or a 400 naming `field` (with the configured ids and a suggestion).
+    static func app(_ id: String?, field: String, in configuration: HeraldConfiguration) throws(APIError) -> AppConfiguration {
         guard let id, !id.isEmpty else { throw .invalid(field, "is required: the app id (a key of \"apps\" in the config)") }
         guard let app = configuration.app(id) else {
             var message = "unknown app \"\(id)\"; configured: \(configuration.apps.keys.sorted().joined(separator: ", "))"

@@ -58,11 +58,8 @@ public struct ClientTokenAuthenticator: Sendable {
 
     /// The verified claims, or the error to answer with.
     public func authenticate(request: HTTPRequest, app appID: String) -> Result<ClientTokenClaims, APIError> {
-        guard let app = configuration.app(appID) else {
-            var message = "unknown app \"\(appID)\"; configured: \(configuration.apps.keys.sorted().joined(separator: ", "))"
-            if let s = Spelling.closest(to: appID, in: configuration.apps.keys) { message += " (did you mean \"\(s)\"?)" }
-            return .failure(.invalid("app", message))
-        }
+        let app: AppConfiguration
+        do { app = try API.app(appID, field: "app", in: configuration) } catch { return .failure(error) }
         guard let secret = app.clientSecret else {
             return .failure(.invalid("app", "app \(app.id) has no clientSecret in the config, so it accepts no client tokens"))
         }
