@@ -22,20 +22,13 @@ extension API {
         guard let app = configuration.app(appID) else {
             return APIError.notFound("app: unknown app \"\(appID)\"").response
         }
-        guard app.foreground != .pushOnly, let secret = app.clientSecret, configuration.localTransport(app: app) != nil else {
+        guard app.foreground != .pushOnly, app.clientSecret != nil, configuration.localTransport(app: app) != nil else {
             return APIError.notFound("app \(appID) has no live streams: set its \"foreground\" policy, \"clientSecret\" and a route of type \"local\"").response
         }
-        let bearer = request.headers["authorization"].flatMap { h -> String? in
-            h.count > 7 && h.prefix(7).lowercased() == "bearer " ? String(h.dropFirst(7)) : nil
-        }
-        guard let token = bearer ?? request.query["access_token"], !token.isEmpty else {
-            return Self.clientTokenError("give a client token in \"Authorization: Bearer …\" or ?access_token= (mint one with POST /v1/client-tokens)")
-        }
         let claims: ClientTokenClaims
-        do {
-            claims = try ClientToken.verify(token, secret: secret, app: appID, now: deps.clock.now)
-        } catch {
-            return Self.clientTokenError(error.description)
+        switch authenticateClient(request, app: appID) {
+        case .success(let c): claims = c
+        case .failure(let e): return e.response
         }
         let device: String
         do { device = try DeviceToken.normalize(claims.device) } catch {
