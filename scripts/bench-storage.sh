@@ -49,6 +49,14 @@ JSON
   echo "$p"
 }
 
+cpu() { # user+system seconds of the given pids (gone ones count 0)
+  local hz t=0 p; hz=$(getconf CLK_TCK)
+  for p in "$@"; do [ -r "/proc/$p/stat" ] && t=$(awk -v t="$t" -v hz="$hz" '{ printf "%.3f", t + ($14 + $15) / hz }' "/proc/$p/stat"); done
+  echo "$t"
+}
+server_pids() { local pm; pm=$(head -1 "$work/pg/data/postmaster.pid"); echo "$pm" $(ps -o pid= --ppid "$pm"); }
+node_pids() { cat "$work"/*/pid 2>/dev/null; }
+
 run() { # label database ports...; accepts for DURATION spread over the nodes, then waits for the drain
   local label=$1 db=$2; shift 2
   local ports=("$@") n=$#
@@ -60,6 +68,7 @@ run() { # label database ports...; accepts for DURATION spread over the nodes, t
     a0=$(( a0 + $(metric "$p" herald_notifications_accepted_total) )); d0=$(( d0 + $(metric "$p" 'herald_deliveries_total{transport="dry",outcome="delivered"') ))
     s0=$(( s0 + $(metric "$p" herald_queue_accept_statements_total) ))
   done
+  local h0 g0; h0=$(cpu $(node_pids)); g0=$(cpu $(server_pids))
   local t0; t0=$(date +%s.%N)
   local loads=()
   for p in "${ports[@]}"; do wrk -t1 -c$(( 128 / n )) -d"${DURATION}s" -s scripts/wrk/accept.lua "http://127.0.0.1:$p/v1/notifications" > "$work/wrk-$p.txt" & loads+=($!); done
@@ -73,6 +82,7 @@ run() { # label database ports...; accepts for DURATION spread over the nodes, t
     [ $(( d1 - d0 )) -ge "$accepted" ] && break; sleep 0.1
   done
   local t1; t1=$(date +%s.%N)
+  local h1 g1; h1=$(cpu $(node_pids)); g1=$(cpu $(server_pids))
   local rt="-"; [ $(( s1 - s0 )) -gt 0 ] && rt=$(awk -v s=$(( s1 - s0 )) -v a=$accepted 'BEGIN { printf "%.2f", s / a }')
   # Every statement any node sent (pg_stat_statements: accepts, claims, outcomes, depth, housekeeping).
   local all="-"
@@ -83,6 +93,9 @@ run() { # label database ports...; accepts for DURATION spread over the nodes, t
   fi
   printf "  %-34s %9s accepted/s %9s deliveries/s   round trips/accept: writer %s, all %s\n" "$label" "$(( accepted / DURATION ))" \
     "$(awk -v n=$(( d1 - d0 )) -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", n / (b - a) }')" "$rt" "$all"
+  # CPU per accepted notification (its delivery included), herald and the PostgreSQL server.
+  awk -v h=$(awk -v a="$h0" -v b="$h1" 'BEGIN { print b - a }') -v g=$(awk -v a="$g0" -v b="$g1" 'BEGIN { print b - a }') -v n=$accepted -v db="$db" \
+    'BEGIN { printf "      CPU per accepted notification: herald %d us%s\n", h * 1e6 / n, db == "" ? "" : sprintf(", PostgreSQL server %d us", g * 1e6 / n) }'
   [ -n "$db" ] && awk -F'|' '{ printf "      %8d calls %7d ms  %s\n", $1, $2, $3 }' "$work/top-$db.txt"
   echo "$(( accepted / DURATION ))"> "$work/last-rate"
 }

@@ -38,6 +38,9 @@ final class FlakyOutcomeQueue: DeliveryQueue {
     }
     func interrupted(transport: String) async throws -> [ClaimedDelivery] { [] }
     func renewLeases(_ claims: [ClaimedDelivery], until: Date) async throws { try await inner.renewLeases(claims, until: until) }
+    func unpark(transport: String, token: String, now: Date) async throws -> Int {
+        try await inner.unpark(transport: transport, token: token, now: now)
+    }
     func reclaimExpiredLeases(now: Date) async throws -> Int { try await inner.reclaimExpiredLeases(now: now) }
     func nextDue(transport: String) async throws -> Date? { try await inner.nextDue(transport: transport) }
     func status(notificationID: String) async throws -> NotificationStatus? { try await inner.status(notificationID: notificationID) }
