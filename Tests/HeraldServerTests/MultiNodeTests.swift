@@ -230,9 +230,9 @@ import Testing
         let server = try PostgresServer.startPrivate()
         let url = try server.createDatabase()
         let db = String(url.split(separator: "/").last!)
-        // The node's ledger writes are held 20 ms (strace), so batches are with the transport
-        // when the database stops and their outcomes cannot be written then; the lease (20 s)
-        // outlasts the outage, so no claim is handed out again and nothing may be sent twice.
+        // The node's ledger writes are held 20 ms (strace), so a batch is often answered but its
+        // outcome not yet written; the database is stopped at such a moment (below). The lease
+        // (20 s) outlasts the outage, so no claim is handed out again and nothing may be sent twice.
         let nodes = try await MultiNodeTests.startNodes(1, url: url, held: 0, holdMicroseconds: 20_000, lease: "20s")
         let node = nodes[0]
         do {
@@ -256,7 +256,24 @@ import Testing
                 }
             }
             #expect(await eventually(timeout: 30) { accepted.withLock { $0 } >= 200 })
+            // Freeze the node (SIGSTOP) until a freeze finds a batch in its ledger whose outcome is
+            // not written (its deliveries still `sent`), stop the database, then let the node go
+            // on: that outcome write fails and must be kept, not dropped.
+            let herald = try #require(DurabilityTests().childPID(of: node.child.pid), "no herald process under strace")
+            var answeredNotRecorded = 0
+            for _ in 0..<100 {
+                kill(herald, SIGSTOP)
+                try await Task.sleep(nanoseconds: 200_000_000)   // statements already sent finish
+                let sent = try server.query(db, "SELECT apns_id FROM deliveries WHERE state = 'sent'").split(separator: "\n").map(String.init)
+                answeredNotRecorded = Set(sent).intersection(node.ledger()).count
+                if answeredNotRecorded > 0 { break }
+                kill(herald, SIGCONT)
+                try await Task.sleep(nanoseconds: 30_000_000)
+            }
+            if answeredNotRecorded == 0 { kill(herald, SIGCONT) }
+            try #require(answeredNotRecorded > 0, "no freeze found an answered batch whose outcome was not written")
             try server.stop()
+            kill(herald, SIGCONT)
             down.withLock { $0 = true }
             // Down until the API has refused a few requests (and /readyz was asked).
             #expect(await eventually(timeout: 30) { unavailable.withLock { $0 } >= 5 && readyWhileDown.withLock { $0.count } >= 3 })
