@@ -66,7 +66,13 @@ enum PostgresSchema {
         CREATE INDEX deliveries_due ON deliveries (transport, next_attempt_at, id) WHERE state = 'queued';
         CREATE INDEX deliveries_claimed ON deliveries (lease_until) WHERE state = 'sent';
         """,
-        // 2: the inbox log (PostgresInboxStore): events written to streams, numbered per (app, user).
+        // 2: local delivery (see the SQLite schema's step 3): `parked` and `fallback`.
+        """
+        ALTER TABLE deliveries ADD COLUMN parked BOOLEAN NOT NULL DEFAULT false;
+        ALTER TABLE deliveries ADD COLUMN fallback TEXT;
+        CREATE INDEX deliveries_parked ON deliveries (transport, token) WHERE parked;
+        """,
+        // 3: the inbox log (PostgresInboxStore): events written to streams, numbered per (app, user).
         """
         CREATE TABLE inbox (
             app TEXT NOT NULL,

@@ -143,8 +143,17 @@ public struct HeraldConfiguration: Sendable {
 
     /// The transport a new device of `app` uses by default: the first of the app's routes that
     /// can carry a device of `environment`.
+    /// The app's first push route that can carry `environment` (a local route never is one).
     public func defaultTransport(app: AppConfiguration, environment: APNsEnvironment) -> String? {
-        app.routes.first { transports[$0]?.canCarry(environment) ?? false }
+        app.routes.first { transports[$0].map { $0.kind != Self.localKind && $0.canCarry(environment) } ?? false }
+    }
+
+    /// The config `type` of the local (stream) transport.
+    public static let localKind = "local"
+
+    /// The app's local (stream) route, when its routes list one.
+    public func localTransport(app: AppConfiguration) -> String? {
+        app.routes.first { transports[$0]?.kind == Self.localKind }
     }
 
     /// The environment assumed for a device whose environment nobody stated: that of the app's
@@ -230,6 +239,9 @@ public struct StorageConfiguration: Sendable, Equatable {
 
 /// What happens to a notification for a device whose app is open (foreground delivery).
 public enum ForegroundPolicy: String, CaseIterable, Sendable {
+    /// The classic rule: a device in the foreground gets the stream only, others their push
+    /// route; a failed stream write falls back to the push route.
+    case localFirst = "local-first"
     /// Only the live stream; no push (devices not in the foreground get nothing until they return).
     case localOnly = "local-only"
     /// Both: the live stream when connected, and the push.
