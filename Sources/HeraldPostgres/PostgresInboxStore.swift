@@ -9,6 +9,11 @@ import HeraldCore
 /// row until the statement commits, so nodes appending for one user at once are serialised on
 /// that row and never get the same number; rows are locked in (app, user) order, so two calls
 /// touching the same users cannot deadlock.
+///
+/// - Important: the trim sees the statement's snapshot. When two nodes append for one user at
+///   the same moment, the second does not see (so does not trim) the first one's new entries:
+///   that user may hold a few entries over `maxPerUser` until the next append for them (or the
+///   TTL prune) drops them. Numbering is exact regardless.
 final class PostgresInboxStore: InboxStore, Sendable {
     private let pool: PGPool
 
