@@ -178,6 +178,51 @@ struct InboxContractTests {
         }
     }
 
+    /// A reader following one device while two writers append (PostgreSQL: two nodes) sees the
+    /// numbers without a hole: a number is visible only once every lower one is, so a replay
+    /// cursor never skips an entry that commits later.
+    @Test(arguments: Backend.allCases)
+    func aReaderFollowingAppendsSeesNoHole(_ backend: Backend) async throws {
+        try await withInbox(backend, nodes: backend == .postgresql ? 2 : 1) { o in
+            let writers = o.backend == .postgresql ? [o.nodes[0].inbox, o.nodes[1].inbox] : [o.nodes[0].inbox, o.nodes[0].inbox]
+            let reader = o.nodes[0].inbox
+            // The writers go on until the reader has seen 10 pages while they were writing.
+            let enough = Locked(false)
+            let perCall = 2
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (w, inbox) in writers.enumerated() {
+                    group.addTask {
+                        var c = 0
+                        while !enough.withLock({ $0 }) && c < 5_000 {
+                            _ = try await inbox.append((0..<perCall).map { self.new("ann", "w\(w)c\(c)-\($0)") }, maxPerUser: { _ in 1_000_000 }, now: self.t0)
+                            c += 1
+                        }
+                    }
+                }
+                var cursor: Int64 = 0
+                var pages = 0
+                func follow() async throws {
+                    for e in try await reader.entries(app: "app", user: "ann", device: "aa01", after: cursor, limit: 1000) {
+                        #expect(e.seq == cursor + 1, "after \(cursor) the reader saw \(e.seq)")
+                        cursor = e.seq
+                    }
+                }
+                var reads = 0
+                while pages < 10 && reads < 200_000 {
+                    reads += 1
+                    let before = cursor
+                    try await follow()
+                    if cursor > before { pages += 1 }
+                }
+                enough.withLock { $0 = true }
+                try await group.waitForAll()
+                try await follow()
+                #expect(cursor == (try await reader.lastSequence(app: "app", user: "ann")))
+                #expect(pages == 10)
+            }
+        }
+    }
+
     /// Not a timed test: `HERALD_MEASURE_INBOX=1 swift test --filter InboxContractTests` prints
     /// the append rate of a broadcast (10,000 users, one entry each, calls of 500), alone and
     /// while the queue's writer is busy accepting notifications on the same database.
