@@ -26,6 +26,7 @@ public enum HeraldCLI {
         SimulateBinaryCommands.gateway, SimulateBinaryCommands.feedback,
         BenchCommand.command, BinaryBenchmark.command,
         CryptoBenchCommand.command,
+        StreamBench.http, StreamBench.client,
     ]
 
     static var overview: String {

@@ -70,6 +70,9 @@ public final class HTTPServer: @unchecked Sendable {
     /// Open streams and their heartbeats.
     private let registry: StreamRegistry
 
+    /// Streams open now.
+    public var openStreams: Int { registry.count }
+
     /// Open connections, and those among them holding (or opening) a stream.
     var connectionCounts: (connections: Int, streams: Int) { state.withLock { ($0.connections, $0.streams) } }
 
