@@ -12,7 +12,8 @@ import Glibc
     final class Harness: @unchecked Sendable {
         let server: HTTPServer
         let opened = Locked<[HTTPStream]>([])
-        let closed = Locked<[ObjectIdentifier: HTTPStream.CloseReason]>([:])
+        /// The reasons each stream's onClose received (exactly one is expected).
+        let closed = Locked<[ObjectIdentifier: [HTTPStream.CloseReason]]>([:])
         let seenHeaders = Locked<[String: String]>([:])
         var port: Int { server.port }
 
@@ -25,7 +26,7 @@ import Glibc
                 guard request.path == "/stream" else { return HTTPResponse(status: 200, body: Array("pong".utf8)) }
                 seen.withLock { $0 = request.headers }
                 return .stream(headers: [("Content-Type", "text/event-stream")], heartbeat: heartbeat, closing: closing) { stream in
-                    stream.onClose { reason in closed.withLock { $0[stream.id] = reason } }
+                    stream.onClose { reason in closed.withLock { $0[stream.id, default: []].append(reason) } }
                     if !first.isEmpty { stream.write(first) }
                     opened.withLock { $0.append(stream) }
                 }
@@ -33,7 +34,8 @@ import Glibc
             try server.start(ListenAddress(host: "127.0.0.1", port: 0))
         }
 
-        func reason(_ stream: HTTPStream) -> HTTPStream.CloseReason? { closed.withLock { $0[stream.id] } }
+        func reason(_ stream: HTTPStream) -> HTTPStream.CloseReason? { closed.withLock { $0[stream.id]?.last } }
+        func closeCount(_ stream: HTTPStream) -> Int { closed.withLock { $0[stream.id]?.count ?? 0 } }
     }
 
     @Test func bytesArriveExactlyAsWrittenInChunks() async throws {
@@ -56,6 +58,7 @@ import Glibc
         #expect(try client.read(exactly: 13) == Array("3\r\nbye\r\n0\r\n\r\n".utf8))
         #expect(await eventually(timeout: 20) { h.reason(stream) == .finished })
         await h.server.stop(deadline: 5)
+        #expect(h.closeCount(stream) == 1)
     }
 
     @Test func heartbeatArrives() async throws {
@@ -79,13 +82,16 @@ import Glibc
         #expect(await eventually(timeout: 20) { !h.opened.value.isEmpty })
         let stream = h.opened.value[0]
         // The client never reads again: the socket buffers fill, then the stream's own bound.
+        // Each write waits for the server thread to take the bytes, so the bound is passed only
+        // once the socket buffers are full.
         let chunk = [UInt8](repeating: UInt8(ascii: "x"), count: 4096)
-        var writes = 0
-        while stream.write(chunk), writes < 100_000 {
-            writes += 1
-            if writes % 64 == 0 { try await Task.sleep(nanoseconds: 1_000_000) }
+        var accepted = 0
+        while stream.write(chunk), accepted < 256 << 20 {
+            accepted += chunk.count
+            _ = await eventually(timeout: 0.05) { stream.unsentBytes == 0 }
         }
-        #expect(writes < 100_000)
+        #expect(accepted > options.streamBufferBytes)
+        #expect(accepted < 256 << 20)
         #expect(!stream.isOpen)
         #expect(await eventually(timeout: 20) { h.reason(stream) != nil })
         #expect(h.reason(stream) == .overflow)
@@ -124,7 +130,10 @@ import Glibc
         for c in clients {
             #expect(try c.readToEnd() == end)
         }
-        for s in h.opened.value { #expect(h.reason(s) == .serverStopping) }
+        for s in h.opened.value {
+            #expect(h.reason(s) == .serverStopping)
+            #expect(h.closeCount(s) == 1)
+        }
     }
 
     @Test func streamsDoNotCountAgainstTheConnectionLimit() async throws {

@@ -96,6 +96,9 @@ public final class HTTPStream: @unchecked Sendable {
         self.limit = limit
     }
 
+    /// Bytes queued and not yet taken by the server thread.
+    public var unsentBytes: Int { state.withLock { $0.pending.count - $0.sent } }
+
     /// Whether the stream still accepts writes.
     public var isOpen: Bool { state.withLock { $0.ending == nil } }
 
