@@ -35,10 +35,12 @@ public final class HTTPServer: @unchecked Sendable {
         /// request with a stream; it then counts as one from that moment.
         public var isStreamRequest: @Sendable (_ method: String, _ path: String) -> Bool = { _, _ in false }
 
-        public init(connectionLimit: Int = 1024, connectionTimeout: TimeInterval = 60, maxBodyBytes: Int = 1 << 20) {
+        public init(connectionLimit: Int = 1024, connectionTimeout: TimeInterval = 60, maxBodyBytes: Int = 1 << 20,
+                    maxStreams: Int = 10_000) {
             self.connectionLimit = connectionLimit
             self.connectionTimeout = connectionTimeout
             self.maxBodyBytes = maxBodyBytes
+            self.maxStreams = maxStreams
         }
     }
 
