@@ -42,20 +42,20 @@ import Glibc
         let h = try Harness(first: Array("hello".utf8))
         let client = try RawClient(port: h.port)
         try client.send("GET /stream HTTP/1.1\r\nHost: x\r\nLast-Event-ID: 41\r\nAccept: text/event-stream\r\n\r\n")
-        let head = try client.readHead()
+        let head = try await client.readHead()
         #expect(head.hasPrefix("HTTP/1.1 200 OK\r\n"))
         #expect(head.lowercased().contains("transfer-encoding: chunked\r\n"))
         #expect(head.lowercased().contains("content-type: text/event-stream\r\n"))
         #expect(h.seenHeaders.value["last-event-id"] == "41")
         #expect(h.seenHeaders.value["accept"] == "text/event-stream")
-        #expect(try client.read(exactly: 10) == Array("5\r\nhello\r\n".utf8))
+        #expect(try await client.read(exactly: 10) == Array("5\r\nhello\r\n".utf8))
         let stream = try #require(h.opened.value.first)
         #expect(stream.write(Array("id: 1\ndata: {\"a\":1}\n\n".utf8)))
-        #expect(try client.read(exactly: 27) == Array("15\r\nid: 1\ndata: {\"a\":1}\n\n\r\n".utf8))
+        #expect(try await client.read(exactly: 27) == Array("15\r\nid: 1\ndata: {\"a\":1}\n\n\r\n".utf8))
         stream.finish(final: Array("bye".utf8))
         #expect(!stream.isOpen)
         #expect(!stream.write(Array("late".utf8)))
-        #expect(try client.read(exactly: 13) == Array("3\r\nbye\r\n0\r\n\r\n".utf8))
+        #expect(try await client.read(exactly: 13) == Array("3\r\nbye\r\n0\r\n\r\n".utf8))
         #expect(await eventually(timeout: 20) { h.reason(stream) == .finished })
         await h.server.stop(deadline: 5)
         #expect(h.closeCount(stream) == 1)
@@ -65,10 +65,10 @@ import Glibc
         let h = try Harness(heartbeat: (0.1, Array(": heartbeat\n\n".utf8)))
         let client = try RawClient(port: h.port)
         try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-        _ = try client.readHead()
+        _ = try await client.readHead()
         let beat = Array("D\r\n: heartbeat\n\n\r\n".utf8)
-        #expect(try client.read(exactly: beat.count) == beat)
-        #expect(try client.read(exactly: beat.count) == beat)
+        #expect(try await client.read(exactly: beat.count) == beat)
+        #expect(try await client.read(exactly: beat.count) == beat)
         await h.server.stop(deadline: 5)
     }
 
@@ -78,7 +78,7 @@ import Glibc
         let h = try Harness(options: options)
         let client = try RawClient(port: h.port, receiveBuffer: 4096)
         try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-        _ = try client.readHead()
+        _ = try await client.readHead()
         #expect(await eventually(timeout: 20) { !h.opened.value.isEmpty })
         let stream = h.opened.value[0]
         // The client never reads again: the socket buffers fill, then the stream's own bound.
@@ -102,7 +102,7 @@ import Glibc
         let h = try Harness(heartbeat: (0.1, Array(": heartbeat\n\n".utf8)))
         let client = try RawClient(port: h.port)
         try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-        _ = try client.readHead()
+        _ = try await client.readHead()
         #expect(await eventually(timeout: 20) { !h.opened.value.isEmpty })
         let stream = h.opened.value[0]
         client.close()
@@ -118,7 +118,7 @@ import Glibc
         for _ in 0..<5 {
             let c = try RawClient(port: h.port)
             try c.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-            _ = try c.readHead()
+            _ = try await c.readHead()
             clients.append(c)
         }
         #expect(await eventually(timeout: 20) { h.opened.value.count == 5 })
@@ -128,7 +128,7 @@ import Glibc
         #expect(Date().timeIntervalSince(started) < 30)
         let end = Array("18\r\n: server shutting down\n\n\r\n0\r\n\r\n".utf8)
         for c in clients {
-            #expect(try c.readToEnd() == end)
+            #expect(try await c.readToEnd() == end)
         }
         for s in h.opened.value {
             #expect(h.reason(s) == .serverStopping)
@@ -140,25 +140,27 @@ import Glibc
         var options = HTTPServer.Options(connectionLimit: 100)
         options.maxStreams = 1_500
         let h = try Harness(options: options)
-        var clients: [RawClient] = []
-        for _ in 0..<1_500 {
-            let c = try RawClient(port: h.port)
-            try c.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-            clients.append(c)
+        let port = h.port
+        let clients: [RawClient] = try await offPool {
+            try (0..<1_500).map { _ in
+                let c = try RawClient(port: port)
+                try c.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+                return c
+            }
         }
         #expect(await eventually(timeout: 60) { h.opened.value.count == 1_500 })
         // The API answers with every stream open (each request on a connection of its own).
         for _ in 0..<20 {
             let c = try RawClient(port: h.port)
             try c.send("GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            let answer = String(decoding: try c.readToEnd(), as: UTF8.self)
+            let answer = String(decoding: try await c.readToEnd(), as: UTF8.self)
             #expect(answer.hasPrefix("HTTP/1.1 200 OK"))
             #expect(answer.hasSuffix("pong"))
         }
         // One stream more than maxStreams: 503 too_many_streams.
         let extra = try RawClient(port: h.port)
         try extra.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-        let refused = String(decoding: try extra.readToEnd(), as: UTF8.self)
+        let refused = String(decoding: try await extra.readToEnd(), as: UTF8.self)
         #expect(refused.hasPrefix("HTTP/1.1 503"))
         #expect(refused.contains(#""code":"too_many_streams""#))
 
@@ -182,7 +184,7 @@ import Glibc
         #expect(await eventually(timeout: 20) { h.server.connectionCounts == (connections: 8, streams: 3) })
         let over = try RawClient(port: h.port)
         try over.send("GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
-        let answer = String(decoding: try over.readToEnd(), as: UTF8.self)
+        let answer = String(decoding: try await over.readToEnd(), as: UTF8.self)
         #expect(answer.hasPrefix("HTTP/1.1 503"))
         #expect(answer.contains(#""code":"too_many_connections""#))
         await h.server.stop(deadline: 5)
@@ -193,17 +195,17 @@ import Glibc
         let h = try Harness(options: HTTPServer.Options(connectionTimeout: 1))
         let client = try RawClient(port: h.port)
         try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-        _ = try client.readHead()
+        _ = try await client.readHead()
         #expect(await eventually(timeout: 20) { !h.opened.value.isEmpty })
         // An idle API connection is closed by the 1 s timeout meanwhile (the timeout is active).
         let idle = try RawClient(port: h.port)
         try await Task.sleep(nanoseconds: 3_000_000_000)
-        #expect(try idle.readToEnd().isEmpty)
+        #expect(try await idle.readToEnd().isEmpty)
         let stream = h.opened.value[0]
         #expect(stream.isOpen)
         #expect(h.reason(stream) == nil)
         #expect(stream.write(Array("still here".utf8)))
-        #expect(try client.read(exactly: 15) == Array("A\r\nstill here\r\n".utf8))
+        #expect(try await client.read(exactly: 15) == Array("A\r\nstill here\r\n".utf8))
         await h.server.stop(deadline: 5)
     }
 }
@@ -247,6 +249,12 @@ final class RawClient: @unchecked Sendable {
         guard n == bytes.count else { throw Failure(description: "send: \(String(cString: strerror(errno)))") }
     }
 
+    // Blocking reads run on threads of their own: the test process's cooperative pool has two
+    // threads, which the servers under test (and suites running in parallel) need.
+    func readHead() async throws -> String { try await offPool { try self.readHeadBlocking() } }
+    func read(exactly count: Int) async throws -> [UInt8] { try await offPool { try self.readBlocking(exactly: count) } }
+    func readToEnd() async throws -> [UInt8] { try await offPool { try self.readToEndBlocking() } }
+
     /// Fills the buffer with one read; false at the end of the stream.
     private func fill() throws -> Bool {
         var chunk = [UInt8](repeating: 0, count: 65536)
@@ -261,7 +269,7 @@ final class RawClient: @unchecked Sendable {
     }
 
     /// The status line and headers, through the blank line.
-    func readHead() throws -> String {
+    func readHeadBlocking() throws -> String {
         while true {
             if let end = buffered.firstRange(of: Array("\r\n\r\n".utf8)) {
                 let head = String(decoding: buffered[..<end.upperBound], as: UTF8.self)
@@ -272,7 +280,7 @@ final class RawClient: @unchecked Sendable {
         }
     }
 
-    func read(exactly count: Int) throws -> [UInt8] {
+    func readBlocking(exactly count: Int) throws -> [UInt8] {
         while buffered.count < count {
             guard try fill() else { throw Failure(description: "closed after \(buffered.count) of \(count) bytes: \(String(decoding: buffered, as: UTF8.self))") }
         }
@@ -281,9 +289,16 @@ final class RawClient: @unchecked Sendable {
     }
 
     /// Everything until the server closes the connection.
-    func readToEnd() throws -> [UInt8] {
+    func readToEndBlocking() throws -> [UInt8] {
         while try fill() {}
         defer { buffered = [] }
         return buffered
+    }
+}
+
+/// Runs blocking work on a thread of its own, never on the cooperative pool.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
     }
 }

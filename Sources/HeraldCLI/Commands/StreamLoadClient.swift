@@ -53,9 +53,9 @@ public final class StreamLoadClient {
     public struct Counters: Sendable {
         /// Connections whose status line arrived, by status.
         public var statuses: [Int: Int] = [:]
-        /// Connections that ended (closed by the server, reset, or refused) after connecting.
+        /// Streams (200 answers) that ended: closed or reset by the server, or ended cleanly.
         public var disconnects = 0
-        /// Connections that could not connect.
+        /// Connections that ended before their status line (refused, reset).
         public var failedConnects = 0
         /// Comment lines (`: heartbeat`) seen.
         public var comments = 0
@@ -119,7 +119,7 @@ public final class StreamLoadClient {
                 let flags = Int32(polls[i].revents)
                 polls[i].revents = 0
                 if case .connecting = c.phase {
-                    if flags & Int32(POLLERR | POLLHUP) != 0 { fail(c, connected: false); continue }
+                    if flags & Int32(POLLERR | POLLHUP) != 0 { fail(c); continue }
                     c.phase = .head
                 }
                 if c.written < c.request.count { writeRequest(c) }
@@ -152,7 +152,7 @@ public final class StreamLoadClient {
             next += 1
             pendingCount += 1
             c.fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard c.fd >= 0 else { fail(c, connected: false); continue }
+            guard c.fd >= 0 else { fail(c); continue }
             var addr = sockaddr_in()
             addr.sin_family = sa_family_t(AF_INET)
             addr.sin_port = in_port_t(UInt16(t.port).bigEndian)
@@ -160,7 +160,7 @@ public final class StreamLoadClient {
             let rc = withUnsafePointer(to: &addr) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(c.fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
             }
-            if rc != 0 && errno != EINPROGRESS { fail(c, connected: false); continue }
+            if rc != 0 && errno != EINPROGRESS { fail(c); continue }
             polls[c.index] = pollfd(fd: c.fd, events: Int16(POLLIN | POLLOUT), revents: 0)
         }
     }
@@ -170,7 +170,7 @@ public final class StreamLoadClient {
             let n = c.request[c.written...].withUnsafeBytes { send(c.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n < 0 {
                 if errno == EAGAIN || errno == EINTR { return }
-                fail(c, connected: true)
+                fail(c)
                 return
             }
             c.written += n
@@ -189,18 +189,22 @@ public final class StreamLoadClient {
                 continue
             }
             if n < 0 && (errno == EAGAIN || errno == EINTR) { return }
-            fail(c, connected: true)
+            fail(c)
             return
         }
     }
 
-    private func fail(_ c: Connection, connected: Bool) {
+    /// Ends a connection: a failed connect before its status line, else a stream that ended.
+    private func fail(_ c: Connection) {
         switch c.phase {
         case .closed: return
-        case .connecting, .head: pendingCount -= 1
-        default: counters.streaming -= c.status == 200 ? 1 : 0
+        case .connecting, .head:
+            pendingCount -= 1
+            counters.failedConnects += 1
+        default:
+            counters.streaming -= 1
+            counters.disconnects += 1
         }
-        if connected { counters.disconnects += 1 } else { counters.failedConnects += 1 }
         if c.fd >= 0 { close(c.fd) }
         c.fd = -1
         polls[c.index].fd = -1
@@ -220,7 +224,16 @@ public final class StreamLoadClient {
             c.status = parts.count >= 2 ? Int(parts[1]) ?? 0 : 0
             counters.statuses[c.status, default: 0] += 1
             pendingCount -= 1
-            if c.status == 200 { counters.streaming += 1 }
+            guard c.status == 200 else {
+                // Not a stream: counted by its status only.
+                close(c.fd)
+                c.fd = -1
+                polls[c.index].fd = -1
+                c.phase = .closed
+                c.input = []
+                return
+            }
+            counters.streaming += 1
             bytes = c.input[end.upperBound...]
             c.input = []
             c.phase = .sizeLine
@@ -236,7 +249,7 @@ public final class StreamLoadClient {
                     let size = Int(text.split(separator: ";").first ?? "", radix: 16) ?? 0
                     if size == 0 {
                         // The last chunk: the stream ended cleanly.
-                        fail(c, connected: true)
+                        fail(c)
                         return
                     }
                     c.phase = .data(size)
