@@ -99,7 +99,7 @@ public final class HTTPServer: @unchecked Sendable {
         // Not stopped with stop(deadline:): cut the streams first (see there).
         registry.stopHeartbeats()
         for stream in registry.all { stream.abort(reason: .serverStopping) }
-        for _ in 0..<400 where registry.count > 0 { usleep(5_000) }
+        for _ in 0..<2_000 where registry.count > 0 { usleep(5_000) }
         MHD_stop_daemon(daemon)
     }
 
@@ -440,7 +440,9 @@ public final class HTTPServer: @unchecked Sendable {
         // Streams whose clients did not read their end in time are cut; the daemon must not
         // stop while one of their connections is suspended (libmicrohttpd aborts the process).
         for stream in registry.all { stream.abort(reason: .serverStopping) }
-        let cutEnd = Date().addingTimeInterval(2)
+        // (Each is resumed by abort and never suspends again: this takes one loop of the server
+        // thread; the bound is only for a machine too busy to run it.)
+        let cutEnd = Date().addingTimeInterval(10)
         while Date() < cutEnd, registry.count > 0 {
             try? await Task.sleep(nanoseconds: 5_000_000)
         }
