@@ -8,10 +8,10 @@ public final class RuntimeSnapshot: Sendable {
     let auth: Authenticator
     let fanOut: FanOut
 
-    public init(configuration: HeraldConfiguration, store: any TokenStore) {
+    public init(configuration: HeraldConfiguration, store: any TokenStore, presence: (any Presence)? = nil) {
         self.configuration = configuration
         auth = Authenticator(configuration.api)
-        fanOut = FanOut(configuration: configuration, store: store)
+        fanOut = FanOut(configuration: configuration, store: store, presence: presence)
     }
 }
 
@@ -49,20 +49,24 @@ public final class API: Sendable {
         public var readiness: @Sendable () async -> Readiness
         /// Tells the workers of these transports that deliveries are waiting.
         public var wake: @Sendable (Set<String>) -> Void
+        /// The live streams of `GET /v1/stream` (`nil`: none).
+        public var streams: StreamHub?
 
         public init(snapshot: @escaping @Sendable () -> RuntimeSnapshot, queue: any DeliveryQueue,
                     store: any TokenStore, clock: any WallClock,
-                    readiness: @escaping @Sendable () async -> Readiness, wake: @escaping @Sendable (Set<String>) -> Void) {
+                    readiness: @escaping @Sendable () async -> Readiness, wake: @escaping @Sendable (Set<String>) -> Void,
+                    streams: StreamHub? = nil) {
             self.snapshot = snapshot
             self.queue = queue
             self.store = store
             self.clock = clock
             self.readiness = readiness
             self.wake = wake
+            self.streams = streams
         }
     }
 
-    private let deps: Dependencies
+    let deps: Dependencies
     private let metrics: ServerMetrics
     let deliveryMetrics: DeliveryMetrics
     private let logger: Logger
@@ -83,6 +87,7 @@ public final class API: Sendable {
         case health, ready, metrics
         case registerDevice, removeDevice(token: String), userDevices(user: String)
         case sendNotification, notificationStatus(id: String)
+        case stream
 
         var label: String {
             switch self {
@@ -94,12 +99,13 @@ public final class API: Sendable {
             case .userDevices: return "GET /v1/users/{user}/devices"
             case .sendNotification: return "POST /v1/notifications"
             case .notificationStatus: return "GET /v1/notifications/{id}"
+            case .stream: return "GET /v1/stream"
             }
         }
 
         var scope: APIConfiguration.Scope? {
             switch self {
-            case .health, .ready: return nil
+            case .health, .ready, .stream: return nil
             case .metrics: return .admin
             case .registerDevice, .removeDevice, .userDevices: return .devices
             case .sendNotification, .notificationStatus: return .send
@@ -132,6 +138,7 @@ public final class API: Sendable {
         case 4 where s[0] == "v1" && s[1] == "users" && s[3] == "devices": return only("GET", .userDevices(user: s[2]))
         case 2 where s[0] == "v1" && s[1] == "notifications": return only("POST", .sendNotification)
         case 3 where s[0] == "v1" && s[1] == "notifications": return only("GET", .notificationStatus(id: s[2]))
+        case 2 where s[0] == "v1" && s[1] == "stream": return only("GET", .stream)
         default:
             return .failure(.notFound("no such endpoint: \(request.path); see docs/openapi.yaml"))
         }
@@ -196,6 +203,7 @@ public final class API: Sendable {
         let response: HTTPResponse
         do {
             switch route {
+            case .stream: response = await openStream(request)
             case .registerDevice: response = try await registerDevice(request)
             case .removeDevice(let token): response = try await removeDevice(token, request)
             case .userDevices(let user): response = try await userDevices(user, request)
