@@ -121,6 +121,12 @@ static inline void herald_mhd_set_connection_timeout(struct MHD_Connection *c, u
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
 }
 
+/** Caps the kernel's send buffer of the connection's socket (no autotuning past it). */
+static inline void herald_mhd_set_send_buffer(struct MHD_Connection *c, int bytes) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (info) setsockopt(info->connect_fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+}
+
 /** The connection's socket, or -1. */
 static inline int herald_mhd_connection_fd(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);

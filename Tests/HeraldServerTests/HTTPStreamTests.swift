@@ -42,20 +42,20 @@ import Glibc
         let h = try Harness(first: Array("hello".utf8))
         let client = try RawClient(port: h.port)
         try client.send("GET /stream HTTP/1.1\r\nHost: x\r\nLast-Event-ID: 41\r\nAccept: text/event-stream\r\n\r\n")
-        let head = try await client.readHead()
+        let head = try await client.awaitHead()
         #expect(head.hasPrefix("HTTP/1.1 200 OK\r\n"))
         #expect(head.lowercased().contains("transfer-encoding: chunked\r\n"))
         #expect(head.lowercased().contains("content-type: text/event-stream\r\n"))
         #expect(h.seenHeaders.value["last-event-id"] == "41")
         #expect(h.seenHeaders.value["accept"] == "text/event-stream")
-        #expect(try await client.read(exactly: 10) == Array("5\r\nhello\r\n".utf8))
+        #expect(try await client.awaitBytes(10) == Array("5\r\nhello\r\n".utf8))
         let stream = try #require(h.opened.value.first)
         #expect(stream.write(Array("id: 1\ndata: {\"a\":1}\n\n".utf8)))
-        #expect(try await client.read(exactly: 27) == Array("15\r\nid: 1\ndata: {\"a\":1}\n\n\r\n".utf8))
+        #expect(try await client.awaitBytes(27) == Array("15\r\nid: 1\ndata: {\"a\":1}\n\n\r\n".utf8))
         stream.finish(final: Array("bye".utf8))
         #expect(!stream.isOpen)
         #expect(!stream.write(Array("late".utf8)))
-        #expect(try await client.read(exactly: 13) == Array("3\r\nbye\r\n0\r\n\r\n".utf8))
+        #expect(try await client.awaitBytes(13) == Array("3\r\nbye\r\n0\r\n\r\n".utf8))
         #expect(await eventually(timeout: 20) { h.reason(stream) == .finished })
         await h.server.stop(deadline: 5)
         #expect(h.closeCount(stream) == 1)
@@ -65,10 +65,10 @@ import Glibc
         let h = try Harness(heartbeat: (0.1, Array(": heartbeat\n\n".utf8)))
         let client = try RawClient(port: h.port)
         try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-        _ = try await client.readHead()
+        _ = try await client.awaitHead()
         let beat = Array("D\r\n: heartbeat\n\n\r\n".utf8)
-        #expect(try await client.read(exactly: beat.count) == beat)
-        #expect(try await client.read(exactly: beat.count) == beat)
+        #expect(try await client.awaitBytes(beat.count) == beat)
+        #expect(try await client.awaitBytes(beat.count) == beat)
         await h.server.stop(deadline: 5)
     }
 
@@ -78,7 +78,7 @@ import Glibc
         let h = try Harness(options: options)
         let client = try RawClient(port: h.port, receiveBuffer: 4096)
         try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-        _ = try await client.readHead()
+        _ = try await client.awaitHead()
         #expect(await eventually(timeout: 20) { !h.opened.value.isEmpty })
         let stream = h.opened.value[0]
         // The client never reads again: the socket buffers fill, then the stream's own bound.
@@ -102,7 +102,7 @@ import Glibc
         let h = try Harness(heartbeat: (0.1, Array(": heartbeat\n\n".utf8)))
         let client = try RawClient(port: h.port)
         try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-        _ = try await client.readHead()
+        _ = try await client.awaitHead()
         #expect(await eventually(timeout: 20) { !h.opened.value.isEmpty })
         let stream = h.opened.value[0]
         client.close()
@@ -118,7 +118,7 @@ import Glibc
         for _ in 0..<5 {
             let c = try RawClient(port: h.port)
             try c.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-            _ = try await c.readHead()
+            _ = try await c.awaitHead()
             clients.append(c)
         }
         #expect(await eventually(timeout: 20) { h.opened.value.count == 5 })
@@ -128,7 +128,7 @@ import Glibc
         #expect(Date().timeIntervalSince(started) < 30)
         let end = Array("18\r\n: server shutting down\n\n\r\n0\r\n\r\n".utf8)
         for c in clients {
-            #expect(try await c.readToEnd() == end)
+            #expect(try await c.awaitEnd() == end)
         }
         for s in h.opened.value {
             #expect(h.reason(s) == .serverStopping)
@@ -153,14 +153,14 @@ import Glibc
         for _ in 0..<20 {
             let c = try RawClient(port: h.port)
             try c.send("GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            let answer = String(decoding: try await c.readToEnd(), as: UTF8.self)
+            let answer = String(decoding: try await c.awaitEnd(), as: UTF8.self)
             #expect(answer.hasPrefix("HTTP/1.1 200 OK"))
             #expect(answer.hasSuffix("pong"))
         }
         // One stream more than maxStreams: 503 too_many_streams.
         let extra = try RawClient(port: h.port)
         try extra.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-        let refused = String(decoding: try await extra.readToEnd(), as: UTF8.self)
+        let refused = String(decoding: try await extra.awaitEnd(), as: UTF8.self)
         #expect(refused.hasPrefix("HTTP/1.1 503"))
         #expect(refused.contains(#""code":"too_many_streams""#))
 
@@ -184,7 +184,7 @@ import Glibc
         #expect(await eventually(timeout: 20) { h.server.connectionCounts == (connections: 8, streams: 3) })
         let over = try RawClient(port: h.port)
         try over.send("GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
-        let answer = String(decoding: try await over.readToEnd(), as: UTF8.self)
+        let answer = String(decoding: try await over.awaitEnd(), as: UTF8.self)
         #expect(answer.hasPrefix("HTTP/1.1 503"))
         #expect(answer.contains(#""code":"too_many_connections""#))
         await h.server.stop(deadline: 5)
@@ -195,17 +195,17 @@ import Glibc
         let h = try Harness(options: HTTPServer.Options(connectionTimeout: 1))
         let client = try RawClient(port: h.port)
         try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-        _ = try await client.readHead()
+        _ = try await client.awaitHead()
         #expect(await eventually(timeout: 20) { !h.opened.value.isEmpty })
         // An idle API connection is closed by the 1 s timeout meanwhile (the timeout is active).
         let idle = try RawClient(port: h.port)
         try await Task.sleep(nanoseconds: 3_000_000_000)
-        #expect(try await idle.readToEnd().isEmpty)
+        #expect(try await idle.awaitEnd().isEmpty)
         let stream = h.opened.value[0]
         #expect(stream.isOpen)
         #expect(h.reason(stream) == nil)
         #expect(stream.write(Array("still here".utf8)))
-        #expect(try await client.read(exactly: 15) == Array("A\r\nstill here\r\n".utf8))
+        #expect(try await client.awaitBytes(15) == Array("A\r\nstill here\r\n".utf8))
         await h.server.stop(deadline: 5)
     }
 }
@@ -251,9 +251,9 @@ final class RawClient: @unchecked Sendable {
 
     // Blocking reads run on threads of their own: the test process's cooperative pool has two
     // threads, which the servers under test (and suites running in parallel) need.
-    func readHead() async throws -> String { try await offPool { try self.readHeadBlocking() } }
-    func read(exactly count: Int) async throws -> [UInt8] { try await offPool { try self.readBlocking(exactly: count) } }
-    func readToEnd() async throws -> [UInt8] { try await offPool { try self.readToEndBlocking() } }
+    func awaitHead() async throws -> String { try await offPool { try self.readHead() } }
+    func awaitBytes(_ count: Int) async throws -> [UInt8] { try await offPool { try self.read(exactly: count) } }
+    func awaitEnd() async throws -> [UInt8] { try await offPool { try self.readToEnd() } }
 
     /// Fills the buffer with one read; false at the end of the stream.
     private func fill() throws -> Bool {
@@ -269,7 +269,7 @@ final class RawClient: @unchecked Sendable {
     }
 
     /// The status line and headers, through the blank line.
-    func readHeadBlocking() throws -> String {
+    func readHead() throws -> String {
         while true {
             if let end = buffered.firstRange(of: Array("\r\n\r\n".utf8)) {
                 let head = String(decoding: buffered[..<end.upperBound], as: UTF8.self)
@@ -280,7 +280,7 @@ final class RawClient: @unchecked Sendable {
         }
     }
 
-    func readBlocking(exactly count: Int) throws -> [UInt8] {
+    func read(exactly count: Int) throws -> [UInt8] {
         while buffered.count < count {
             guard try fill() else { throw Failure(description: "closed after \(buffered.count) of \(count) bytes: \(String(decoding: buffered, as: UTF8.self))") }
         }
@@ -289,7 +289,7 @@ final class RawClient: @unchecked Sendable {
     }
 
     /// Everything until the server closes the connection.
-    func readToEndBlocking() throws -> [UInt8] {
+    func readToEnd() throws -> [UInt8] {
         while try fill() {}
         defer { buffered = [] }
         return buffered

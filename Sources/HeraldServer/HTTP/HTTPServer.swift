@@ -281,6 +281,10 @@ public final class HTTPServer: @unchecked Sendable {
             return respondStream(connection, response, body, context)
         }
         var headers = response.headers
+        if context?.countedAsStream == true && !headers.contains(where: { $0.0.lowercased() == "connection" }) {
+            // A stream request answered without a stream (refused): its client expects no reuse.
+            headers.append(("Connection", "close"))
+        }
         if !response.body.isEmpty && !headers.contains(where: { $0.0.lowercased() == "content-type" }) {
             headers.append(("Content-Type", "application/json"))
         }
@@ -337,6 +341,9 @@ public final class HTTPServer: @unchecked Sendable {
         }
         guard ok == 1 else { return false }
         herald_mhd_set_connection_timeout(connection, 0)
+        // The kernel's buffer is bounded too (loopback autotunes it to megabytes): a client that
+        // stops reading reaches the stream's own bound after about twice `streamBufferBytes`.
+        herald_mhd_set_send_buffer(connection, Int32(min(options.streamBufferBytes, Int(Int32.max))))
         body.open(stream)
         return true
     }
