@@ -61,6 +61,41 @@ import Glibc
         #expect(h.closeCount(stream) == 1)
     }
 
+    @Test func aBacklogLargerThanTheBoundIsWrittenInPiecesWhenDrained() async throws {
+        var options = HTTPServer.Options()
+        options.streamBufferBytes = 4096
+        let h = try Harness(options: options)
+        let client = try RawClient(port: h.port)
+        try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+        _ = try await client.awaitHead()
+        #expect(await eventually(timeout: 20) { !h.opened.value.isEmpty })
+        let stream = h.opened.value[0]
+        // 64 pieces of 1 KB: 16 times the bound, each written when the previous ones were taken.
+        let piece = [UInt8](repeating: UInt8(ascii: "p"), count: 1024)
+        final class Writer: @unchecked Sendable {
+            let stream: HTTPStream, piece: [UInt8]
+            var left = 64
+            init(_ stream: HTTPStream, _ piece: [UInt8]) { self.stream = stream; self.piece = piece }
+            func next() {
+                guard left > 0 else { return }
+                left -= 1
+                if stream.write(piece) { stream.whenDrained { self.next() } }
+            }
+        }
+        let writer = Writer(stream, piece)
+        writer.next()
+        var received = 0
+        while received < 64 * 1024 {
+            let size = try await client.awaitBytes(5)  // "400\r\n"
+            #expect(size == Array("400\r\n".utf8))
+            #expect(try await client.awaitBytes(1026) == piece + [13, 10])
+            received += 1024
+        }
+        #expect(stream.isOpen)
+        #expect(h.reason(stream) == nil)
+        await h.server.stop(deadline: 5)
+    }
+
     @Test func heartbeatArrives() async throws {
         let h = try Harness(heartbeat: (0.1, Array(": heartbeat\n\n".utf8)))
         let client = try RawClient(port: h.port)
