@@ -73,7 +73,7 @@ let package = Package(
                     path: "Tests/HeraldCryptoTests"),
         .testTarget(name: "LogTransportTests", dependencies: ["HeraldLogTransport", "HeraldCore", "HeraldTestKit"],
                     path: "Tests/LogTransportTests"),
-        .testTarget(name: "HeraldCLITests", dependencies: ["herald", "HeraldCLI", "HeraldTestKit", "HeraldSimulator"],
+        .testTarget(name: "HeraldCLITests", dependencies: ["herald", "HeraldCLI", "HeraldCrypto", "HeraldTestKit", "HeraldSimulator"],
                     path: "Tests/HeraldCLITests"),
         .testTarget(name: "HeraldSimulatorTests", dependencies: ["HeraldSimulator", "HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldSimulatorTests"),

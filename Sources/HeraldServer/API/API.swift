@@ -88,6 +88,7 @@ public final class API: Sendable {
         case registerDevice, removeDevice(token: String), userDevices(user: String)
         case sendNotification, notificationStatus(id: String)
         case stream
+        case mintClientToken
 
         var label: String {
             switch self {
@@ -100,6 +101,7 @@ public final class API: Sendable {
             case .sendNotification: return "POST /v1/notifications"
             case .notificationStatus: return "GET /v1/notifications/{id}"
             case .stream: return "GET /v1/stream"
+            case .mintClientToken: return "POST /v1/client-tokens"
             }
         }
 
@@ -107,14 +109,14 @@ public final class API: Sendable {
             switch self {
             case .health, .ready, .stream: return nil
             case .metrics: return .admin
-            case .registerDevice, .removeDevice, .userDevices: return .devices
+            case .registerDevice, .removeDevice, .userDevices, .mintClientToken: return .devices
             case .sendNotification, .notificationStatus: return .send
             }
         }
 
         var hasJSONBody: Bool {
             switch self {
-            case .registerDevice, .sendNotification: return true
+            case .registerDevice, .sendNotification, .mintClientToken: return true
             default: return false
             }
         }
@@ -139,6 +141,7 @@ public final class API: Sendable {
         case 2 where s[0] == "v1" && s[1] == "notifications": return only("POST", .sendNotification)
         case 3 where s[0] == "v1" && s[1] == "notifications": return only("GET", .notificationStatus(id: s[2]))
         case 2 where s[0] == "v1" && s[1] == "stream": return only("GET", .stream)
+        case 2 where s[0] == "v1" && s[1] == "client-tokens": return only("POST", .mintClientToken)
         default:
             return .failure(.notFound("no such endpoint: \(request.path); see docs/openapi.yaml"))
         }
@@ -209,6 +212,7 @@ public final class API: Sendable {
             case .userDevices(let user): response = try await userDevices(user, request)
             case .sendNotification: response = try await sendNotification(request)
             case .notificationStatus(let id): response = try await notificationStatus(id)
+            case .mintClientToken: response = try mintClientToken(request)
             case .ready: response = await ready()
             case .health, .metrics: response = APIError.notFound("unreachable").response
             }
@@ -272,6 +276,11 @@ public final class API: Sendable {
     }
 
     func app(_ id: String?, field: String, in configuration: HeraldConfiguration) throws(APIError) -> AppConfiguration {
+        try Self.app(id, field: field, in: configuration)
+    }
+
+    /// The configured app `id`, or a 400 naming `field` (with the configured ids and a suggestion).
+    static func app(_ id: String?, field: String, in configuration: HeraldConfiguration) throws(APIError) -> AppConfiguration {
         guard let id, !id.isEmpty else { throw .invalid(field, "is required: the app id (a key of \"apps\" in the config)") }
         guard let app = configuration.app(id) else {
             var message = "unknown app \"\(id)\"; configured: \(configuration.apps.keys.sorted().joined(separator: ", "))"

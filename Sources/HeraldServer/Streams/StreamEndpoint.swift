@@ -4,6 +4,14 @@ import HeraldCrypto
 
 extension HTTPStream: EventSink {
     public func send(_ bytes: [UInt8]) -> Bool { write(bytes) }
+
+    public func waitForRoom(_ count: Int) async -> Bool {
+        // The server thread drains the buffer as the client reads; a replay waits for half of it.
+        while isOpen && unsentBytes + count > bufferLimit / 2 && unsentBytes > 0 {
+            try? await Task.sleep(nanoseconds: 2_000_000)
+        }
+        return isOpen
+    }
 }
 
 extension API {
@@ -22,20 +30,13 @@ extension API {
         guard let app = configuration.app(appID) else {
             return APIError.notFound("app: unknown app \"\(appID)\"").response
         }
-        guard app.foreground != .pushOnly, let secret = app.clientSecret, configuration.localTransport(app: app) != nil else {
+        guard app.foreground != .pushOnly, app.clientSecret != nil, configuration.localTransport(app: app) != nil else {
             return APIError.notFound("app \(appID) has no live streams: set its \"foreground\" policy, \"clientSecret\" and a route of type \"local\"").response
         }
-        let bearer = request.headers["authorization"].flatMap { h -> String? in
-            h.count > 7 && h.prefix(7).lowercased() == "bearer " ? String(h.dropFirst(7)) : nil
-        }
-        guard let token = bearer ?? request.query["access_token"], !token.isEmpty else {
-            return Self.clientTokenError("give a client token in \"Authorization: Bearer …\" or ?access_token= (mint one with POST /v1/client-tokens)")
-        }
         let claims: ClientTokenClaims
-        do {
-            claims = try ClientToken.verify(token, secret: secret, app: appID, now: deps.clock.now)
-        } catch {
-            return Self.clientTokenError(error.description)
+        switch authenticateClient(request, app: appID) {
+        case .success(let c): claims = c
+        case .failure(let e): return e.response
         }
         let device: String
         do { device = try DeviceToken.normalize(claims.device) } catch {
