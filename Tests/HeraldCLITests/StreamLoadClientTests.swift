@@ -66,7 +66,7 @@ import Testing
                 phase = 2
                 return false
             default:
-                return client.counters.disconnects == n
+                return client.counters.disconnects == n && client.counters.statuses.values.reduce(0, +) == n + 1
             }
         }
         return Run(phase: phase, counters: client.counters, events: events)
