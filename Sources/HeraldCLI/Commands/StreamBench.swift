@@ -12,9 +12,10 @@ enum StreamBench {
     static let clientSpec = CommandSpec(
         path: "bench stream-client",
         summary: "Open N event streams to a URL and report when events arrive (a load client).",
-        usage: "bench stream-client --url URL [--url URL ...] [--n N] [--header 'Name: value' ...] [--until-event ID] [--timeout S]",
+        usage: "bench stream-client (--url URL ... | --url-file FILE) [--n N] [--header 'Name: value' ...] [--until-event ID] [--timeout S]",
         options: [
             .value("url", "URL", "http://host:port/path to open (IPv4 literal or localhost); several are used in turn", repeatable: true),
+            .value("url-file", "FILE", "URLs to open, one per line (e.g. one client token each), after any --url"),
             .value("n", "N", "connections (default: one per URL)"),
             .value("header", "H", "an extra request header, 'Name: value'", repeatable: true),
             .value("until-event", "ID", "exit once every open stream has received the event with this id"),
@@ -28,8 +29,14 @@ enum StreamBench {
         """)
 
     static let client = HeraldCLI.Command(spec: clientSpec) { arguments, context throws(CLIError) in
-        let urls = arguments.all("url")
-        guard !urls.isEmpty else { throw .usage("--url is required", command: clientSpec.path) }
+        var urls = arguments.all("url")
+        if let file = arguments.value("url-file") {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                throw .usage("--url-file: cannot read \(file)", command: clientSpec.path)
+            }
+            urls += text.split(separator: "\n").map { $0.trimmingWhitespace() }.filter { !$0.isEmpty }
+        }
+        guard !urls.isEmpty else { throw .usage("--url or --url-file is required", command: clientSpec.path) }
         let n = try arguments.int("n", command: clientSpec.path, in: 1...100_000) ?? urls.count
         let timeout = Double(try arguments.int("timeout", command: clientSpec.path, in: 1...86_400) ?? 300)
         var headers: [(String, String)] = []
