@@ -27,6 +27,7 @@ public enum HeraldCLI {
         SimulateBinaryCommands.gateway, SimulateBinaryCommands.feedback,
         BenchCommand.command, BinaryBenchmark.command,
         CryptoBenchCommand.command, StreamDaemonBench.command,
+        StreamBench.http, StreamBench.client,
     ]
 
     static var overview: String {
