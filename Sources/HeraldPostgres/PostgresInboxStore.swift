@@ -114,6 +114,18 @@ final class PostgresInboxStore: InboxStore, Sendable {
         }
     }
 
+    func entry(app: String, user: String, device: String, notificationID: String) async throws -> InboxEntry? {
+        let rows = try await pool.run { db in
+            try db.execute("""
+                SELECT seq, encode(event, 'hex'), created_at FROM inbox
+                WHERE app = $1 AND "user" = $2 AND device = $3 AND notification = $4 ORDER BY seq LIMIT 1
+                """, [app, user, device, notificationID])
+        }
+        guard rows.count > 0 else { return nil }
+        return InboxEntry(app: app, user: user, device: device, seq: rows.int(0, 0), notificationID: notificationID,
+                          event: DeviceToken.bytes(ofHex: rows.string(0, 1)), createdAt: Date(millisecondsSince1970: rows.int(0, 2)))
+    }
+
     func lastSequence(app: String, user: String) async throws -> Int64 {
         let rows = try await pool.run { db in
             try db.execute(#"SELECT seq FROM inbox_sequences WHERE app = $1 AND "user" = $2"#, [app, user])

@@ -89,6 +89,19 @@ struct InboxContractTests {
     }
 
     @Test(arguments: Backend.allCases)
+    func anEntryIsFoundByItsNotificationAndDevice(_ backend: Backend) async throws {
+        try await withInbox(backend) { o in
+            let inbox = o.nodes[0].inbox
+            let numbered = try await inbox.append([new("ann", "n1"), new("ann", "n1", device: "bb02"), new("ann", "n2")],
+                                                  maxPerUser: Self.keep100, now: t0)
+            #expect(try await inbox.entry(app: "app", user: "ann", device: "bb02", notificationID: "n1") == numbered[1])
+            #expect(try await inbox.entry(app: "app", user: "ann", device: "aa01", notificationID: "n2") == numbered[2])
+            #expect(try await inbox.entry(app: "app", user: "ann", device: "aa01", notificationID: "n3") == nil)
+            #expect(try await inbox.entry(app: "app", user: "bob", device: "aa01", notificationID: "n1") == nil)
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
     func maxPerUserDropsTheOldest(_ backend: Backend) async throws {
         try await withInbox(backend) { o in
             let inbox = o.nodes[0].inbox
