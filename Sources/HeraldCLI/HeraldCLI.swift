@@ -26,7 +26,7 @@ public enum HeraldCLI {
         SimulateHTTP2Command.command,
         SimulateBinaryCommands.gateway, SimulateBinaryCommands.feedback,
         BenchCommand.command, BinaryBenchmark.command,
-        CryptoBenchCommand.command,
+        CryptoBenchCommand.command, StreamDaemonBench.command,
     ]
 
     static var overview: String {

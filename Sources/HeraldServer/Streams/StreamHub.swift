@@ -20,7 +20,7 @@ public protocol EventSink: AnyObject, Sendable {
 /// the replay, skipping what the replay already sent: no gap, no duplicate across the switch.
 public final class StreamHub: LocalStreams, Presence, Sendable {
     /// A device of one app.
-    struct Key: Hashable {
+    struct Key: Hashable, Sendable {
         var app: String
         var device: String
     }
@@ -64,7 +64,7 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
     private let maxPerUser: @Sendable (String) -> Int
     private let unpark: @Sendable (_ app: String, _ device: String) async -> Void
     private let state = Locked(State())
-    private let writeOrder = AsyncMutex()
+    private let deviceOrder = KeyedAsyncLock<Key>()
     private let open: Gauge
     private let events: Counter
     private let replayed: Counter
@@ -173,9 +173,10 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
     // MARK: LocalStreams
 
     public func write(_ deliveries: [Delivery]) async -> [LocalWriteResult] {
-        // One batch at a time from numbering to sending, so each stream gets its events in
-        // number order (a client's Last-Event-ID is the last event it read).
-        await writeOrder.run { await writeInOrder(deliveries) }
+        // From numbering to sending, a device's events go one batch at a time, so each stream
+        // gets them in number order (a client's Last-Event-ID is the last event it read);
+        // batches for other devices run side by side.
+        await deviceOrder.run(Set(deliveries.map { Key(app: $0.app, device: $0.token) })) { await writeInOrder(deliveries) }
     }
 
     private func writeInOrder(_ deliveries: [Delivery]) async -> [LocalWriteResult] {
