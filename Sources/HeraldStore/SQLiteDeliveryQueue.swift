@@ -13,7 +13,8 @@ import HeraldCore
 /// - Important: one daemon per database file. Claims left `sent` by a previous run are
 ///   treated as interrupted when the queue opens (see ``interrupted(transport:)``).
 public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
-    private let writer: SQLiteGroupCommitWriter
+    /// The one writer connection and thread (the inbox shares it).
+    let writer: SQLiteGroupCommitWriter
     private let reader: SQLiteDatabase
     /// The reader connection's own thread: a read may wait for a lock (busyTimeout).
     private let readerThread = BlockingThread(name: "herald-sqlite-read")

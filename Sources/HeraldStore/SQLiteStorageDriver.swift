@@ -15,15 +15,15 @@ public struct SQLiteStorageDriver: StorageDriver {
         let lock = exclusive ? try DatabaseLock(database: storage.path) : nil
         do {
             let tokens = try SQLiteTokenStore(configuration: storage)
-            let inbox = try SQLiteInboxStore(configuration: storage)
-            let queue: SQLiteDeliveryQueue
-            do { queue = try SQLiteDeliveryQueue(configuration: configuration, metrics: metrics) } catch {
-                inbox.close()
+            let queue = try SQLiteDeliveryQueue(configuration: configuration, metrics: metrics)
+            let inbox: SQLiteInboxStore
+            do { inbox = try SQLiteInboxStore(sharing: queue.writer, configuration: storage) } catch {
+                await queue.close()
                 throw error
             }
             return OpenStorage(tokens: tokens, queue: queue, inbox: inbox) {
-                await queue.close()
                 inbox.close()
+                await queue.close()
                 lock?.release()
             }
         } catch {

@@ -56,7 +56,7 @@ enum StreamDaemonBench {
             {"storage": {"path": "\(dir)/herald.db"},
              "apps": {"\(app)": {"routes": ["live", "log"], "foreground": "local-only", "clientSecret": "\(secret)"}},
              "transports": {"live": {"type": "local"}, "log": {"type": "log", "path": "\(dir)/push.jsonl"}},
-             "api": {"listen": "127.0.0.1:\(port)", "keys": [{"id": "bench", "secret": "\(apiKey)", "scopes": ["send"]}],
+             "api": {"listen": "127.0.0.1:\(port)", "keys": [{"id": "bench", "secret": "\(apiKey)", "scopes": ["send", "admin"]}],
                      "maxBodyBytes": 4194304, "streams": {"maxStreams": \(max(n, 1) + 100)}},
              "log": {"level": "warning"}}
             """
@@ -100,6 +100,12 @@ enum StreamDaemonBench {
             guard status == 202 else { throw Failure(description: "POST /v1/notifications answered \(status)") }
             let arrivals = try waitFor(file: "\(dir)/client.log", containing: "event 1 ", timeout: 300)
             let health = prober.stop()
+            if ProcessInfo.processInfo.environment["HERALD_BENCH_METRICS"] != nil {
+                let (_, text) = try BenchHTTP.exchange(port: port, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(apiKey)\r\nConnection: close\r\n\r\n")
+                for line in text.split(separator: "\n") where !line.hasPrefix("#") && (line.contains("_sum") || line.contains("_count") || line.contains("stream")) {
+                    console.out("  metric \(line)")
+                }
+            }
             func field(_ name: String) -> Double? {
                 arrivals.split(separator: " ").first { $0.hasPrefix(name + "=") }.flatMap { Double($0.dropFirst(name.count + 1)) }
             }

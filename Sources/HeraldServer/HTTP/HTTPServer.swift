@@ -307,8 +307,11 @@ public final class HTTPServer: @unchecked Sendable {
     /// heartbeats and shutdown, its connection gets no idle timeout, then `open` runs.
     private func respondStream(_ connection: OpaquePointer, _ response: HTTPResponse, _ body: HTTPStreamBody,
                                _ context: RequestContext) -> Bool {
-        let stream = HTTPStream(request: context.request ?? HTTPRequest(method: context.method, path: context.url),
-                                body: body, connection: connection, limit: options.streamBufferBytes, registry: registry)
+        let stream = HTTPStream(body: body, connection: connection, limit: options.streamBufferBytes, registry: registry)
+        // The context lives as long as the connection: keep only what the stream needs.
+        context.request = nil
+        context.body = []
+        context.clearHandler()
         let refusal: HTTPResponse? = state.withLock { s in
             if s.stopping { return Self.shuttingDown }
             if !context.countedAsStream {
@@ -491,6 +494,7 @@ final class RequestContext: @unchecked Sendable {
 
     func setResponse(_ r: HTTPResponse) { response.withLock { $0 = r } }
     func setHandler(_ t: Task<Void, Never>) { task.withLock { $0 = t } }
+    func clearHandler() { task.withLock { $0 = nil } }
     /// The task running the async handler, once dispatched.
     var handler: Task<Void, Never>? { task.withLock { $0 } }
     func takeResponse() -> HTTPResponse? { response.withLock { r in defer { r = nil }; return r } }

@@ -66,8 +66,6 @@ public final class HTTPStream: @unchecked Sendable {
 
     /// Identifies the stream (stable while it lives).
     public var id: ObjectIdentifier { ObjectIdentifier(self) }
-    /// The request that opened the stream.
-    public let request: HTTPRequest
 
     let body: HTTPStreamBody
     let registry: StreamRegistry
@@ -89,8 +87,8 @@ public final class HTTPStream: @unchecked Sendable {
         var onDrained: (@Sendable () -> Void)?
     }
 
-    init(request: HTTPRequest, body: HTTPStreamBody, connection: OpaquePointer, limit: Int, registry: StreamRegistry) {
-        self.request = request
+    /// Keeps nothing of the request: a stream lives for hours, and its memory is per client.
+    init(body: HTTPStreamBody, connection: OpaquePointer, limit: Int, registry: StreamRegistry) {
         self.body = body
         self.registry = registry
         self.connection = connection
