@@ -323,7 +323,16 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
     }
 
     public func unpark(transport: String, token: String, now: Date) async throws -> Int {
-        try await writer.perform { db in
+        // Most devices that connect have nothing parked: look first, on the reader, and leave
+        // the writer (and its fsync) to the ones that do.
+        let any = try await read { db in
+            try db.withStatement("SELECT 1 FROM deliveries WHERE parked = 1 AND transport = ?1 AND token = ?2 AND state = 'queued' LIMIT 1") { s in
+                s.bind(1, transport).bind(2, token)
+                return try s.step()
+            }
+        }
+        guard any else { return 0 }
+        return try await writer.perform { db in
             let s = try db.statement("""
                 UPDATE deliveries SET next_attempt_at = ?1 WHERE parked = 1 AND transport = ?2 AND token = ?3 AND state = 'queued'
                 """)
