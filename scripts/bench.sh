@@ -3,7 +3,7 @@
 # ratio means something on any machine. Loopback only; every load is bounded in time.
 #
 #   scripts/bench.sh            all sections
-#   scripts/bench.sh bench_api  one section (bench_api, bench_apns_http2, bench_transport, bench_crypto, bench_binary, bench_bulk, bench_storage)
+#   scripts/bench.sh bench_api  one section (bench_api, bench_apns_http2, bench_transport, bench_crypto, bench_binary, bench_bulk, bench_storage, bench_stream)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HERALD=${HERALD:-.build/release/herald}
@@ -197,6 +197,9 @@ JSON
 # One daemon on SQLite vs one on PostgreSQL vs three on one PostgreSQL (its own script).
 bench_storage() { scripts/bench-storage.sh; }
 
+# Live streams: N streams on one daemon, one notification to all, next to the HTTP layer alone.
+bench_stream() { "$HERALD" bench stream --n "${BENCH_STREAMS:-10000}"; }
+
 sections=("$@")
-[ ${#sections[@]} -eq 0 ] && sections=(bench_api bench_apns_http2 bench_transport bench_crypto bench_binary bench_bulk bench_storage)
+[ ${#sections[@]} -eq 0 ] && sections=(bench_api bench_apns_http2 bench_transport bench_crypto bench_binary bench_bulk bench_storage bench_stream)
 for s in "${sections[@]}"; do "$s"; done
