@@ -314,6 +314,8 @@ public struct APIConfiguration: Sendable, Equatable {
     public var keys: [Key] = []
     /// Largest request body accepted, in bytes. Default 1 MiB.
     public var maxBodyBytes: Int = 1 << 20
+    /// Serve the browser demo page at `GET /demo`. Default false.
+    public var demo: Bool = false
 
     public init(listen: ListenAddress = ListenAddress(host: "127.0.0.1", port: 8080), keys: [Key] = [], maxBodyBytes: Int = 1 << 20) {
         self.listen = listen
@@ -352,6 +354,7 @@ public struct APIConfiguration: Sendable, Equatable {
             }
         }
         if let m = node.int("maxBodyBytes", in: 1024...(64 << 20)) { maxBodyBytes = m }
+        if let d = node.bool("demo") { demo = d }
         if let refusal = unauthenticatedNetworkRefusal { node.error(at: "keys", refusal) }
     }
 
