@@ -80,7 +80,7 @@ public final class API: Sendable {
     // MARK: Routing
 
     enum Route: Sendable {
-        case health, ready, metrics
+        case health, ready, metrics, demo
         case registerDevice, removeDevice(token: String), userDevices(user: String)
         case sendNotification, notificationStatus(id: String)
 
@@ -89,6 +89,7 @@ public final class API: Sendable {
             case .health: return "GET /healthz"
             case .ready: return "GET /readyz"
             case .metrics: return "GET /metrics"
+            case .demo: return "GET /demo"
             case .registerDevice: return "POST /v1/devices"
             case .removeDevice: return "DELETE /v1/devices/{token}"
             case .userDevices: return "GET /v1/users/{user}/devices"
@@ -99,7 +100,7 @@ public final class API: Sendable {
 
         var scope: APIConfiguration.Scope? {
             switch self {
-            case .health, .ready: return nil
+            case .health, .ready, .demo: return nil
             case .metrics: return .admin
             case .registerDevice, .removeDevice, .userDevices: return .devices
             case .sendNotification, .notificationStatus: return .send
@@ -127,6 +128,7 @@ public final class API: Sendable {
         case 1 where s[0] == "healthz": return only("GET", .health)
         case 1 where s[0] == "readyz": return only("GET", .ready)
         case 1 where s[0] == "metrics": return only("GET", .metrics)
+        case 1 where s[0] == "demo": return only("GET", .demo)
         case 2 where s[0] == "v1" && s[1] == "devices": return only("POST", .registerDevice)
         case 3 where s[0] == "v1" && s[1] == "devices": return only("DELETE", .removeDevice(token: s[2]))
         case 4 where s[0] == "v1" && s[1] == "users" && s[3] == "devices": return only("GET", .userDevices(user: s[2]))
@@ -180,6 +182,9 @@ public final class API: Sendable {
             switch route {
             case .health: response = HTTPResponse.json(200) { $0.string("status", "ok") }
             case .metrics: response = renderMetrics()
+            case .demo:
+                response = deps.snapshot().configuration.api.demo ? DemoPage.response()
+                    : APIError.notFound("the demo page is off; set \"api\": {\"demo\": true} in the config to serve it").response
             default: return nil
             }
             metrics.request(route: route.label, status: response.status)
@@ -202,7 +207,7 @@ public final class API: Sendable {
             case .sendNotification: response = try await sendNotification(request)
             case .notificationStatus(let id): response = try await notificationStatus(id)
             case .ready: response = await ready()
-            case .health, .metrics: response = APIError.notFound("unreachable").response
+            case .health, .metrics, .demo: response = APIError.notFound("unreachable").response
             }
         } catch let e as APIError {
             response = e.response
