@@ -48,6 +48,7 @@ let package = Package(
 
         // MARK: Transport plugins
         .target(name: "HeraldLogTransport", dependencies: ["HeraldCore"], path: "Plugins/LogTransport"),
+        .target(name: "HeraldLocalTransport", dependencies: ["HeraldCore"], path: "Plugins/Local"),
         .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldCrypto", "CCurl", "CNGHTTP2"], path: "Plugins/APNsHTTP2"),
         .target(name: "HeraldAPNsBinary", dependencies: ["HeraldCore", "HeraldCrypto", "APNsBinaryProtocol"], path: "Plugins/APNsBinary"),
 
@@ -56,14 +57,15 @@ let package = Package(
                 dependencies: ["HeraldCore", "HeraldStore", "HeraldCrypto", "HeraldServer", "HeraldSimulator", "APNsBinaryProtocol"],
                 path: "Sources/HeraldCLI"),
         .executableTarget(name: "herald",
-                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldStore", "HeraldPostgres", "HeraldLogTransport", "HeraldAPNsHTTP2", "HeraldAPNsBinary"],
+                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldStore", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
+                                         "HeraldAPNsBinary"],
                           path: "Sources/herald"),
 
         // MARK: Test kit (doubles and in-process servers for tests)
         .target(name: "HeraldTestKit", dependencies: ["HeraldCore", "HeraldSimulator", "APNsBinaryProtocol"], path: "Sources/HeraldTestKit"),
 
         // MARK: Tests (mirror the modules)
-        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldStore", "HeraldLogTransport", "HeraldTestKit"],
+        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldStore", "HeraldLogTransport", "HeraldLocalTransport", "HeraldTestKit"],
                     path: "Tests/HeraldCoreTests"),
         .testTarget(name: "HeraldStoreTests", dependencies: ["HeraldStore", "HeraldPostgres", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"],
                     path: "Tests/HeraldStoreTests"),

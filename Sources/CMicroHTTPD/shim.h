@@ -48,6 +48,11 @@ static inline struct MHD_Daemon *herald_mhd_start(const herald_mhd_options *o,
                             MHD_OPTION_END);
 }
 
+/** Iterates every request header (name as the client sent it, value). */
+static inline int herald_mhd_headers(struct MHD_Connection *c, MHD_KeyValueIterator iterator, void *cls) {
+    return MHD_get_connection_values(c, MHD_HEADER_KIND, iterator, cls);
+}
+
 /** A request header's value, or NULL. */
 static inline const char *herald_mhd_header(struct MHD_Connection *c, const char *name) {
     return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
@@ -75,6 +80,43 @@ static inline int herald_mhd_respond(struct MHD_Connection *c, unsigned int stat
     enum MHD_Result result = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return result == MHD_YES ? 1 : 0;
+}
+
+/** The content reader of a streaming response: bytes copied into `buffer` (at most `max`), 0 after
+    suspending the connection (nothing to send yet), -1 to end the stream cleanly (the chunked
+    terminator follows), -2 to close the connection at once. */
+typedef ssize_t (*herald_mhd_stream_reader)(void *cls, uint64_t position, char *buffer, size_t max);
+
+/** Queues a streaming response of unknown size (chunked on HTTP/1.1) whose body comes from
+    `reader`; `release` is called once, on the server thread, when the connection is done with it
+    (sent, client gone, or daemon stopping), before its socket is closed. Returns 1 on success;
+    0 when the response could not be queued (then `release` has already been called). */
+static inline int herald_mhd_respond_stream(struct MHD_Connection *c, unsigned int status,
+                                            const herald_mhd_header_pair *headers, size_t header_count,
+                                            size_t block_size, herald_mhd_stream_reader reader, void *cls,
+                                            void (*release)(void *cls)) {
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, block_size, reader, cls, release);
+    if (r == NULL) {
+        release(cls);
+        return 0;
+    }
+    for (size_t i = 0; i < header_count; i++) {
+        MHD_add_response_header(r, headers[i].name, headers[i].value);
+    }
+    enum MHD_Result result = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return result == MHD_YES ? 1 : 0;
+}
+
+/** Sets this connection's idle timeout in seconds (0: never), e.g. for a long-lived stream. */
+static inline void herald_mhd_set_connection_timeout(struct MHD_Connection *c, unsigned int seconds) {
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
+}
+
+/** The connection's socket, or -1. */
+static inline int herald_mhd_connection_fd(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info ? (int)info->connect_fd : -1;
 }
 
 /** MHD_YES / MHD_NO as plain ints for Swift callbacks. */

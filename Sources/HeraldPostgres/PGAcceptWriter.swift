@@ -26,7 +26,7 @@ final class PGAcceptWriter: @unchecked Sendable {
     struct PlainAccept: Sendable {
         /// id, app, topic, content, deliveries, created_at.
         var notification: [String?]
-        /// Per delivery: token, user, environment, transport, state, reason, apns_id.
+        /// Per delivery: token, user, environment, transport, state, reason, apns_id, fallback.
         var deliveries: [[String?]]
         var wake: [String]
     }
@@ -225,11 +225,11 @@ extension PGAcceptWriter {
             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bigint[])
             RETURNING seq, id, created_at)
         INSERT INTO deliveries (notification, token, "user", environment, transport, state, attempts,
-                                next_attempt_at, last_reason, apns_id, updated_at)
+                                next_attempt_at, last_reason, apns_id, updated_at, fallback)
         SELECT n.seq, r.token, r.u, r.env, r.transport, r.state, 0,
-               CASE WHEN r.state = 'queued' THEN n.created_at END, r.reason, r.apns_id, n.created_at
-        FROM unnest($7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
-            WITH ORDINALITY AS r(nid, token, u, env, transport, state, reason, apns_id, ord)
+               CASE WHEN r.state = 'queued' THEN n.created_at END, r.reason, r.apns_id, n.created_at, r.fallback
+        FROM unnest($7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[])
+            WITH ORDINALITY AS r(nid, token, u, env, transport, state, reason, apns_id, fallback, ord)
         JOIN n ON n.id = r.nid
         ORDER BY r.ord
         """
@@ -237,7 +237,7 @@ extension PGAcceptWriter {
     static func batchParameters(_ accepts: [PlainAccept]) -> [String?] {
         var params: [String?] = []
         for column in 0..<6 { params.append(PGArray.text(accepts.map { $0.notification[column] })) }
-        for column in -1..<7 {
+        for column in -1..<8 {
             var values: [String?] = []
             for a in accepts {
                 for d in a.deliveries { values.append(column < 0 ? a.notification[0] : d[column]) }

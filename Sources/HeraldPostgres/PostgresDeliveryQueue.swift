@@ -84,7 +84,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
         let d = n.deliveries
         let arrays = [PGArray.text(d.map(\.token)), PGArray.text(d.map(\.user)), PGArray.text(d.map(\.environment.rawValue)),
                       PGArray.text(d.map(\.transport)), PGArray.text(d.map(\.state.rawValue)), PGArray.text(d.map(\.reason)),
-                      PGArray.text(d.map { $0.apnsID.lowercasedString })]
+                      PGArray.text(d.map { $0.apnsID.lowercasedString }), PGArray.text(d.map(\.fallback))]
         var added: [String: Int] = [:]
         for p in d where p.state == .queued { if let t = p.transport { added[t, default: 0] += 1 } }
         let since = String(idempotencySince.millisecondsSince1970)
@@ -101,11 +101,11 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
                     ON CONFLICT (app, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING seq),
                 d AS (
                     INSERT INTO deliveries (notification, token, "user", environment, transport, state, attempts,
-                                            next_attempt_at, last_reason, apns_id, updated_at)
+                                            next_attempt_at, last_reason, apns_id, updated_at, fallback)
                     SELECT n.seq, r.token, r.u, r.env, r.transport, r.state, 0,
-                           CASE WHEN r.state = 'queued' THEN $7::bigint END, r.reason, r.apns_id, $7::bigint
-                    FROM n, unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
-                        WITH ORDINALITY AS r(token, u, env, transport, state, reason, apns_id, ord)
+                           CASE WHEN r.state = 'queued' THEN $7::bigint END, r.reason, r.apns_id, $7::bigint, r.fallback
+                    FROM n, unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[])
+                        WITH ORDINALITY AS r(token, u, env, transport, state, reason, apns_id, fallback, ord)
                     ORDER BY r.ord)
                 SELECT seq FROM n
                 """, [n.id, n.app, n.topic, content, n.idempotencyKey, String(d.count), created] + arrays)
@@ -120,7 +120,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
         if n.idempotencyKey == nil {
             let plain = PGAcceptWriter.PlainAccept(
                 notification: [n.id, n.app, n.topic, content, String(d.count), created],
-                deliveries: d.map { [$0.token, $0.user, $0.environment.rawValue, $0.transport, $0.state.rawValue, $0.reason, $0.apnsID.lowercasedString] },
+                deliveries: d.map { [$0.token, $0.user, $0.environment.rawValue, $0.transport, $0.state.rawValue, $0.reason, $0.apnsID.lowercasedString, $0.fallback] },
                 wake: added.keys.sorted())
             receipt = try await writer.accept(plain, result: EnqueueReceipt(id: n.id, deliveries: d.count, replayed: false), fallback: store)
         } else {
@@ -145,11 +145,12 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
         let claimed: [ClaimedDelivery] = try await pool.run { db in
             let r = try db.execute("""
                 WITH c AS (
-                    UPDATE deliveries SET state = 'sent', attempts = attempts + 1, lease_until = $4, updated_at = $2, claimed_by = $5
+                    UPDATE deliveries SET state = 'sent', parked = false, attempts = attempts + 1, lease_until = $4, updated_at = $2, claimed_by = $5
                     WHERE id IN (SELECT id FROM deliveries WHERE state = 'queued' AND transport = $1 AND next_attempt_at <= $2
                                  ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED)
-                    RETURNING id, notification, token, "user", environment, attempts, apns_id)
-                SELECT c.id, c.token, c."user", c.environment, c.attempts, c.apns_id, n.seq, n.id, n.app, n.topic, n.content, n.created_at
+                    RETURNING id, notification, token, "user", environment, attempts, apns_id, fallback)
+                SELECT c.id, c.token, c."user", c.environment, c.attempts, c.apns_id, n.seq, n.id, n.app, n.topic, n.content, n.created_at,
+                       c.fallback
                 FROM c JOIN notifications n ON n.seq = c.notification ORDER BY c.id
                 """, [transport, String(now.millisecondsSince1970), String(limit), String(leaseUntil.millisecondsSince1970), node])
             return try Self.deliveries(r, transport: transport)
@@ -158,7 +159,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
         return claimed
     }
 
-    /// Rows `id, token, user, environment, attempts, apns_id, seq, nid, app, topic, content, created_at`.
+    /// Rows `id, token, user, environment, attempts, apns_id, seq, nid, app, topic, content, created_at, fallback`.
     private static func deliveries(_ r: PGRows, transport: String) throws -> [ClaimedDelivery] {
         var parsed: [Int64: (NotificationContent, [UInt8])] = [:]
         var result: [ClaimedDelivery] = []
@@ -179,7 +180,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
                 id: r.int(i, 0), notificationID: r.string(i, 7), app: r.string(i, 8), topic: r.string(i, 9), token: r.string(i, 1),
                 user: r[i, 2], environment: APNsEnvironment(rawValue: r.string(i, 3)) ?? .production, transport: transport,
                 attempt: Int(r.int(i, 4)), apnsID: UUID(lowercasedString: r.string(i, 5)) ?? UUIDSource.random(),
-                content: content.0, payload: content.1), acceptedAt: Date(millisecondsSince1970: r.int(i, 11))))
+                content: content.0, payload: content.1, fallback: r[i, 12]), acceptedAt: Date(millisecondsSince1970: r.int(i, 11))))
         }
         return result
     }
@@ -189,24 +190,43 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
     public func complete(_ completions: [DeliveryCompletion], now: Date) async throws {
         guard !completions.isEmpty else { return }
         let c = completions
-        let params = [PGArray.ints(c.map { $0.id }), PGArray.ints(c.map { $0.attempt }), PGArray.text(c.map { $0.state.rawValue }),
+        // A parked delivery is stored `queued` with `parked` set.
+        let waits: (DeliveryCompletion) -> Bool = { $0.state == .queued || $0.state == .parked }
+        let params = [PGArray.ints(c.map { $0.id }), PGArray.ints(c.map { $0.attempt }),
+                      PGArray.text(c.map { waits($0) ? DeliveryState.queued.rawValue : $0.state.rawValue }),
                       PGArray.text(c.map { $0.reason }), PGArray.text(c.map { $0.apnsID }),
-                      PGArray.ints(c.map { $0.state == .queued ? ($0.retryAt ?? now).millisecondsSince1970 : nil }),
-                      PGArray.ints(c.map { $0.state == .queued && !$0.countsAttempt ? 1 : 0 }), String(now.millisecondsSince1970)]
+                      PGArray.ints(c.map { waits($0) ? ($0.retryAt ?? now).millisecondsSince1970 : nil }),
+                      PGArray.ints(c.map { waits($0) && !$0.countsAttempt ? 1 : 0 }), String(now.millisecondsSince1970),
+                      PGArray.text(c.map { $0.state == .parked ? "t" : "f" }), PGArray.text(c.map { $0.transport })]
         // One statement for the batch; the fencing is in the WHERE clause.
         let changed = try await pool.run { db in
             try db.execute("""
                 UPDATE deliveries d SET state = c.state, last_reason = c.reason, apns_id = COALESCE(c.apns_id, d.apns_id),
-                    lease_until = NULL, claimed_by = NULL, next_attempt_at = c.retry_at, updated_at = $8, attempts = d.attempts - c.give_back
-                FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::int[])
-                    AS c(id, attempt, state, reason, apns_id, retry_at, give_back)
+                    lease_until = NULL, claimed_by = NULL, next_attempt_at = c.retry_at, updated_at = $8, attempts = d.attempts - c.give_back,
+                    parked = c.parked::boolean, transport = COALESCE(c.transport, d.transport),
+                    fallback = CASE WHEN c.transport IS NULL THEN d.fallback END
+                FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::int[], $9::text[], $10::text[])
+                    AS c(id, attempt, state, reason, apns_id, retry_at, give_back, parked, transport)
                 WHERE d.id = c.id AND d.attempts = c.attempt AND d.state = 'sent'
-                RETURNING d.transport, d.state
+                RETURNING d.transport, d.state, (SELECT o.transport FROM deliveries o WHERE o.id = d.id)
                 """, params)
         }
         for i in 0..<changed.count {
-            adjust(changed[i, 0], queued: changed.string(i, 1) == "queued" ? 1 : 0, inFlight: -1)
+            // Column 2 is the row before the update (a reroute moves it to another transport).
+            adjust(changed[i, 2] ?? changed[i, 0], inFlight: -1)
+            adjust(changed[i, 0], queued: changed.string(i, 1) == "queued" ? 1 : 0)
         }
+    }
+
+    public func unpark(transport: String, token: String, now: Date) async throws -> Int {
+        let n = try await pool.run { db in
+            try db.execute("""
+                UPDATE deliveries SET next_attempt_at = $1 WHERE parked AND transport = $2 AND token = $3 AND state = 'queued'
+                RETURNING id
+                """, [String(now.millisecondsSince1970), transport, token]).count
+        }
+        if n > 0 { try? await pool.run { db in _ = try db.execute("SELECT pg_notify($1, $2)", [PostgresSchema.channel, transport]) } }
+        return n
     }
 
     public func renewLeases(_ claims: [ClaimedDelivery], until: Date) async throws {
@@ -259,7 +279,8 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
             let n = try db.execute("SELECT seq, app, created_at, idempotency_key FROM notifications WHERE id = $1", [notificationID])
             guard n.count == 1 else { return nil }
             let s = try db.execute("""
-                SELECT id, token, "user", transport, state, attempts, last_reason, apns_id, updated_at, next_attempt_at
+                SELECT id, token, "user", transport, CASE WHEN parked AND state = 'queued' THEN 'parked' ELSE state END,
+                       attempts, last_reason, apns_id, updated_at, next_attempt_at
                 FROM deliveries WHERE notification = $1 ORDER BY id
                 """, [n.string(0, 0)])
             let deliveries = (0..<s.count).map { i in

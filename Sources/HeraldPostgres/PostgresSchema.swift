@@ -66,6 +66,33 @@ enum PostgresSchema {
         CREATE INDEX deliveries_due ON deliveries (transport, next_attempt_at, id) WHERE state = 'queued';
         CREATE INDEX deliveries_claimed ON deliveries (lease_until) WHERE state = 'sent';
         """,
+        // 2: local delivery (see the SQLite schema's step 3): `parked` and `fallback`.
+        """
+        ALTER TABLE deliveries ADD COLUMN parked BOOLEAN NOT NULL DEFAULT false;
+        ALTER TABLE deliveries ADD COLUMN fallback TEXT;
+        CREATE INDEX deliveries_parked ON deliveries (transport, token) WHERE parked;
+        """,
+        // 3: the inbox log (PostgresInboxStore): events written to streams, numbered per (app, user).
+        """
+        CREATE TABLE inbox (
+            app TEXT NOT NULL,
+            "user" TEXT NOT NULL,
+            seq BIGINT NOT NULL,
+            device TEXT NOT NULL,
+            notification TEXT NOT NULL,
+            event BYTEA NOT NULL,
+            created_at BIGINT NOT NULL,
+            PRIMARY KEY (app, "user", seq)
+        );
+        CREATE INDEX inbox_by_device ON inbox (app, "user", device, seq);
+        CREATE INDEX inbox_by_age ON inbox (app, created_at);
+        CREATE TABLE inbox_sequences (
+            app TEXT NOT NULL,
+            "user" TEXT NOT NULL,
+            seq BIGINT NOT NULL,
+            PRIMARY KEY (app, "user")
+        );
+        """,
     ]
 
     /// The schema version of the database (0: none yet).

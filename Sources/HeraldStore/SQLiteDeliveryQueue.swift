@@ -146,7 +146,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
                 for r in chunk {
                     s.bind(p, seq).bind(p + 1, r.token).bind(p + 2, r.user).bind(p + 3, r.environment).bind(p + 4, r.transport)
                         .bind(p + 5, r.state).bind(p + 6, r.queued ? created : nil).bind(p + 7, r.reason)
-                        .bind(p + 8, r.apnsID).bind(p + 9, created)
+                        .bind(p + 8, r.apnsID).bind(p + 9, created).bind(p + 10, r.fallback)
                     p += WriterStatements.deliveryColumns
                 }
                 try s.run()
@@ -199,7 +199,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
     public func interrupted(transport: String) async throws -> [ClaimedDelivery] {
         try await writer.perform { [self] db in
             let s = try db.statement("""
-                SELECT id, notification, token, user, environment, attempts, apns_id FROM deliveries
+                SELECT id, notification, token, user, environment, attempts, apns_id, fallback FROM deliveries
                 WHERE state = 'sent' AND transport = ? AND lease_until IS NULL ORDER BY id
                 """)
             s.bind(1, transport)
@@ -216,14 +216,15 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
         var environment: String
         var attempts: Int
         var apnsID: String
+        var fallback: String?
     }
 
-    /// Rows `id, notification, token, user, environment, attempts, apns_id`, read to the end.
+    /// Rows `id, notification, token, user, environment, attempts, apns_id, fallback`, read to the end.
     private static func rows(_ s: SQLiteStatement) throws -> [ClaimRow] {
         var rows: [ClaimRow] = []
         while try s.step() {
             rows.append(ClaimRow(id: s.int64(0), seq: s.int64(1), token: s.string(2), user: s.optionalString(3), environment: s.string(4),
-                                 attempts: Int(s.int64(5)), apnsID: s.string(6)))
+                                 attempts: Int(s.int64(5)), apnsID: s.string(6), fallback: s.optionalString(7)))
         }
         return rows
     }
@@ -246,7 +247,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
             result.append(ClaimedDelivery(delivery: Delivery(id: r.id, notificationID: n.id, app: n.app, topic: n.topic, token: r.token, user: r.user,
                                    environment: APNsEnvironment(rawValue: r.environment) ?? .production,
                                    transport: transport, attempt: r.attempts, apnsID: UUID(lowercasedString: r.apnsID) ?? UUIDSource.random(),
-                                   content: n.content, payload: n.payload), acceptedAt: n.createdAt))
+                                   content: n.content, payload: n.payload, fallback: r.fallback), acceptedAt: n.createdAt))
         }
         return result
     }
@@ -275,11 +276,19 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
             let nowMs = now.millisecondsSince1970
             var changes: [String: (queued: Int, inFlight: Int)] = [:]
             for c in completions {
-                let requeued = c.state == .queued
+                let requeued = c.state == .queued || c.state == .parked
+                var left: String? = nil
+                if c.transport != nil {
+                    // Rerouted: the transport it leaves loses the claim, the new one gains a queued delivery.
+                    transportOf.reset()
+                    transportOf.bind(1, c.id)
+                    if try transportOf.step() { left = transportOf.optionalString(0) }
+                    transportOf.reset()
+                }
                 if requeued {
                     retry.reset()
                     retry.bind(1, c.reason).bind(2, (c.retryAt ?? now).millisecondsSince1970).bind(3, nowMs).bind(4, c.id)
-                        .bind(5, c.attempt).bind(6, c.countsAttempt ? 0 : 1)
+                        .bind(5, c.attempt).bind(6, c.countsAttempt ? 0 : 1).bind(7, c.state == .parked ? 1 : 0).bind(8, c.transport)
                     try retry.run()
                 } else {
                     finish.reset()
@@ -290,7 +299,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
                 transportOf.reset()
                 transportOf.bind(1, c.id)
                 if try transportOf.step(), let transport = transportOf.optionalString(0) {
-                    changes[transport, default: (0, 0)].inFlight -= 1
+                    changes[left ?? transport, default: (0, 0)].inFlight -= 1
                     if requeued { changes[transport, default: (0, 0)].queued += 1 }
                 }
                 transportOf.reset()
@@ -309,6 +318,17 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
                 try renew.run()
             }
             return ((), {})
+        }
+    }
+
+    public func unpark(transport: String, token: String, now: Date) async throws -> Int {
+        try await writer.perform { db in
+            let s = try db.statement("""
+                UPDATE deliveries SET next_attempt_at = ?1 WHERE parked = 1 AND transport = ?2 AND token = ?3 AND state = 'queued'
+                """)
+            s.bind(1, now.millisecondsSince1970).bind(2, transport).bind(3, token)
+            try s.run()
+            return (db.changes, {})
         }
     }
 
@@ -358,7 +378,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
             let seq = n.int64(0), app = n.string(1), created = n.int64(2), key = n.optionalString(3)
             n.reset()
             let s = try db.statement("""
-                SELECT id, token, user, transport, state, attempts, last_reason, apns_id, updated_at, next_attempt_at
+                SELECT id, token, user, transport, state, attempts, last_reason, apns_id, updated_at, next_attempt_at, parked
                 FROM deliveries WHERE notification = ? ORDER BY id
                 """)
             s.bind(1, seq)
@@ -366,7 +386,8 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
             while try s.step() {
                 deliveries.append(DeliveryStatus(
                     id: s.int64(0), token: s.string(1), user: s.optionalString(2), transport: s.optionalString(3),
-                    state: DeliveryState(rawValue: s.string(4)) ?? .failed, attempts: Int(s.int64(5)),
+                    state: s.int64(10) == 1 && s.string(4) == "queued" ? .parked : DeliveryState(rawValue: s.string(4)) ?? .failed,
+                    attempts: Int(s.int64(5)),
                     lastReason: s.optionalString(6), apnsID: s.string(7), updatedAt: Date(millisecondsSince1970: s.int64(8)),
                     nextAttemptAt: s.optionalInt64(9).map { Date(millisecondsSince1970: $0) }))
             }

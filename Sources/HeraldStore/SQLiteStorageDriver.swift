@@ -2,7 +2,7 @@ import FoundationEssentials
 import Glibc
 import HeraldCore
 
-/// The `sqlite` storage driver: the token store and the durable queue in one SQLite file
+/// The `sqlite` storage driver: the token store, the durable queue and the inbox in one SQLite file
 /// (`storage.path`), one daemon per file (a lock file beside it).
 public struct SQLiteStorageDriver: StorageDriver {
     public let name = "sqlite"
@@ -16,8 +16,10 @@ public struct SQLiteStorageDriver: StorageDriver {
         do {
             let tokens = try SQLiteTokenStore(configuration: storage)
             let queue = try SQLiteDeliveryQueue(configuration: configuration, metrics: metrics)
-            return OpenStorage(tokens: tokens, queue: queue) {
+            let inbox = try SQLiteInboxStore(configuration: storage)
+            return OpenStorage(tokens: tokens, queue: queue, inbox: inbox) {
                 await queue.close()
+                inbox.close()
                 lock?.release()
             }
         } catch {

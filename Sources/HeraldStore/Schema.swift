@@ -53,5 +53,34 @@ public enum HeraldSchema {
         CREATE INDEX deliveries_due ON deliveries (transport, next_attempt_at, id) WHERE state = 'queued';
         CREATE INDEX deliveries_claimed ON deliveries (transport, lease_until) WHERE state = 'sent';
         """,
+        // 3: local delivery: a delivery waiting for its device's stream is `queued` with
+        // `parked` set (reported as `parked`), due again at its grace or inbox TTL; `fallback`
+        // names the transport that takes over when its route cannot reach the device.
+        """
+        ALTER TABLE deliveries ADD COLUMN parked INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE deliveries ADD COLUMN fallback TEXT;
+        CREATE INDEX deliveries_parked ON deliveries (transport, token) WHERE parked = 1;
+        """,
+        // 4: the inbox log (SQLiteInboxStore): events written to streams, numbered per (app, user).
+        """
+        CREATE TABLE inbox (
+            app TEXT NOT NULL,
+            user TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            device TEXT NOT NULL,
+            notification TEXT NOT NULL,
+            event BLOB NOT NULL,
+            created_at INTEGER NOT NULL,
+            PRIMARY KEY (app, user, seq)
+        ) WITHOUT ROWID;
+        CREATE INDEX inbox_by_device ON inbox (app, user, device, seq);
+        CREATE INDEX inbox_by_age ON inbox (app, created_at);
+        CREATE TABLE inbox_sequences (
+            app TEXT NOT NULL,
+            user TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            PRIMARY KEY (app, user)
+        ) WITHOUT ROWID;
+        """,
     ])
 }

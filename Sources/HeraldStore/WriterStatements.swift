@@ -12,6 +12,7 @@ struct DeliveryRow: Sendable {
     var queued: Bool
     var reason: String?
     var apnsID: String
+    var fallback: String?
 
     init(_ d: PlannedDelivery) {
         token = d.token
@@ -22,6 +23,7 @@ struct DeliveryRow: Sendable {
         queued = d.state == .queued
         reason = d.reason
         apnsID = d.apnsID.lowercasedString
+        fallback = d.fallback
     }
 }
 
@@ -31,7 +33,7 @@ struct DeliveryRow: Sendable {
 /// - Important: only for the writer thread's connection.
 struct WriterStatements {
     /// Parameters per row of ``insertDeliveries(_:_:)``.
-    static let deliveryColumns: Int32 = 10
+    static let deliveryColumns: Int32 = 11
     /// Most rows in one `INSERT` (a notification's deliveries go in chunks of this size).
     static let maxRowsPerInsert = 16
 
@@ -53,12 +55,12 @@ struct WriterStatements {
 
     /// `INSERT INTO deliveries` of `rows` rows (1…``maxRowsPerInsert``), ``deliveryColumns``
     /// parameters each: notification, token, user, environment, transport, state,
-    /// next_attempt_at, last_reason, apns_id, updated_at.
+    /// next_attempt_at, last_reason, apns_id, updated_at, fallback.
     mutating func insertDeliveries(_ rows: Int, _ db: SQLiteDatabase) throws -> SQLiteStatement {
-        let values = Array(repeating: "(?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
+        let values = Array(repeating: "(?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
         return try Self.reuse(&deliveries[rows], db, """
             INSERT INTO deliveries (notification, token, user, environment, transport, state, attempts,
-                                    next_attempt_at, last_reason, apns_id, updated_at)
+                                    next_attempt_at, last_reason, apns_id, updated_at, fallback)
             VALUES \(values)
             """)
     }
@@ -66,14 +68,14 @@ struct WriterStatements {
     /// Due deliveries, oldest first: `?1` transport, `?2` now, `?3` limit.
     mutating func due(_ db: SQLiteDatabase) throws -> SQLiteStatement {
         try Self.reuse(&dueDeliveries, db, """
-            SELECT id, notification, token, user, environment, attempts, apns_id FROM deliveries
+            SELECT id, notification, token, user, environment, attempts, apns_id, fallback FROM deliveries
             WHERE state = 'queued' AND transport = ?1 AND next_attempt_at <= ?2 ORDER BY next_attempt_at, id LIMIT ?3
             """)
     }
 
     /// Claims one delivery: `?1` lease until, `?2` now, `?3` id.
     mutating func markSent(_ db: SQLiteDatabase) throws -> SQLiteStatement {
-        try Self.reuse(&sent, db, "UPDATE deliveries SET state = 'sent', attempts = attempts + 1, lease_until = ?1, updated_at = ?2 WHERE id = ?3")
+        try Self.reuse(&sent, db, "UPDATE deliveries SET state = 'sent', parked = 0, attempts = attempts + 1, lease_until = ?1, updated_at = ?2 WHERE id = ?3")
     }
 
     /// A final outcome: `?1` state, `?2` reason, `?3` apns-id (`NULL` keeps it), `?4` now, `?5` id, `?6` attempt.
@@ -86,11 +88,13 @@ struct WriterStatements {
     }
 
     /// Back to the queue: `?1` reason, `?2` due, `?3` now, `?4` id, `?5` attempt, `?6` 1 to give
-    /// the attempt back (it did not count), else 0.
+    /// the attempt back (it did not count), else 0; `?7` 1 to park; `?8` the fallback transport
+    /// taking over (`NULL` keeps the transport; a fallback is used once).
     mutating func retry(_ db: SQLiteDatabase) throws -> SQLiteStatement {
         try Self.reuse(&retried, db, """
             UPDATE deliveries SET state = 'queued', last_reason = ?1, lease_until = NULL, next_attempt_at = ?2, updated_at = ?3,
-                attempts = attempts - ?6
+                attempts = attempts - ?6, parked = ?7, transport = COALESCE(?8, transport),
+                fallback = CASE WHEN ?8 IS NULL THEN fallback END
             WHERE id = ?4 AND attempts = ?5 AND state = 'sent'
             """)
     }

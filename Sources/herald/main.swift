@@ -4,6 +4,7 @@ import HeraldAPNsBinary
 import HeraldAPNsHTTP2
 import HeraldCLI
 import HeraldCore
+import HeraldLocalTransport
 import HeraldLogTransport
 import HeraldPostgres
 import HeraldStore
@@ -19,6 +20,7 @@ pthread_sigmask(SIG_UNBLOCK, &handled, nil)
 // Transport plugins and storage drivers are registered here, explicitly, once.
 var registry = TransportRegistry()
 registry.register(LogTransport.self)
+registry.register(LocalTransport.self)
 registry.register(APNsHTTP2Transport.self)
 registry.register(APNsBinaryTransport.self)
 

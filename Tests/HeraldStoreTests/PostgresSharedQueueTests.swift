@@ -118,10 +118,10 @@ struct PostgresSharedQueueTests {
         }
         #expect(results.filter { $0.contains("migrated from version 0") }.count == 1)
         let db = String(url.split(separator: "/").last!)
-        #expect(try server.query(db, "SELECT count(*) FROM herald_schema").trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+        #expect(try server.query(db, "SELECT count(*) FROM herald_schema").trimmingCharacters(in: .whitespacesAndNewlines) == "3")
         let findings = await PostgresStorageDriver().describe(configuration)
         #expect(findings.map(\.message).contains { $0.contains("server 15") || $0.contains("server 1") })
-        #expect(findings.contains { $0.message.contains("schema version 1 (this Herald: 1): up to date") })
+        #expect(findings.contains { $0.message.contains("schema version 3 (this Herald: 3): up to date") })
     }
 
     @Test func configurationNamesWhatIsMissingAndNeverShowsThePassword() throws {

@@ -91,6 +91,7 @@ public struct HeraldConfiguration: Sendable {
         let delivery = DeliveryConfiguration(node: root.child("delivery"))
         let server = ServerConfiguration(node: root.child("server"), transports: transports)
         let matrix = MatrixConfiguration(node: root.child("matrix"), heraldApps: Set(apps.keys))
+        AppConfiguration.checkLocalRoutes(apps, transports: transportsNode?.value, context: context)
         context.reportUnknownKeys()
 
         guard context.errors.isEmpty else {
@@ -143,8 +144,17 @@ public struct HeraldConfiguration: Sendable {
 
     /// The transport a new device of `app` uses by default: the first of the app's routes that
     /// can carry a device of `environment`.
+    /// The app's first push route that can carry `environment` (a local route never is one).
     public func defaultTransport(app: AppConfiguration, environment: APNsEnvironment) -> String? {
-        app.routes.first { transports[$0]?.canCarry(environment) ?? false }
+        app.routes.first { transports[$0].map { $0.kind != Self.localKind && $0.canCarry(environment) } ?? false }
+    }
+
+    /// The config `type` of the local (stream) transport.
+    public static let localKind = "local"
+
+    /// The app's local (stream) route, when its routes list one.
+    public func localTransport(app: AppConfiguration) -> String? {
+        app.routes.first { transports[$0]?.kind == Self.localKind }
     }
 
     /// The environment assumed for a device whose environment nobody stated: that of the app's
@@ -230,12 +240,15 @@ public struct StorageConfiguration: Sendable, Equatable {
 
 /// What happens to a notification for a device whose app is open (foreground delivery).
 public enum ForegroundPolicy: String, CaseIterable, Sendable {
-    /// Only the live stream; no push (devices not in the foreground get nothing until they return).
-    case localOnly = "local-only"
-    /// Both: the live stream when connected, and the push.
-    case localAndPush = "local-and-push"
     /// Push only (the default).
     case pushOnly = "push-only"
+    /// A device with an open stream gets the stream only; the others their push route (also
+    /// used when the stream write fails).
+    case localFirst = "local-first"
+    /// Both: the live stream when connected, and the push.
+    case localAndPush = "local-and-push"
+    /// Only the live stream; no push (devices not in the foreground get it from the inbox when they return).
+    case localOnly = "local-only"
 }
 
 /// `apps.<id>`: one app and how its notifications travel.
@@ -248,6 +261,12 @@ public struct AppConfiguration: Sendable, Equatable {
     public var foreground: ForegroundPolicy = .pushOnly
     /// Most devices one user receives a notification on (most recently registered first).
     public var maxDevicesPerUser: Int = 100
+    /// Signs the app's client tokens (HS256); required unless ``foreground`` is `push-only`.
+    public var clientSecret: Secret? = nil
+    /// How long a device counts as present after its stream closes. Default 0.
+    public var presenceGrace: TimeInterval = 0
+    /// The per-user inbox of notifications waiting for a stream.
+    public var inbox: InboxConfiguration = InboxConfiguration()
 
     public init(id: String, topic: String? = nil, routes: [String], foreground: ForegroundPolicy = .pushOnly,
                 maxDevicesPerUser: Int = 100) {
@@ -279,8 +298,8 @@ public struct AppConfiguration: Sendable, Equatable {
                 }
             }
         }
-        if let f = node.oneOf("foreground", ForegroundPolicy.self) { foreground = f }
         if let m = node.int("maxDevicesPerUser", in: 1...10_000) { maxDevicesPerUser = m }
+        readForeground(node)
         if routes.isEmpty { return nil }
     }
 }
@@ -316,6 +335,8 @@ public struct APIConfiguration: Sendable, Equatable {
     public var maxBodyBytes: Int = 1 << 20
     /// Serve the browser demo page at `GET /demo`. Default false.
     public var demo: Bool = false
+    /// Live event streams (`GET /v1/stream`).
+    public var streams: StreamsConfiguration = StreamsConfiguration()
 
     public init(listen: ListenAddress = ListenAddress(host: "127.0.0.1", port: 8080), keys: [Key] = [], maxBodyBytes: Int = 1 << 20) {
         self.listen = listen
@@ -355,6 +376,7 @@ public struct APIConfiguration: Sendable, Equatable {
         }
         if let m = node.int("maxBodyBytes", in: 1024...(64 << 20)) { maxBodyBytes = m }
         if let d = node.bool("demo") { demo = d }
+        if let s = node.child("streams") { streams = StreamsConfiguration(node: s) }
         if let refusal = unauthenticatedNetworkRefusal { node.error(at: "keys", refusal) }
     }
 

@@ -4,7 +4,8 @@ import Glibc
 /// The delivery engine's metric handles, the same for the daemon and `herald send`:
 /// `herald_deliveries_total{transport,outcome,reason}`, `herald_retries_total{transport}`,
 /// `herald_delivery_latency_seconds{transport}`, `herald_transport_batch_seconds{transport}`,
-/// `herald_transport_paused{transport,reason}`, `herald_transport_slow_batches_total{transport}`.
+/// `herald_transport_paused{transport,reason}`, `herald_transport_slow_batches_total{transport}`,
+/// `herald_parked_total{transport}`, `herald_rerouted_total{transport}`.
 ///
 /// Handles are cached by label values: looking one up in the registry renders and escapes the
 /// labels, too slow for every delivery.
@@ -48,6 +49,18 @@ public final class DeliveryMetrics: Sendable {
 
     public func retried(transport: String) {
         counter("herald_retries_total", "Delivery attempts scheduled again after a temporary failure.",
+                [("transport", transport)]).increment()
+    }
+
+    /// A local delivery found its device not connected and waits for it (`herald_parked_total`).
+    public func parked(transport: String) {
+        counter("herald_parked_total", "Deliveries parked to wait for their device's stream (presence grace or inbox).",
+                [("transport", transport)]).increment()
+    }
+
+    /// A delivery was handed to its fallback transport (`herald_rerouted_total{transport}`: the one it left).
+    public func rerouted(transport: String) {
+        counter("herald_rerouted_total", "Deliveries handed from this transport to their fallback route.",
                 [("transport", transport)]).increment()
     }
 

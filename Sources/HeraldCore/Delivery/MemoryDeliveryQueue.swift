@@ -44,6 +44,7 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
         var reason: String?
         var leaseUntil: Date?
         var updatedAt: Date
+        var fallback: String?
     }
 
     /// One transport's waiting deliveries: those due at once in arrival order, and retries by time.
@@ -163,7 +164,7 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
                 let id = s.nextID
                 s.nextID += 1
                 s.rows[id] = Row(note: note, token: d.token, user: d.user, environment: d.environment, transport: transport,
-                                 apnsID: d.apnsID, due: n.createdAt, updatedAt: n.createdAt)
+                                 apnsID: d.apnsID, due: n.createdAt, updatedAt: n.createdAt, fallback: d.fallback)
                 s.lanes[transport, default: Lane()].ready.append(id)
                 transports.insert(transport)
                 s.depth[transport, default: QueueDepth()].queued += 1
@@ -183,8 +184,9 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
             if s.closed { throw StoreError("the queue is closed") }
             guard var lane = s.lanes[transport] else { return [] }
             var claimed: [ClaimedDelivery] = []
-            func take(_ id: Int64) {
-                guard var row = s.rows[id], row.state == .queued else { return }
+            func take(_ id: Int64, due: Date? = nil) {
+                // A `later` entry is stale when the row was rescheduled since (unparked).
+                guard var row = s.rows[id], row.state == .queued || row.state == .parked, due.map({ $0 == row.due }) ?? true else { return }
                 row.state = .sent
                 row.attempts += 1
                 row.leaseUntil = leaseUntil
@@ -193,11 +195,11 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
                 claimed.append(ClaimedDelivery(delivery: Delivery(
                     id: id, notificationID: row.note.id, app: row.note.app, topic: row.note.topic, token: row.token, user: row.user,
                     environment: row.environment, transport: transport, attempt: row.attempts, apnsID: row.apnsID,
-                    content: row.note.content, payload: row.note.payload), acceptedAt: row.note.createdAt))
+                    content: row.note.content, payload: row.note.payload, fallback: row.fallback), acceptedAt: row.note.createdAt))
             }
             var dueLater = 0
             while dueLater < lane.later.count, lane.later[dueLater].due <= now, claimed.count < limit {
-                take(lane.later[dueLater].id)
+                take(lane.later[dueLater].id, due: lane.later[dueLater].due)
                 dueLater += 1
             }
             lane.later.removeFirst(dueLater)
@@ -216,6 +218,20 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
         }
     }
 
+    public func unpark(transport: String, token: String, now: Date) async throws -> Int {
+        let n: Int = state.withLock { s in
+            var n = 0
+            for (id, row) in s.rows where row.state == .parked && row.transport == transport && row.token == token {
+                s.rows[id]?.due = now
+                s.lanes[transport, default: Lane()].schedule(id, at: now)
+                n += 1
+            }
+            return n
+        }
+        if n > 0 { onEnqueue([transport]) }
+        return n
+    }
+
     /// Nothing outlives the process.
     public func interrupted(transport: String) async throws -> [ClaimedDelivery] { [] }
 
@@ -229,9 +245,13 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
                     s.rows[c.id] = nil
                     reports.append(DeliveryReport(token: row.token, user: row.user, transport: row.transport, outcome: .failed,
                                                   reason: reason, attempts: row.attempts - (c.countsAttempt ? 0 : 1), apnsID: nil))
-                } else if c.state == .queued {
-                    row.state = .queued
+                } else if c.state == .queued || c.state == .parked {
+                    row.state = c.state
                     if !c.countsAttempt { row.attempts -= 1 }
+                    if let next = c.transport {
+                        row.transport = next
+                        row.fallback = nil
+                    }
                     row.due = c.retryAt ?? now
                     row.reason = c.reason
                     row.leaseUntil = nil
@@ -295,7 +315,7 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
                                       deliveries: rows.map { id, r in
                                           DeliveryStatus(id: id, token: r.token, user: r.user, transport: r.transport, state: r.state,
                                                          attempts: r.attempts, lastReason: r.reason, apnsID: r.apnsID.lowercasedString,
-                                                         updatedAt: r.updatedAt, nextAttemptAt: r.state == .queued ? r.due : nil)
+                                                         updatedAt: r.updatedAt, nextAttemptAt: r.state == .queued || r.state == .parked ? r.due : nil)
                                       })
         }
     }

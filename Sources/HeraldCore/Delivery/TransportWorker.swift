@@ -34,6 +34,8 @@ public final class TransportWorker: Sendable {
         /// Whether to renew the leases of slow batches (an in-process queue that nobody else
         /// claims from needs none).
         public var renewsLeases: Bool
+        /// Presence grace and inbox TTL per app, for local deliveries.
+        public var local: [String: LocalDeliveryRules] = [:]
 
         public init(retry: RetryPolicy, batchSize: Int, concurrency: Int, deadline: TimeInterval, lease: TimeInterval,
                     linger: TimeInterval = 0, probeInterval: TimeInterval = 60, renewsLeases: Bool = true) {
@@ -91,6 +93,7 @@ public final class TransportWorker: Sendable {
     private let settings: @Sendable () -> Settings
     private let random: @Sendable () -> Double
     private let onStatus: (@Sendable (Status) -> Void)?
+    private let onReroute: (@Sendable (Set<String>) -> Void)?
     private let state = Locked(State())
     private let work = WakeSignal()
     private let slot = WakeSignal()
@@ -103,11 +106,12 @@ public final class TransportWorker: Sendable {
     ///   - alreadyStarted: the caller started the transport.
     ///   - random: jitter in 0..<1 for retry backoff.
     ///   - onStatus: told of every status change (the CLI gives up on a paused transport).
+    ///   - onReroute: told which transports deliveries were handed to (their workers have work).
     ///   - settings: read for every batch.
     public init(name: String, transport: any Transport, queue: any DeliveryQueue, invalidator: TokenInvalidator,
                 clock: any WallClock, logger: Logger, metrics: DeliveryMetrics, alreadyStarted: Bool = false,
                 random: @escaping @Sendable () -> Double, onStatus: (@Sendable (Status) -> Void)? = nil,
-                settings: @escaping @Sendable () -> Settings) {
+                onReroute: (@Sendable (Set<String>) -> Void)? = nil, settings: @escaping @Sendable () -> Settings) {
         self.name = name
         self.transport = transport
         self.queue = queue
@@ -118,6 +122,7 @@ public final class TransportWorker: Sendable {
         self.alreadyStarted = alreadyStarted
         self.random = random
         self.onStatus = onStatus
+        self.onReroute = onReroute
         self.settings = settings
     }
 
@@ -367,7 +372,11 @@ public final class TransportWorker: Sendable {
         var pausedFor: String? = nil
         var answered = false
         if !sendable.isEmpty {
-            let deliveries = sendable.map(\.delivery)
+            let deliveries = sendable.map { c in
+                var d = c.delivery
+                d.acceptedAt = c.acceptedAt
+                return d
+            }
             var outcomes = await deliver(deliveries, claims: sendable, started: start, settings: s)
             let after = clock.now
             metrics.batchTime(transport: name).observe(after.timeIntervalSince(start))
@@ -375,13 +384,13 @@ public final class TransportWorker: Sendable {
                 logger.error("transport returned the wrong number of outcomes", ["expected": String(deliveries.count), "got": String(outcomes.count)])
                 outcomes = deliveries.map { _ in .retry(after: nil, reason: "transport \(name) returned a wrong number of outcomes") }
             }
-            let policy = OutcomePolicy(retry: s.retry)
+            let policy = OutcomePolicy(retry: s.retry, local: s.local)
             for (c, outcome) in zip(sendable, outcomes) {
                 let d = c.delivery
                 // Jitter matters only for a retry (the default source makes a system call).
                 let jitter: Double
                 if case .retry = outcome { jitter = random() } else { jitter = 0 }
-                switch policy.action(for: outcome, attempt: d.attempt, content: d.content, now: after, random: jitter) {
+                switch policy.action(for: outcome, delivery: d, acceptedAt: c.acceptedAt, now: after, random: jitter) {
                 case .finish(let final, let reason):
                     answered = true
                     var apnsID: String? = nil
@@ -401,9 +410,22 @@ public final class TransportWorker: Sendable {
                 case .invalidate(let since, let reason):
                     answered = true
                     await invalidator.invalidate(app: d.app, token: d.token, since: since, reason: reason)
-                    completions.append(.finished(d, .invalidToken, reason: reason))
-                    metrics.finished(transport: name, state: .invalidToken, reason: reason)
-                    latency.observe(after.timeIntervalSince(c.acceptedAt))
+                    if let fallback = d.fallback {
+                        completions.append(.rerouted(d, to: fallback, at: after, reason: "\(reason); kept for \(fallback)"))
+                        metrics.rerouted(transport: name)
+                    } else {
+                        completions.append(.finished(d, .invalidToken, reason: reason))
+                        metrics.finished(transport: name, state: .invalidToken, reason: reason)
+                        latency.observe(after.timeIntervalSince(c.acceptedAt))
+                    }
+                case .park(let until, let reason):
+                    answered = true
+                    completions.append(.parked(d, until: until, reason: reason))
+                    metrics.parked(transport: name)
+                case .reroute(let fallback, let reason):
+                    answered = true
+                    completions.append(.rerouted(d, to: fallback, at: after, reason: reason))
+                    metrics.rerouted(transport: name)
                 case .pause(let reason):
                     pausedFor = reason
                     completions.append(.requeued(d, at: after, reason: "transport paused: \(reason)", countsAttempt: false))
@@ -418,7 +440,9 @@ public final class TransportWorker: Sendable {
         do {
             try await queue.complete(completions, now: clock.now)
             // A retry changes when the next delivery is due: let the claim loop look again.
-            if completions.contains(where: { $0.state == .queued }) { work.notify() }
+            if completions.contains(where: { $0.state == .queued && $0.transport == nil }) { work.notify() }
+            let rerouted = Set(completions.compactMap(\.transport))
+            if !rerouted.isEmpty { onReroute?(rerouted) }
         } catch {
             logger.error("cannot record outcomes; the deliveries return to the queue when their lease ends",
                          ["error": String(describing: error), "deliveries": String(completions.count)])

@@ -37,13 +37,21 @@ public enum DispatchError: Error, CustomStringConvertible, Sendable, Equatable {
 }
 
 /// Resolves a request's users and tokens to routed deliveries.
+///
+/// An app whose `foreground` policy is not `push-only` also routes through its local (stream)
+/// transport, asking ``presence`` which devices have a stream open: `local-first` sends a
+/// connected device only its stream (falling back to its push route), `local-and-push` both,
+/// `local-only` every device its stream (the inbox keeps what a closed app missed). A push
+/// delivery of such an app falls back to the inbox when its token is dead or it is rejected.
 public struct FanOut: Sendable {
     public let configuration: HeraldConfiguration
     public let store: any TokenStore
+    public let presence: (any Presence)?
 
-    public init(configuration: HeraldConfiguration, store: any TokenStore) {
+    public init(configuration: HeraldConfiguration, store: any TokenStore, presence: (any Presence)? = nil) {
         self.configuration = configuration
         self.store = store
+        self.presence = presence
     }
 
     /// Plans the deliveries of `request`.
@@ -68,11 +76,28 @@ public struct FanOut: Sendable {
         var seen = Set<String>()
         var skipped = 0
         var duplicates = 0
+        // Without presence (the CLI) there are no streams: every policy plans as push-only.
+        let local = app.foreground == .pushOnly || presence == nil ? nil : configuration.localTransport(app: app)
+        var connected: [String: Set<String>] = [:]
+        if local != nil, let presence, !request.users.isEmpty {
+            connected = presence.connectedDevices(app: app.id, users: Array(Set(request.users)))
+        }
+        func append(_ token: String, _ user: String?, _ environment: APNsEnvironment, _ route: String, fallback: String?) {
+            deliveries.append(Delivery(id: Int64(deliveries.count + 1), notificationID: notificationID, app: app.id,
+                                       topic: app.topic, token: token, user: user, environment: environment,
+                                       transport: route, apnsID: UUIDSource.random(), content: request.content, payload: payload,
+                                       fallback: fallback))
+        }
 
         // The default route per environment, looked up once per plan rather than per device.
         var defaults: [APNsEnvironment: String?] = [:]
         func add(token: String, user: String?, transport: String?, environment: APNsEnvironment) {
             guard seen.insert(token).inserted else { duplicates += 1; return }
+            if let local, transport == local {
+                // A device with no push route (a browser): its stream, or the inbox.
+                append(token, user, environment, local, fallback: nil)
+                return
+            }
             let route: String?
             if transport == nil {
                 if let known = defaults[environment] { route = known } else {
@@ -88,9 +113,22 @@ public struct FanOut: Sendable {
                                               attempts: 0, apnsID: nil))
                 return
             }
-            deliveries.append(Delivery(id: Int64(deliveries.count + 1), notificationID: notificationID, app: app.id,
-                                       topic: app.topic, token: token, user: user, environment: environment,
-                                       transport: route, apnsID: UUIDSource.random(), content: request.content, payload: payload))
+            guard let local else {
+                append(token, user, environment, route, fallback: nil)
+                return
+            }
+            let isConnected = user.map { connected[$0]?.contains(token) ?? false } ?? false
+            switch app.foreground {
+            case .pushOnly:
+                append(token, user, environment, route, fallback: nil)
+            case .localFirst:
+                if isConnected { append(token, user, environment, local, fallback: route) } else { append(token, user, environment, route, fallback: local) }
+            case .localAndPush:
+                if isConnected { append(token, user, environment, local, fallback: nil) }
+                append(token, user, environment, route, fallback: isConnected ? nil : local)
+            case .localOnly:
+                append(token, user, environment, local, fallback: nil)
+            }
         }
 
         if !request.users.isEmpty {
@@ -109,6 +147,16 @@ public struct FanOut: Sendable {
                 if count >= app.maxDevicesPerUser { skipped += 1; continue }
                 perUser[device.user] = count + 1
                 add(token: device.token, user: device.user, transport: device.transport, environment: device.environment)
+            }
+        }
+
+        // Connected devices the store does not know (a browser with an installation id).
+        if let local {
+            for user in connected.keys.sorted() {
+                for token in connected[user, default: []].sorted() where !seen.contains(token) {
+                    seen.insert(token)
+                    append(token, user, configuration.defaultEnvironment(app), local, fallback: nil)
+                }
             }
         }
 

@@ -13,6 +13,23 @@ public enum DeliveryAction: Sendable, Equatable {
     /// The transport cannot work until its setup is fixed: pause it, and put the delivery back
     /// in the queue without counting the attempt.
     case pause(reason: String)
+    /// Wait for the device (its stream is closed) until `until`, state `parked`.
+    case park(until: Date, reason: String)
+    /// Hand the delivery to its fallback transport, due now.
+    case reroute(to: String, reason: String)
+}
+
+/// What the policy needs to know of an app's local (stream) delivery.
+public struct LocalDeliveryRules: Sendable, Equatable {
+    /// How long a notification waits for a device whose stream closed before it falls back.
+    public var presenceGrace: TimeInterval
+    /// How long a notification waits in the inbox for a device that is not connected.
+    public var inboxTTL: TimeInterval
+
+    public init(presenceGrace: TimeInterval = 0, inboxTTL: TimeInterval = 86_400) {
+        self.presenceGrace = presenceGrace
+        self.inboxTTL = inboxTTL
+    }
 }
 
 /// Decides what follows a transport's outcome: finish, retry later, invalidate the token, or
@@ -22,8 +39,46 @@ public enum DeliveryAction: Sendable, Equatable {
 /// becomes an action, for the daemon's durable queue and the CLI's in-memory one alike.
 public struct OutcomePolicy: Sendable {
     public var retry: RetryPolicy
+    /// Per app id; apps without an entry use the defaults.
+    public var local: [String: LocalDeliveryRules]
 
-    public init(retry: RetryPolicy) { self.retry = retry }
+    public init(retry: RetryPolicy, local: [String: LocalDeliveryRules] = [:]) {
+        self.retry = retry
+        self.local = local
+    }
+
+    /// What follows `outcome` for `delivery`, accepted at `acceptedAt`: a fallback replaces
+    /// finishing as `invalid_token` or `rejected`, and a local delivery whose device is not
+    /// connected waits out the presence grace, falls back, or waits in the inbox until its TTL.
+    public func action(for outcome: DeliveryOutcome, delivery d: Delivery, acceptedAt: Date, now: Date,
+                       random: Double) -> DeliveryAction {
+        switch outcome {
+        case .notConnected(let since):
+            let rules = local[d.app] ?? LocalDeliveryRules()
+            if let since, since.addingTimeInterval(rules.presenceGrace) > now {
+                return .park(until: since.addingTimeInterval(rules.presenceGrace),
+                             reason: "device not connected; waiting \(Self.seconds(rules.presenceGrace)) (presenceGrace) for it to return")
+            }
+            if let fallback = d.fallback {
+                return .reroute(to: fallback, reason: "device not connected; sent through \(fallback)")
+            }
+            let end = acceptedAt.addingTimeInterval(rules.inboxTTL)
+            if end <= now || OutcomePolicy.hasExpired(d.content, now: now) {
+                return .finish(.expired, reason: "not connected within the inbox TTL (\(Self.seconds(rules.inboxTTL)))")
+            }
+            let until = min(end, d.content.expirationDate ?? end)
+            return .park(until: until, reason: "in the inbox until the device connects")
+        case .rejected(let reason):
+            if let fallback = d.fallback { return .reroute(to: fallback, reason: "\(reason); kept for \(fallback)") }
+        case .tokenInvalid(let since, let reason):
+            if d.fallback != nil { return .invalidate(since: since ?? now, reason: reason) }
+        default:
+            break
+        }
+        return action(for: outcome, attempt: d.attempt, content: d.content, now: now, random: random)
+    }
+
+    private static func seconds(_ t: TimeInterval) -> String { "\(Int(t.rounded()))s" }
 
     /// - Parameters:
     ///   - attempt: the attempt that produced `outcome` (1-based).
@@ -41,6 +96,8 @@ public struct OutcomePolicy: Sendable {
             return .pause(reason: reason)
         case .tokenInvalid(let since, let reason):
             return .invalidate(since: since ?? now, reason: reason)
+        case .notConnected:
+            return .finish(.failed, reason: "device not connected")
         case .retry(let after, let reason):
             // apns-expiration 0 means now-or-never: no second attempt.
             let expiration = content.apns.expiration == 0 ? now : content.expirationDate

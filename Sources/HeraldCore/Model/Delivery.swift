@@ -24,10 +24,16 @@ public struct Delivery: Sendable, Equatable {
     public var content: NotificationContent
     /// The payload, built once per notification (see ``APNsPayload``).
     public var payload: [UInt8]
+    /// Where the delivery goes when its route cannot reach the device (a local route with no
+    /// open stream, a push route that reports the token invalid or the notification rejected):
+    /// another transport's name, or `nil` to finish (push) or wait in the inbox (local).
+    public var fallback: String?
+    /// When the notification was accepted (set by the delivery engine before a transport gets it).
+    public var acceptedAt: Date?
 
     public init(id: Int64, notificationID: String, app: String, topic: String, token: String, user: String?,
                 environment: APNsEnvironment, transport: String, attempt: Int = 1, apnsID: UUID = UUIDSource.random(),
-                content: NotificationContent, payload: [UInt8]? = nil) {
+                content: NotificationContent, payload: [UInt8]? = nil, fallback: String? = nil) {
         self.id = id
         self.notificationID = notificationID
         self.app = app
@@ -40,6 +46,7 @@ public struct Delivery: Sendable, Equatable {
         self.apnsID = apnsID
         self.content = content
         self.payload = payload ?? APNsPayload.encode(content)
+        self.fallback = fallback
     }
 
     /// The `apns-topic` for this delivery's push type.
@@ -69,12 +76,16 @@ public enum DeliveryOutcome: Sendable, Equatable {
     /// fault. The host pauses the transport and keeps the delivery queued, attempt uncounted,
     /// until the setup is fixed. `reason` says what to fix and contains no secret.
     case setupFailure(reason: String)
+    /// The device has no open stream (the local transport); `since` is when its last stream
+    /// closed, `nil` when none was open in this run.
+    case notConnected(since: Date?)
 
     /// The reason, when there is one.
     public var reason: String? {
         switch self {
         case .delivered(_, let evidence): return evidence
         case .expired: return nil
+        case .notConnected: return "device not connected"
         case .retry(_, let r), .tokenInvalid(_, let r), .rejected(let r), .setupFailure(let r): return r
         }
     }
@@ -87,6 +98,9 @@ public enum DeliveryState: String, CaseIterable, Sendable, Codable {
     case queued
     /// Handed to its transport; the outcome is not recorded yet.
     case sent
+    /// Waiting in the inbox for its device to open a stream (or for its presence grace to
+    /// end); due again at its inbox TTL, when it expires.
+    case parked
     case delivered
     /// Gave up: retries used up, no route, or no transport can carry it.
     case failed
@@ -95,7 +109,7 @@ public enum DeliveryState: String, CaseIterable, Sendable, Codable {
     case expired
 
     /// Whether nothing more will happen to the delivery.
-    public var isFinal: Bool { self != .queued && self != .sent }
+    public var isFinal: Bool { self != .queued && self != .sent && self != .parked }
 
     /// The final states, in the order reports list them.
     public static let finalStates: [DeliveryState] = [.delivered, .invalidToken, .rejected, .expired, .failed]

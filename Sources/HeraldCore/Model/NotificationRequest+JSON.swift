@@ -217,6 +217,13 @@ extension NotificationContent {
     /// The content in the API's field names (what ``read(from:)`` reads back unchanged); the
     /// queue stores notifications in this form.
     public func writeJSON(into o: inout ObjectWriter) {
+        writeDisplayJSON(into: &o)
+        writeOptionsJSON(into: &o)
+    }
+
+    /// What a device shows: `alert`, `badge`, `sound` and `data` in the API's field names (the
+    /// local transport's event carries these).
+    public func writeDisplayJSON(into o: inout ObjectWriter) {
         switch alert {
         case .text(let s)?: o.string("alert", s)
         case .fields(let a)?:
@@ -246,6 +253,9 @@ extension NotificationContent {
         case nil: break
         }
         if !data.isEmpty { o.value("data", .object(data)) }
+    }
+
+    private func writeOptionsJSON(into o: inout ObjectWriter) {
         let a = apns
         let hasOptions = a.pushType != nil || a.priority != nil || a.expiration != nil || a.collapseID != nil
             || a.threadID != nil || a.category != nil || a.contentAvailable || a.mutableContent

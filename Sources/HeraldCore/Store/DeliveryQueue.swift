@@ -43,6 +43,10 @@ public protocol DeliveryQueue: Sendable {
     /// whose attempt no longer matches is left alone.
     func renewLeases(_ claims: [ClaimedDelivery], until: Date) async throws
 
+    /// Makes the parked deliveries of one device on `transport` due now (its stream opened);
+    /// returns how many.
+    func unpark(transport: String, token: String, now: Date) async throws -> Int
+
     /// Returns deliveries whose lease ran out in this run to the queue; returns how many.
     func reclaimExpiredLeases(now: Date) async throws -> Int
 
@@ -109,7 +113,7 @@ public struct QueuedNotification: Sendable {
     public init(plan: DispatchPlan, content: NotificationContent, idempotencyKey: String?, createdAt: Date) {
         var planned = plan.deliveries.map {
             PlannedDelivery(token: $0.token, user: $0.user, transport: $0.transport, environment: $0.environment,
-                            apnsID: $0.apnsID, state: .queued, reason: nil)
+                            apnsID: $0.apnsID, state: .queued, reason: nil, fallback: $0.fallback)
         }
         for r in plan.reports {
             planned.append(PlannedDelivery(token: r.token, user: r.user, transport: r.transport,
@@ -133,9 +137,11 @@ public struct PlannedDelivery: Sendable, Equatable {
     /// `.queued`, or a final state for a device refused before sending.
     public var state: DeliveryState
     public var reason: String?
+    /// See ``Delivery/fallback``.
+    public var fallback: String?
 
     public init(token: String, user: String?, transport: String?, environment: APNsEnvironment, apnsID: UUID,
-                state: DeliveryState = .queued, reason: String? = nil) {
+                state: DeliveryState = .queued, reason: String? = nil, fallback: String? = nil) {
         self.token = token
         self.user = user
         self.transport = transport
@@ -143,6 +149,7 @@ public struct PlannedDelivery: Sendable, Equatable {
         self.apnsID = apnsID
         self.state = state
         self.reason = reason
+        self.fallback = fallback
     }
 }
 
@@ -168,7 +175,7 @@ public struct DeliveryCompletion: Sendable, Equatable {
     /// The attempt of the claim (``Delivery/attempt``): a fencing token. A completion whose
     /// attempt no longer matches the stored delivery is ignored.
     public var attempt: Int
-    /// A final state, or `.queued` to send again at ``retryAt``.
+    /// A final state, `.queued` to send again at ``retryAt``, or `.parked` to wait for the device until ``retryAt``.
     public var state: DeliveryState
     public var reason: String?
     /// The id the peer confirmed when it differs from the one sent (`nil` keeps the stored one).
@@ -178,12 +185,27 @@ public struct DeliveryCompletion: Sendable, Equatable {
     /// For `.queued`: whether the attempt counts toward `maxAttempts`. `false` when the
     /// delivery was never the problem (its transport paused, the daemon stopped before sending).
     public var countsAttempt: Bool
+    /// For `.queued`: the transport that takes the delivery over (its fallback); the stored
+    /// fallback is cleared, so a delivery falls back once. `nil` keeps the transport.
+    public var transport: String?
 
     /// A final state.
     public static func finished(_ claim: Delivery, _ state: DeliveryState, reason: String?, apnsID: String? = nil) -> DeliveryCompletion {
         precondition(state.isFinal, "finished(_:_:) takes a final state")
         return DeliveryCompletion(id: claim.id, attempt: claim.attempt, state: state, reason: reason, apnsID: apnsID,
                                   retryAt: nil, countsAttempt: true)
+    }
+
+    /// Parked: waits for its device (state `parked`) until `until`, or until ``DeliveryQueue/unpark(transport:token:now:)``.
+    public static func parked(_ claim: Delivery, until: Date, reason: String) -> DeliveryCompletion {
+        DeliveryCompletion(id: claim.id, attempt: claim.attempt, state: .parked, reason: reason, apnsID: nil,
+                           retryAt: until, countsAttempt: false)
+    }
+
+    /// Handed to another transport (the delivery's fallback), due now; the attempt is given back.
+    public static func rerouted(_ claim: Delivery, to transport: String, at: Date, reason: String) -> DeliveryCompletion {
+        DeliveryCompletion(id: claim.id, attempt: claim.attempt, state: .queued, reason: reason, apnsID: nil,
+                           retryAt: at, countsAttempt: false, transport: transport)
     }
 
     /// Back to the queue, due at `at`; `countsAttempt: false` gives the attempt back.
@@ -193,7 +215,7 @@ public struct DeliveryCompletion: Sendable, Equatable {
     }
 
     public init(id: Int64, attempt: Int, state: DeliveryState, reason: String?, apnsID: String?, retryAt: Date?,
-                countsAttempt: Bool) {
+                countsAttempt: Bool, transport: String? = nil) {
         self.id = id
         self.attempt = attempt
         self.state = state
@@ -201,6 +223,7 @@ public struct DeliveryCompletion: Sendable, Equatable {
         self.apnsID = apnsID
         self.retryAt = retryAt
         self.countsAttempt = countsAttempt
+        self.transport = transport
     }
 }
 

@@ -1,15 +1,15 @@
 import FoundationEssentials
 import Glibc
 
-/// A storage back end: opens the token store and the delivery queue that `storage` names.
+/// A storage back end: opens the token store, the delivery queue and the inbox that `storage` names.
 ///
-/// The daemon and the CLI know only this protocol, ``TokenStore`` and ``DeliveryQueue``; the
+/// The daemon and the CLI know only this protocol, ``TokenStore``, ``DeliveryQueue`` and ``InboxStore``; the
 /// drivers (SQLite in `HeraldStore`) are registered explicitly in `main`, like transports.
 public protocol StorageDriver: Sendable {
     /// The `storage.driver` value that selects this driver.
     var name: String { get }
 
-    /// Opens the store and queue for a daemon.
+    /// Opens the store, the queue and the inbox for a daemon.
     /// - Parameter exclusive: take the driver's guard against a second daemon on a database
     ///   that only one may use (SQLite's lock file); released by ``OpenStorage/close()``.
     /// - Throws: an error saying what could not be opened and what to do.
@@ -37,16 +37,19 @@ extension StorageDriver {
 public struct OpenStorage: Sendable {
     public var tokens: any TokenStore
     public var queue: any DeliveryQueue
+    /// The inbox log that streams replay from (issue 13).
+    public var inbox: any InboxStore
     private let onClose: @Sendable () async -> Void
 
-    /// - Parameter onClose: closes the queue and releases what ``StorageDriver/open(_:metrics:exclusive:)`` took.
-    public init(tokens: any TokenStore, queue: any DeliveryQueue, onClose: @escaping @Sendable () async -> Void) {
+    /// - Parameter onClose: closes the queue and the inbox and releases what ``StorageDriver/open(_:metrics:exclusive:)`` took.
+    public init(tokens: any TokenStore, queue: any DeliveryQueue, inbox: any InboxStore, onClose: @escaping @Sendable () async -> Void) {
         self.tokens = tokens
         self.queue = queue
+        self.inbox = inbox
         self.onClose = onClose
     }
 
-    /// Finishes pending writes, closes the queue and releases the driver's locks.
+    /// Finishes pending writes, closes the queue and the inbox and releases the driver's locks.
     public func close() async { await onClose() }
 }
 

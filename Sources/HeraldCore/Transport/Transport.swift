@@ -74,13 +74,16 @@ public struct TransportContext: Sendable {
     /// must make it durable (fsync) before reporting `delivered`: true when the queue commits
     /// with `storage.synchronous: "full"`, so the ledger survives whatever the queue survives.
     public var durableWrites: Bool
+    /// The daemon's live streams, for the local transport (`nil` outside the daemon).
+    public var streams: (any LocalStreams)?
 
     public init(logger: Logger, clock: any WallClock = SystemClock(), metrics: MetricsRegistry = MetricsRegistry(),
-                durableWrites: Bool = false) {
+                durableWrites: Bool = false, streams: (any LocalStreams)? = nil) {
         self.logger = logger
         self.clock = clock
         self.metrics = metrics
         self.durableWrites = durableWrites
+        self.streams = streams
     }
 }
 

@@ -7,7 +7,7 @@ public struct HTTPRequest: Sendable {
     public var path: String
     /// Query arguments, percent-decoded. A repeated name keeps its last value.
     public var query: [String: String]
-    /// Request headers the API reads, by lower-case name.
+    /// Every request header, by lower-case name (a repeated header keeps its last value).
     public var headers: [String: String]
     public var body: [UInt8]
     /// The body was larger than the limit (and was dropped).
@@ -38,11 +38,13 @@ public struct HTTPRequest: Sendable {
     }
 }
 
-/// An HTTP response: status, headers and body.
+/// An HTTP response: status, headers and body (or a stream, see ``stream(status:headers:heartbeat:closing:open:)``).
 public struct HTTPResponse: Sendable {
     public var status: Int
     public var headers: [(String, String)]
     public var body: [UInt8]
+    /// Set for a streaming response (`body` is then unused).
+    public var streamBody: HTTPStreamBody?
 
     public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
         self.status = status

@@ -8,7 +8,9 @@ import Glibc
 /// An HTTP/1.1 server on libmicrohttpd: one internal poll() thread parses requests (epoll stalls
 /// past ~100 connections in libmicrohttpd 0.9.75, see the shim); complete
 /// requests are handed to an async handler while their connection is suspended, and resumed
-/// with the response.
+/// with the response. A handler may answer with a stream (``HTTPResponse/stream(status:headers:heartbeat:closing:open:)``):
+/// its connection is suspended whenever it has nothing to send, has no idle timeout, and is
+/// counted against ``Options/maxStreams``, not ``Options/connectionLimit``.
 ///
 /// - Important: suspended connections do not notice a client that went away, so ``stop(deadline:)``
 ///   resumes every one of them before stopping the daemon. It never answers for a handler: past
@@ -23,6 +25,15 @@ public final class HTTPServer: @unchecked Sendable {
         public var maxBodyBytes: Int = 1 << 20
         /// Memory per connection for headers and buffers.
         public var connectionMemoryLimit: Int = 16 * 1024
+        /// Open streams at most; past it a stream request is answered 503 `too_many_streams`.
+        /// Streams do not count against ``connectionLimit``.
+        public var maxStreams: Int = 10_000
+        /// Unsent bytes a stream may hold; a write past it disconnects the client (it stopped reading).
+        public var streamBufferBytes: Int = 65_536
+        /// Which requests open streams (method, path): they are checked against ``maxStreams``
+        /// instead of ``connectionLimit`` from their first byte. A handler may still answer any
+        /// request with a stream; it then counts as one from that moment.
+        public var isStreamRequest: @Sendable (_ method: String, _ path: String) -> Bool = { _, _ in false }
 
         public init(connectionLimit: Int = 1024, connectionTimeout: TimeInterval = 60, maxBodyBytes: Int = 1 << 20) {
             self.connectionLimit = connectionLimit
@@ -52,7 +63,15 @@ public final class HTTPServer: @unchecked Sendable {
         var active = 0
         var suspended: [ObjectIdentifier: RequestContext] = [:]
         var stopping = false
+        /// Open connections, and those among them holding (or opening) a stream.
+        var connections = 0
+        var streams = 0
     }
+    /// Open streams and their heartbeats.
+    private let registry: StreamRegistry
+
+    /// Open connections, and those among them holding (or opening) a stream.
+    var connectionCounts: (connections: Int, streams: Int) { state.withLock { ($0.connections, $0.streams) } }
 
     /// The port the server listens on (after ``start(_:)``).
     public private(set) var port: Int = 0
@@ -67,10 +86,16 @@ public final class HTTPServer: @unchecked Sendable {
         connectionsTotal = metrics.counter("herald_http_connections_total", help: "HTTP connections accepted.")
         inFlight = metrics.gauge("herald_http_requests_in_flight",
                                  help: "Requests handed to the API's store and queue work and not yet answered.")
+        registry = StreamRegistry(gauge: metrics.gauge("herald_http_streams", help: "Open streaming responses."))
     }
 
     deinit {
-        if let daemon { MHD_stop_daemon(daemon) }
+        guard let daemon else { return }
+        // Not stopped with stop(deadline:): cut the streams first (see there).
+        registry.stopHeartbeats()
+        for stream in registry.all { stream.abort(reason: .serverStopping) }
+        for _ in 0..<400 where registry.count > 0 { usleep(5_000) }
+        MHD_stop_daemon(daemon)
     }
 
     /// Binds `address` and starts serving; returns the port (useful with port 0).
@@ -79,12 +104,13 @@ public final class HTTPServer: @unchecked Sendable {
     /// - Parameter setting: the configuration key of `address`, for errors.
     public func start(_ address: ListenAddress, setting: String = "api.listen") throws(HTTPServerError) -> Int {
         var storage = try Self.socketAddress(address, setting: setting)
+        raiseFileLimit()
         let length = socklen_t(Int32(storage.ss_family) == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
         let me = Unmanaged.passUnretained(self).toOpaque()
         let options = self.options
         let d: OpaquePointer? = withUnsafePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
-                var o = herald_mhd_options(address: sa, address_length: length, connection_limit: UInt32(options.connectionLimit),
+                var o = herald_mhd_options(address: sa, address_length: length, connection_limit: UInt32(options.connectionLimit + options.maxStreams),
                                            connection_timeout: UInt32(max(0, options.connectionTimeout.rounded(.up))),
                                            connection_memory_limit: options.connectionMemoryLimit)
                 return herald_mhd_start(&o, { cls, connection, url, method, _, data, size, context in
@@ -148,7 +174,18 @@ public final class HTTPServer: @unchecked Sendable {
         guard let pointer = context.pointee else {
             let request = RequestContext(connection: connection, method: String(cString: method), url: String(cString: url))
             context.pointee = Unmanaged.passRetained(request).toOpaque()
-            state.withLock { $0.active += 1 }
+            let path = request.url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.url
+            let isStream = options.isStreamRequest(request.method, path)
+            let refusal: HTTPResponse? = state.withLock { s in
+                s.active += 1
+                if isStream {
+                    request.countedAsStream = true
+                    s.streams += 1
+                    return s.streams > options.maxStreams ? Self.tooManyStreams(options.maxStreams) : nil
+                }
+                return s.connections - s.streams > options.connectionLimit ? Self.tooManyConnections(options.connectionLimit) : nil
+            }
+            if let refusal { return respond(connection, refusal) }
             if let length = herald_mhd_header(connection, "Content-Length").map({ String(cString: $0) }),
                let n = Int(length), n > options.maxBodyBytes {
                 // Refuse before reading the body; libmicrohttpd closes the connection afterwards.
@@ -158,7 +195,7 @@ public final class HTTPServer: @unchecked Sendable {
             return true
         }
         let request = Unmanaged<RequestContext>.fromOpaque(pointer).takeUnretainedValue()
-        if let response = request.takeResponse() { return respond(connection, response) }
+        if let response = request.takeResponse() { return respond(connection, response, request) }
         if size.pointee > 0 {
             if !request.bodyTooLarge, let data {
                 if request.body.count + size.pointee > options.maxBodyBytes {
@@ -175,7 +212,7 @@ public final class HTTPServer: @unchecked Sendable {
         }
         if request.dispatched { return true }
         request.dispatched = true
-        if let response = dispatch(request, immediateOnly: false) { return respond(connection, response) }
+        if let response = dispatch(request, immediateOnly: false) { return respond(connection, response, request) }
         return true
     }
 
@@ -183,10 +220,13 @@ public final class HTTPServer: @unchecked Sendable {
     /// the connection and runs the async handler.
     private func dispatch(_ context: RequestContext, immediateOnly: Bool) -> HTTPResponse? {
         let connection = context.connection
-        var headers: [String: String] = [:]
-        for (name, key) in [("Authorization", "authorization"), ("Content-Type", "content-type"), ("Content-Length", "content-length")] {
-            if let v = herald_mhd_header(connection, name) { headers[key] = String(cString: v) }
-        }
+        let headerCollector = QueryCollector()
+        _ = herald_mhd_headers(connection, { cls, _, key, value in
+            let h = Unmanaged<QueryCollector>.fromOpaque(cls!).takeUnretainedValue()
+            if let key { h.values[String(cString: key).lowercased()] = value.map { String(cString: $0) } ?? "" }
+            return herald_mhd_result(1)
+        }, Unmanaged.passUnretained(headerCollector).toOpaque())
+        let headers = headerCollector.values
         let query = QueryCollector()
         let box = Unmanaged.passUnretained(query).toOpaque()
         _ = herald_mhd_query_arguments(connection, { cls, _, key, value in
@@ -201,6 +241,7 @@ public final class HTTPServer: @unchecked Sendable {
         let path = context.url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? context.url
         let request = HTTPRequest(method: context.method, path: path, query: query.values, headers: headers,
                                   body: context.body, bodyTooLarge: context.bodyTooLarge)
+        context.request = request
         if let response = immediate(request) { return response }
         if immediateOnly { return nil }
         let refused: Bool = state.withLock { s in
@@ -210,11 +251,7 @@ public final class HTTPServer: @unchecked Sendable {
             herald_mhd_suspend(connection)
             return false
         }
-        if refused {
-            return HTTPResponse.json(503, headers: [("Retry-After", "1")]) { o in
-                o.object("error") { e in e.string("code", "shutting_down"); e.string("message", "the server is shutting down; nothing was stored") }
-            }
-        }
+        if refused { return Self.shuttingDown }
         let handler = self.handler
         context.setHandler(Task { [self] in
             let response = await handler(request)
@@ -234,7 +271,10 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
-    private func respond(_ connection: OpaquePointer, _ response: HTTPResponse) -> Bool {
+    private func respond(_ connection: OpaquePointer, _ response: HTTPResponse, _ context: RequestContext? = nil) -> Bool {
+        if let body = response.streamBody, let context {
+            return respondStream(connection, response, body, context)
+        }
         var headers = response.headers
         if !response.body.isEmpty && !headers.contains(where: { $0.0.lowercased() == "content-type" }) {
             headers.append(("Content-Type", "application/json"))
@@ -254,14 +294,103 @@ public final class HTTPServer: @unchecked Sendable {
         return ok == 1
     }
 
+    /// Queues a streaming response (on the server thread): the stream is registered for
+    /// heartbeats and shutdown, its connection gets no idle timeout, then `open` runs.
+    private func respondStream(_ connection: OpaquePointer, _ response: HTTPResponse, _ body: HTTPStreamBody,
+                               _ context: RequestContext) -> Bool {
+        let stream = HTTPStream(request: context.request ?? HTTPRequest(method: context.method, path: context.url),
+                                body: body, connection: connection, limit: options.streamBufferBytes, registry: registry)
+        let refusal: HTTPResponse? = state.withLock { s in
+            if s.stopping { return Self.shuttingDown }
+            if !context.countedAsStream {
+                context.countedAsStream = true
+                s.streams += 1
+                if s.streams > options.maxStreams { return Self.tooManyStreams(options.maxStreams) }
+            }
+            // Registered under the state lock, so that stop() either sees it or it is refused.
+            registry.add(stream)
+            return nil
+        }
+        if let refusal { return respond(connection, refusal) }
+        let names = response.headers.map { strdup($0.0) }
+        let values = response.headers.map { strdup($0.1) }
+        defer {
+            names.forEach { free($0) }
+            values.forEach { free($0) }
+        }
+        var pairs = (0..<response.headers.count).map { herald_mhd_header_pair(name: names[$0], value: values[$0]) }
+        let retained = Unmanaged.passRetained(stream).toOpaque()
+        let ok = pairs.withUnsafeMutableBufferPointer { p in
+            herald_mhd_respond_stream(connection, UInt32(response.status), p.baseAddress, p.count, Self.streamBlockSize, { cls, _, buffer, max in
+                Unmanaged<HTTPStream>.fromOpaque(cls!).takeUnretainedValue().read(into: buffer!, max: max)
+            }, retained, { cls in
+                let stream = Unmanaged<HTTPStream>.fromOpaque(cls!).takeRetainedValue()
+                stream.registry.remove(stream)
+                let (reason, handler) = stream.released()
+                handler?(reason)
+            })
+        }
+        guard ok == 1 else { return false }
+        herald_mhd_set_connection_timeout(connection, 0)
+        body.open(stream)
+        return true
+    }
+
+    /// The callback block size of stream responses: chunks are built in the connection's own
+    /// write buffer, so this only sizes a buffer the library allocates and HTTP/1.0 uses.
+    private static let streamBlockSize = 512
+
+    private static func tooManyStreams(_ limit: Int) -> HTTPResponse {
+        HTTPResponse.json(503, headers: [("Retry-After", "5"), ("Connection", "close")]) { o in
+            o.object("error") { e in
+                e.string("code", "too_many_streams")
+                e.string("message", "this server holds its limit of \(limit) open streams (api.streams.maxStreams); retry later or raise the limit")
+            }
+        }
+    }
+
+    private static func tooManyConnections(_ limit: Int) -> HTTPResponse {
+        HTTPResponse.json(503, headers: [("Retry-After", "1"), ("Connection", "close")]) { o in
+            o.object("error") { e in
+                e.string("code", "too_many_connections")
+                e.string("message", "this server holds its limit of \(limit) API connections (server.connectionLimit); retry later or reuse connections")
+            }
+        }
+    }
+
+    private static var shuttingDown: HTTPResponse {
+        HTTPResponse.json(503, headers: [("Retry-After", "1")]) { o in
+            o.object("error") { e in e.string("code", "shutting_down"); e.string("message", "the server is shutting down; nothing was stored") }
+        }
+    }
+
+    /// Raises the soft limit of open files to the hard one: every connection and stream is a
+    /// descriptor. Warns when even the hard limit is below what the limits need.
+    private func raiseFileLimit() {
+        var limit = rlimit()
+        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        guard getrlimit(resource, &limit) == 0 else { return }
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(resource, &raised) == 0 { limit = raised }
+        }
+        let needed = options.connectionLimit + options.maxStreams + 128
+        if limit.rlim_cur != rlim_t.max, limit.rlim_cur < rlim_t(needed) {
+            logger.warning("open-file limit \(limit.rlim_cur) is below the \(needed) descriptors that connectionLimit (\(options.connectionLimit)) and maxStreams (\(options.maxStreams)) need; raise it (ulimit -n, LimitNOFILE= in systemd) or lower the limits")
+        }
+    }
+
     private func completed(_ request: RequestContext) {
         state.withLock { s in
             s.active -= 1
+            if request.countedAsStream { s.streams -= 1 }
             if s.suspended.removeValue(forKey: ObjectIdentifier(request)) != nil { inFlight.set(Double(s.suspended.count)) }
         }
     }
 
     private func connectionChanged(opened: Bool) {
+        state.withLock { $0.connections += opened ? 1 : -1 }
         if opened {
             connections.add(1)
             connectionsTotal.increment()
@@ -288,6 +417,9 @@ public final class HTTPServer: @unchecked Sendable {
         guard daemon != nil else { return }
         stopAccepting()
         state.withLock { $0.stopping = true }
+        // Streams get their closing bytes and a clean end now; none waits for the deadline.
+        registry.stopHeartbeats()
+        for stream in registry.all { stream.end(final: stream.body.closing, reason: .serverStopping) }
         let end = Date().addingTimeInterval(deadline)
         while Date() < end, state.withLock({ !$0.suspended.isEmpty }) {
             try? await Task.sleep(nanoseconds: 5_000_000)
@@ -298,6 +430,13 @@ public final class HTTPServer: @unchecked Sendable {
         // Let the server thread write the last answers before the connections close.
         let flushEnd = Date().addingTimeInterval(min(1, max(0.05, deadline)))
         while Date() < flushEnd, state.withLock({ $0.active > 0 }) {
+            try? await Task.sleep(nanoseconds: 5_000_000)
+        }
+        // Streams whose clients did not read their end in time are cut; the daemon must not
+        // stop while one of their connections is suspended (libmicrohttpd aborts the process).
+        for stream in registry.all { stream.abort(reason: .serverStopping) }
+        let cutEnd = Date().addingTimeInterval(2)
+        while Date() < cutEnd, registry.count > 0 {
             try? await Task.sleep(nanoseconds: 5_000_000)
         }
         if let daemon { MHD_stop_daemon(daemon) }
@@ -319,6 +458,10 @@ final class RequestContext: @unchecked Sendable {
     var body: [UInt8] = []
     var bodyTooLarge = false
     var dispatched = false
+    /// Counted in the server's open streams (a stream request, or answered with a stream).
+    var countedAsStream = false
+    /// The request handed to the handlers (kept for a stream).
+    var request: HTTPRequest?
     private let response = Locked<HTTPResponse?>(nil)
 
     init(connection: OpaquePointer, method: String, url: String) {

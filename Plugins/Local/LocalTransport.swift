@@ -1,0 +1,59 @@
+import FoundationEssentials
+import HeraldCore
+
+/// The `local` transport: foreground delivery through the daemon's live streams.
+///
+/// An app that is open holds a stream to Herald (`GET /v1/stream`); a delivery routed here is
+/// written down that stream and is `delivered` once written. A device with no open stream is
+/// reported `notConnected`, and the delivery engine decides what follows (wait out the app's
+/// `presenceGrace`, fall back to the push route, or wait in the inbox until the device returns
+/// or the inbox TTL ends). The transport knows neither HTTP nor the store: it talks to the
+/// daemon's stream hub through ``LocalStreams``.
+///
+/// ```json
+/// "live": {"type": "local"}
+/// ```
+public final class LocalTransport: TransportPlugin {
+    /// The `local` transport has no keys besides `type`.
+    public struct Configuration: TransportConfiguration {
+        public var environment: APNsEnvironment? { nil }
+        public var summary: String { "live streams of the daemon (GET /v1/stream)" }
+        public init() {}
+    }
+
+    public static let kind = HeraldConfiguration.localKind
+
+    public static func configuration(from node: ConfigNode) -> Configuration? { Configuration() }
+
+    public let name: String
+    private let streams: (any LocalStreams)?
+
+    public init(name: String, configuration: Configuration, context: TransportContext) throws {
+        self.name = name
+        self.streams = context.streams
+    }
+
+    public var preferredBatchSize: Int { 500 }
+
+    public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] {
+        guard let streams else {
+            // `herald send` has no streams: only the daemon serves them.
+            return batch.map { _ in .setupFailure(reason: "local delivery needs the daemon (herald serve): streams live there") }
+        }
+        let results = await streams.write(batch)
+        guard results.count == batch.count else {
+            return batch.map { _ in .retry(after: nil, reason: "the stream hub returned a wrong number of results") }
+        }
+        return results.map { result in
+            switch result {
+            case .written(let id): return .delivered(apnsID: nil, evidence: "written to the device's stream as event \(id)")
+            case .notConnected(let since): return .notConnected(since: since)
+            case .unavailable(let reason): return .retry(after: 1, reason: reason)
+            }
+        }
+    }
+
+    public func checkReport() async -> [CheckFinding] {
+        [CheckFinding(.ok, "local: notifications for connected devices go down their streams (GET /v1/stream)")]
+    }
+}

@@ -1,0 +1,100 @@
+import FoundationEssentials
+
+/// `apps.<id>.inbox`: notifications kept for a user until a stream replays them.
+public struct InboxConfiguration: Sendable, Equatable {
+    /// How long an entry waits before it ends `expired`. Default 86400 s (a day).
+    public var ttl: TimeInterval = 86_400
+    /// Most entries kept per user of the app; the oldest go first. Default 100.
+    public var maxPerUser: Int = 100
+
+    public init(ttl: TimeInterval = 86_400, maxPerUser: Int = 100) {
+        self.ttl = ttl
+        self.maxPerUser = maxPerUser
+    }
+
+    init(node: JSONNode) {
+        guard case .object = node.value else {
+            node.error("expected an object with \"ttl\" and \"maxPerUser\", found \(node.value.typeDescription)")
+            return
+        }
+        if let t = node.positiveDuration("ttl") { ttl = t }
+        if let n = node.int("maxPerUser", in: 1...1_000_000) { maxPerUser = n }
+    }
+}
+
+/// `api.streams`: the live event streams of `GET /v1/stream`.
+public struct StreamsConfiguration: Sendable, Equatable {
+    /// Seconds between heartbeat comments (they also find dead connections). Default 15.
+    public var heartbeat: TimeInterval = 15
+    /// Most streams open at once; more are refused with 503. Default 10000.
+    public var maxStreams: Int = 10_000
+    /// Bytes a stream may have unsent before its client counts as stalled and is disconnected
+    /// (what it missed stays in the inbox). Default 65536.
+    public var bufferBytes: Int = 65_536
+
+    public init(heartbeat: TimeInterval = 15, maxStreams: Int = 10_000, bufferBytes: Int = 65_536) {
+        self.heartbeat = heartbeat
+        self.maxStreams = maxStreams
+        self.bufferBytes = bufferBytes
+    }
+
+    init(node: JSONNode) {
+        guard case .object = node.value else {
+            node.error("expected an object with \"heartbeat\", \"maxStreams\" and \"bufferBytes\", found \(node.value.typeDescription)")
+            return
+        }
+        if let h = node.positiveDuration("heartbeat") { heartbeat = h }
+        if let n = node.int("maxStreams", in: 1...1_000_000) { maxStreams = n }
+        if let n = node.int("bufferBytes", in: 256...(64 << 20)) { bufferBytes = n }
+    }
+}
+
+extension AppConfiguration {
+    /// The shortest `clientSecret` accepted, in bytes.
+    public static let minimumClientSecretBytes = 32
+
+    /// Reads `foreground`, `clientSecret`, `presenceGrace` and `inbox`.
+    mutating func readForeground(_ node: JSONNode) {
+        if let f = node.oneOf("foreground", ForegroundPolicy.self) { foreground = f }
+        if let secret = node.secret("clientSecret") {
+            let bytes = secret.value.utf8.count
+            if bytes < Self.minimumClientSecretBytes {
+                node.error(at: "clientSecret", "is too short (\(bytes) bytes); use at least \(Self.minimumClientSecretBytes) random bytes, "
+                           + "e.g. the output of `openssl rand -base64 48` in an environment variable")
+            } else {
+                clientSecret = secret
+            }
+        } else if foreground != .pushOnly && !node.has("clientSecret") {
+            node.error(at: "clientSecret", "is required when foreground is \"\(foreground.rawValue)\": client tokens for the app's streams "
+                       + "are signed with it; add \"clientSecret\": \"${CLIENT_SECRET}\" (at least \(Self.minimumClientSecretBytes) bytes)")
+        }
+        if let g = node.duration("presenceGrace", minimum: 0) { presenceGrace = g }
+        if let i = node.child("inbox") { inbox = InboxConfiguration(node: i) }
+    }
+
+    /// Reports every app whose `foreground` needs a stream but whose `routes` hold no transport
+    /// of type `"local"`. `transports` is the raw `transports` section (a transport that failed
+    /// to load still counts by its `type`).
+    static func checkLocalRoutes(_ apps: [String: AppConfiguration], transports: JSONValue?, context: JSONReadContext) {
+        guard case .object(let defined) = transports else { return }
+        let local = Set(defined.compactMap { name, spec in spec["type"] == .string("local") ? name : nil })
+        for id in apps.keys.sorted() {
+            let app = apps[id]!
+            guard app.foreground != .pushOnly, !app.routes.contains(where: local.contains) else { continue }
+            let path = JSONNode.childPath(JSONNode.childPath("apps", id), "routes")
+            let suggestion = local.sorted().first.map { "add \"\($0)\" to routes" }
+                ?? "define one, e.g. \"transports\": {\"local\": {\"type\": \"local\"}}, and add \"local\" to routes"
+            context.error(path, "foreground \"\(app.foreground.rawValue)\" needs a transport of type \"local\" among the routes "
+                          + "(streams deliver through it); \(suggestion), or set foreground to \"push-only\"")
+        }
+    }
+}
+
+extension JSONNode {
+    /// A duration member that must be more than zero seconds.
+    func positiveDuration(_ key: String) -> TimeInterval? {
+        guard let d = duration(key, minimum: 0) else { return nil }
+        guard d > 0 else { error(at: key, "must be more than 0 seconds"); return nil }
+        return d
+    }
+}

@@ -1,0 +1,194 @@
+import Foundation
+import HeraldCore
+import HeraldLocalTransport
+import HeraldStore
+import HeraldTestKit
+import Testing
+
+/// Presence as a test sets it.
+final class FixedPresence: Presence, Sendable {
+    let devices: [String: Set<String>]
+    init(_ devices: [String: Set<String>]) { self.devices = devices }
+    func connectedDevices(app: String, users: [String]) -> [String: Set<String>] {
+        devices.filter { users.contains($0.key) }
+    }
+}
+
+/// An app with a push route (`prod`) and a local route (`live`), under each foreground policy.
+final class LocalFixture: Sendable {
+    let directory: TemporaryDirectory
+    let store: SQLiteTokenStore
+    let configuration: HeraldConfiguration
+
+    init(policy: ForegroundPolicy) throws {
+        directory = try TemporaryDirectory()
+        store = try SQLiteTokenStore(path: directory.file("herald.db"))
+        var registry = testRegistry()
+        registry.register(LocalTransport.self)
+        configuration = try HeraldConfiguration.parse(Data("""
+        {"apps": {"app": {"routes": ["prod", "live"], "foreground": "\(policy.rawValue)",
+                          "clientSecret": "0123456789abcdef0123456789abcdef"}},
+         "transports": {"prod": {"type": "fake-apns", "environment": "production", "keyId": "K"},
+                        "live": {"type": "local"}}}
+        """.utf8), baseDirectory: directory.path, registry: registry, environment: [:])
+    }
+
+    deinit { directory.remove() }
+
+    func token(_ n: Int) -> String { String(format: "%064x", n) }
+
+    func register(_ n: Int, user: String, transport: String = "prod") async throws {
+        _ = try await store.register(DeviceRegistration(app: "app", token: token(n), user: user, transport: transport,
+                                                        environment: .production), at: Date())
+    }
+
+    /// (token number, transport, fallback) of each planned delivery, sorted.
+    func plan(users: [String], connected: [String: Set<Int>]) async throws -> [String] {
+        let presence = FixedPresence(connected.mapValues { Set($0.map(token)) })
+        let plan = try await FanOut(configuration: configuration, store: store, presence: presence)
+            .plan(NotificationRequest(app: "app", users: users, tokens: [], content: NotificationContent(alert: .text("hi"))))
+        return plan.deliveries.map { d in
+            let n = Int(d.token, radix: 16)!
+            return "\(n) \(d.transport) \(d.fallback ?? "-")"
+        }.sorted()
+    }
+}
+
+@Suite struct LocalRoutingTests {
+    @Test func localFirstSendsAConnectedDeviceOnlyItsStreamAndTheOthersTheirPushRoute() async throws {
+        let f = try LocalFixture(policy: .localFirst)
+        try await f.register(1, user: "alice")
+        try await f.register(2, user: "alice")
+        #expect(try await f.plan(users: ["alice"], connected: ["alice": [1]]) == ["1 live prod", "2 prod live"])
+    }
+
+    @Test func localAndPushSendsAConnectedDeviceBoth() async throws {
+        let f = try LocalFixture(policy: .localAndPush)
+        try await f.register(1, user: "alice")
+        try await f.register(2, user: "alice")
+        #expect(try await f.plan(users: ["alice"], connected: ["alice": [1]]) == ["1 live -", "1 prod -", "2 prod live"])
+    }
+
+    @Test func localOnlySendsEveryDeviceItsStream() async throws {
+        let f = try LocalFixture(policy: .localOnly)
+        try await f.register(1, user: "alice")
+        try await f.register(2, user: "alice")
+        #expect(try await f.plan(users: ["alice"], connected: ["alice": [1]]) == ["1 live -", "2 live -"])
+    }
+
+    @Test func pushOnlyIgnoresPresence() async throws {
+        let f = try LocalFixture(policy: .pushOnly)
+        try await f.register(1, user: "alice")
+        #expect(try await f.plan(users: ["alice"], connected: ["alice": [1]]) == ["1 prod -"])
+    }
+
+    @Test func aDeviceWithNoPushRouteAndAConnectedUnknownDeviceGetTheStream() async throws {
+        let f = try LocalFixture(policy: .localFirst)
+        try await f.register(3, user: "alice", transport: "live")   // a browser, registered
+        // 9: connected, never registered (an installation id); bob's device is not alice's.
+        #expect(try await f.plan(users: ["alice"], connected: ["alice": [9], "bob": [8]]) == ["3 live -", "9 live -"])
+    }
+
+    @Test func withoutPresenceEveryPolicyPlansAsPushOnly() async throws {
+        let f = try LocalFixture(policy: .localOnly)
+        try await f.register(1, user: "alice")
+        let plan = try await FanOut(configuration: f.configuration, store: f.store)
+            .plan(NotificationRequest(app: "app", users: ["alice"], tokens: [], content: NotificationContent(alert: .text("hi"))))
+        #expect(plan.deliveries.map(\.transport) == ["prod"])
+        #expect(plan.deliveries.map(\.fallback) == [nil])
+    }
+}
+
+@Suite struct LocalOutcomePolicyTests {
+    let accepted = Date(timeIntervalSince1970: 1_000_000)
+    let policy = OutcomePolicy(retry: RetryPolicy(), local: ["app": LocalDeliveryRules(presenceGrace: 10, inboxTTL: 3600)])
+
+    func delivery(fallback: String?) -> Delivery {
+        Delivery(id: 1, notificationID: "n", app: "app", topic: "app", token: "ab", user: "alice", environment: .production,
+                 transport: "live", content: NotificationContent(alert: .text("hi")), fallback: fallback)
+    }
+
+    func action(_ outcome: DeliveryOutcome, fallback: String?, at seconds: TimeInterval) -> DeliveryAction {
+        policy.action(for: outcome, delivery: delivery(fallback: fallback), acceptedAt: accepted,
+                      now: accepted.addingTimeInterval(seconds), random: 0)
+    }
+
+    @Test func aDeviceThatJustLeftIsWaitedForDuringThePresenceGrace() {
+        let closed = accepted.addingTimeInterval(5)
+        guard case .park(let until, _) = action(.notConnected(since: closed), fallback: "prod", at: 6) else {
+            Issue.record("expected park")
+            return
+        }
+        #expect(until == closed.addingTimeInterval(10))
+    }
+
+    @Test func pastTheGraceADeliveryWithAFallbackIsRerouted() {
+        #expect(action(.notConnected(since: accepted), fallback: "prod", at: 11)
+                    == .reroute(to: "prod", reason: "device not connected; sent through prod"))
+    }
+
+    @Test func withoutAFallbackItWaitsInTheInboxUntilTheTTLThenExpires() {
+        #expect(action(.notConnected(since: nil), fallback: nil, at: 1)
+                    == .park(until: accepted.addingTimeInterval(3600), reason: "in the inbox until the device connects"))
+        guard case .finish(.expired, _) = action(.notConnected(since: nil), fallback: nil, at: 3600) else {
+            Issue.record("expected expired")
+            return
+        }
+    }
+
+    @Test func aRejectedPushWithAnInboxFallbackIsKeptForTheInbox() {
+        #expect(action(.rejected(reason: "BadTopic"), fallback: "live", at: 1) == .reroute(to: "live", reason: "BadTopic; kept for live"))
+        guard case .finish(.rejected, _) = action(.rejected(reason: "BadTopic"), fallback: nil, at: 1) else {
+            Issue.record("expected rejected")
+            return
+        }
+    }
+}
+
+@Suite struct ParkedQueueTests {
+    func notification(_ transport: String, fallback: String? = nil) -> QueuedNotification {
+        QueuedNotification(id: UUIDSource.timeOrdered().lowercasedString, app: "app", topic: "app",
+                           content: NotificationContent(alert: .text("hi")), idempotencyKey: nil, createdAt: Date(timeIntervalSince1970: 100),
+                           deliveries: [PlannedDelivery(token: "ab", user: "alice", transport: transport, environment: .production,
+                                                        apnsID: UUIDSource.random(), fallback: fallback)])
+    }
+
+    /// Park, unpark, reroute: the same behaviour from the in-memory and the SQLite queue.
+    func exercise(_ queue: any DeliveryQueue) async throws {
+        let t0 = Date(timeIntervalSince1970: 100)
+        let receipt = try await queue.enqueue(notification("live", fallback: "prod"), idempotencySince: .distantPast)
+        var claimed = try await queue.claim(transport: "live", limit: 10, now: t0, leaseUntil: t0.addingTimeInterval(60))
+        #expect(claimed.map(\.delivery.fallback) == ["prod"])
+        try await queue.complete([.parked(claimed[0].delivery, until: t0.addingTimeInterval(3600), reason: "in the inbox")], now: t0)
+        // Parked: not due before its time, reported `parked`.
+        #expect(try await queue.claim(transport: "live", limit: 10, now: t0.addingTimeInterval(1), leaseUntil: t0.addingTimeInterval(60)).isEmpty)
+        if let status = try await queue.status(notificationID: receipt.id) { #expect(status.deliveries.map(\.state) == [.parked]) }
+        // Its device connects: due now, attempt given back.
+        #expect(try await queue.unpark(transport: "live", token: "ab", now: t0.addingTimeInterval(2)) == 1)
+        #expect(try await queue.unpark(transport: "live", token: "cd", now: t0.addingTimeInterval(2)) == 0)
+        claimed = try await queue.claim(transport: "live", limit: 10, now: t0.addingTimeInterval(2), leaseUntil: t0.addingTimeInterval(60))
+        #expect(claimed.map(\.delivery.attempt) == [1])
+        // Rerouted to its fallback: due on the other transport, fallback used up.
+        try await queue.complete([.rerouted(claimed[0].delivery, to: "prod", at: t0.addingTimeInterval(3), reason: "not connected")],
+                                 now: t0.addingTimeInterval(3))
+        #expect(try await queue.claim(transport: "live", limit: 10, now: t0.addingTimeInterval(4), leaseUntil: t0.addingTimeInterval(60)).isEmpty)
+        claimed = try await queue.claim(transport: "prod", limit: 10, now: t0.addingTimeInterval(4), leaseUntil: t0.addingTimeInterval(60))
+        #expect(claimed.map(\.delivery.transport) == ["prod"])
+        #expect(claimed.map(\.delivery.fallback) == [nil])
+        #expect(claimed.map(\.delivery.attempt) == [1])
+        #expect(queue.depth()["prod"]?.inFlight == 1)
+        #expect(queue.depth()["live"]?.backlog ?? 0 == 0)
+    }
+
+    @Test func theInMemoryQueueParksUnparksAndReroutes() async throws {
+        try await exercise(MemoryDeliveryQueue(onFinal: { _ in }))
+    }
+
+    @Test func theSQLiteQueueParksUnparksAndReroutes() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let queue = try SQLiteDeliveryQueue(path: directory.file("queue.db"))
+        try await exercise(queue)
+        await queue.close()
+    }
+}
