@@ -20,7 +20,7 @@ with_synapse=0
 for arg in "$@"; do
   case "$arg" in
     --with-synapse) with_synapse=1 ;;
-    --with-chromium) packages+=(chromium chromium-driver) ;;   # the browser demo page's test (about 300 MB)
+    --with-chromium) packages+=(chromium chromium-driver) ;;   # the browser demo page's test (about 400 MB installed)
     *) echo "bootstrap: unknown option $arg (known: --with-synapse, --with-chromium)" >&2; exit 2 ;;
   esac
 done
