@@ -23,7 +23,8 @@ public final class Browser: Sendable {
     private let driver: pid_t
     private let port: Int
     private let session: String
-    private let folder: String
+    /// The temporary folder holding HOME, the profile and chromedriver's output (removed on close).
+    public let folder: String
     private let closed = Locked(false)
 
     private init(driver: pid_t, port: Int, session: String, folder: String) {
@@ -133,7 +134,13 @@ public final class Browser: Sendable {
     public func close() async {
         guard closed.withLock({ let was = $0; $0 = true; return !was }) else { return }
         _ = try? await WebDriverHTTP.send(port: port, "DELETE", "/session/\(session)", body: nil, timeout: 10)
-        Self.stop(driver: driver, folder: folder)
+        let driver = driver, folder = folder
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread {  // waits for processes to die: not on the cooperative pool
+                Self.stop(driver: driver, folder: folder)
+                done.resume()
+            }
+        }
     }
 
     deinit { if !closed.withLock({ $0 }) { Self.stop(driver: driver, folder: folder) } }
@@ -233,18 +240,29 @@ public final class Browser: Sendable {
     }
 
     /// Kills chromedriver's process group (Chromium included) and any process that left the group
-    /// but names `folder` on its command line (a helper that called setsid), reaps chromedriver,
-    /// and removes `folder`.
+    /// but names `folder` on its command line (Chromium's crashpad handler calls setsid), reaps
+    /// chromedriver, waits for the rest to die, and removes `folder`. Blocks.
     private static func stop(driver: pid_t, folder: String) {
         kill(-driver, SIGKILL)
         var status: Int32 = 0
         _ = waitpid(driver, &status, 0)
-        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
-            guard let pid = Int32(entry), let line = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline"),
-                  String(decoding: line, as: UTF8.self).contains(folder) else { continue }
-            kill(pid, SIGKILL)
+        // SIGKILL takes effect asynchronously: wait (up to 5 s) until nothing runs from the folder.
+        for _ in 0..<250 {
+            let left = processes(naming: folder)
+            if left.isEmpty { break }
+            left.forEach { kill($0, SIGKILL) }
+            usleep(20_000)
         }
         try? FileManager.default.removeItem(atPath: folder)
+    }
+
+    /// The live (not zombie) processes whose command line contains `text`.
+    public static func processes(naming text: String) -> [pid_t] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { entry in
+            guard let pid = Int32(entry), let line = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline"),
+                  String(decoding: line, as: UTF8.self).contains(text) else { return nil }
+            return pid
+        }
     }
 }
 

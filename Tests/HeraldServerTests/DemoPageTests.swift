@@ -16,6 +16,16 @@ import Testing
         return try await TestDaemon.start(config: config)
     }
 
+    @Test(.timeLimit(.minutes(1))) func browserLeavesNoProcessOrFolderBehind() async throws {
+        let browser = try await Browser.start()
+        let folder = browser.folder
+        // chromedriver and Chromium (its helpers name the profile folder on their command lines).
+        #expect(Browser.processes(naming: folder).count >= 2)
+        await browser.close()
+        #expect(Browser.processes(naming: folder).isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: folder))
+    }
+
     @Test func pageIsServedOnlyWhenTheConfigAsksForIt() async throws {
         let on = try await Self.daemon(demo: true)
         let page = try await HTTPTestClient(port: on.port).get("/demo")
