@@ -17,6 +17,7 @@ public enum HeraldCLI {
     static let commands: [Command] = [
         CheckCommand.command,
         DevicesCommands.add, DevicesCommands.list, DevicesCommands.remove,
+        ClientTokenCommand.command,
         ServeCommand.command,
         SendCommand.command,
         PruneCommand.command,
@@ -43,7 +44,7 @@ public enum HeraldCLI {
         }
         text += """
 
-        Commands that read the configuration (check, devices, send, prune, feedback, serve) take
+        Commands that read the configuration (check, devices, client-token, send, prune, feedback, serve) take
         --config PATH (default: $HERALD_CONFIG, else ./config.json).
         Run 'herald <command> --help' for its options.
         Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.

@@ -127,7 +127,7 @@ struct CLIFixture {
         let expected = [
             "\(config): transports.apns.type: unknown transport type \"apns-h3\"; known: ",
             "\(config): apps.a.routes[0]: unknown transport \"apnz\"; defined: apns, dry",
-            "\(config): apps.a.foreground: unknown value \"never\"; expected one of: local-only, local-and-push, push-only",
+            "\(config): apps.a.foreground: unknown value \"never\"; expected one of: push-only, local-first, local-and-push, local-only",
             "\(config): api.keys[0].secret: environment variable HERALD_TEST_UNSET_VARIABLE is not set",
             "\(config): warning: transports.dry.paht: unknown key, ignored; did you mean \"path\"?",
             "herald: the configuration has 4 errors",

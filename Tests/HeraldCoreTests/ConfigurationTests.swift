@@ -121,7 +121,7 @@ let minimal = """
             "transports.z.type: is required",
             "apps[\"com.example.app\"].routes[0]: unknown transport \"apnz\"; defined: apns, dry, x, y, z",
             "apps[\"com.example.app\"].routes[2]: transport \"dry\" is listed twice",
-            "apps[\"com.example.app\"].foreground: unknown value \"maybe\"; expected one of: local-only, local-and-push, push-only",
+            "apps[\"com.example.app\"].foreground: unknown value \"maybe\"; expected one of: push-only, local-first, local-and-push, local-only",
             "apps[\"com.example.app\"].maxDevicesPerUser: must be between 1 and 10000, found 0",
             "apps.other.routes: must not be empty",
             "apps.third: expected an object with \"routes\", found a string",

@@ -33,7 +33,10 @@ enum CheckCommand {
         lines.append("apps (\(configuration.apps.count)):")
         for id in configuration.apps.keys.sorted() {
             let a = configuration.apps[id]!
-            lines.append("  \(id): topic=\(a.topic) routes=\(a.routes.joined(separator: ",")) foreground=\(a.foreground.rawValue) maxDevicesPerUser=\(a.maxDevicesPerUser)")
+            var line = "  \(id): topic=\(a.topic) routes=\(a.routes.joined(separator: ",")) foreground=\(a.foreground.rawValue) maxDevicesPerUser=\(a.maxDevicesPerUser)"
+            if let secret = a.clientSecret { line += " clientSecret=\(secret)" }  // Secret prints "<redacted>"
+            if a.foreground != .pushOnly { line += " presenceGrace=\(a.presenceGrace)s inbox.ttl=\(a.inbox.ttl)s inbox.maxPerUser=\(a.inbox.maxPerUser)" }
+            lines.append(line)
         }
         lines.append("transports (\(configuration.transports.count)):")
         for name in configuration.transports.keys.sorted() {
@@ -53,6 +56,8 @@ enum CheckCommand {
         }
         let keys = configuration.api.keys.map { "\($0.id) (\($0.scopes.map(\.rawValue).sorted().joined(separator: ", ")))" }
         lines.append("api: listen \(configuration.api.listen), \(keys.isEmpty ? "no keys (loopback only, unauthenticated)" : "keys: " + keys.joined(separator: "; "))")
+        let streams = configuration.api.streams
+        lines.append("  streams: heartbeat=\(streams.heartbeat)s maxStreams=\(streams.maxStreams) bufferBytes=\(streams.bufferBytes) demo=\(configuration.api.demo)")
         let matrix = configuration.matrixReport()
         lines += matrix.lines
         failures += matrix.errors

@@ -58,10 +58,11 @@ extension AppConfiguration {
         if let f = node.oneOf("foreground", ForegroundPolicy.self) { foreground = f }
         if let secret = node.secret("clientSecret") {
             let bytes = secret.value.utf8.count
-            if bytes < Self.minimumClientSecretBytes {
+            let unset = node.context.errors.contains { $0.path == node.path(of: "clientSecret") }  // ${VAR} not set: said already
+            if bytes < Self.minimumClientSecretBytes && !unset {
                 node.error(at: "clientSecret", "is too short (\(bytes) bytes); use at least \(Self.minimumClientSecretBytes) random bytes, "
                            + "e.g. the output of `openssl rand -base64 48` in an environment variable")
-            } else {
+            } else if !unset {
                 clientSecret = secret
             }
         } else if foreground != .pushOnly && !node.has("clientSecret") {
@@ -77,7 +78,7 @@ extension AppConfiguration {
     /// to load still counts by its `type`).
     static func checkLocalRoutes(_ apps: [String: AppConfiguration], transports: JSONValue?, context: JSONReadContext) {
         guard case .object(let defined) = transports else { return }
-        let local = Set(defined.compactMap { name, spec in spec["type"] == .string("local") ? name : nil })
+        let local = Set(defined.compactMap { name, spec in spec["type"] == .string(HeraldConfiguration.localKind) ? name : nil })
         for id in apps.keys.sorted() {
             let app = apps[id]!
             guard app.foreground != .pushOnly, !app.routes.contains(where: local.contains) else { continue }
@@ -96,5 +97,16 @@ extension JSONNode {
         guard let d = duration(key, minimum: 0) else { return nil }
         guard d > 0 else { error(at: key, "must be more than 0 seconds"); return nil }
         return d
+    }
+}
+
+extension HeraldConfiguration {
+    /// Presence grace and inbox TTL of every app, for the delivery engine's ``OutcomePolicy``.
+    public var localDeliveryRules: [String: LocalDeliveryRules] {
+        var rules: [String: LocalDeliveryRules] = [:]
+        for (id, app) in apps where app.foreground != .pushOnly {
+            rules[id] = LocalDeliveryRules(presenceGrace: app.presenceGrace, inboxTTL: app.inbox.ttl)
+        }
+        return rules
     }
 }

@@ -8,10 +8,10 @@ public final class RuntimeSnapshot: Sendable {
     let auth: Authenticator
     let fanOut: FanOut
 
-    public init(configuration: HeraldConfiguration, store: any TokenStore) {
+    public init(configuration: HeraldConfiguration, store: any TokenStore, presence: (any Presence)? = nil) {
         self.configuration = configuration
         auth = Authenticator(configuration.api)
-        fanOut = FanOut(configuration: configuration, store: store)
+        fanOut = FanOut(configuration: configuration, store: store, presence: presence)
     }
 }
 
@@ -49,20 +49,24 @@ public final class API: Sendable {
         public var readiness: @Sendable () async -> Readiness
         /// Tells the workers of these transports that deliveries are waiting.
         public var wake: @Sendable (Set<String>) -> Void
+        /// The live streams of `GET /v1/stream` (`nil`: none).
+        public var streams: StreamHub?
 
         public init(snapshot: @escaping @Sendable () -> RuntimeSnapshot, queue: any DeliveryQueue,
                     store: any TokenStore, clock: any WallClock,
-                    readiness: @escaping @Sendable () async -> Readiness, wake: @escaping @Sendable (Set<String>) -> Void) {
+                    readiness: @escaping @Sendable () async -> Readiness, wake: @escaping @Sendable (Set<String>) -> Void,
+                    streams: StreamHub? = nil) {
             self.snapshot = snapshot
             self.queue = queue
             self.store = store
             self.clock = clock
             self.readiness = readiness
             self.wake = wake
+            self.streams = streams
         }
     }
 
-    private let deps: Dependencies
+    let deps: Dependencies
     private let metrics: ServerMetrics
     let deliveryMetrics: DeliveryMetrics
     private let logger: Logger
@@ -83,6 +87,8 @@ public final class API: Sendable {
         case health, ready, metrics, demo
         case registerDevice, removeDevice(token: String), userDevices(user: String)
         case sendNotification, notificationStatus(id: String)
+        case stream
+        case mintClientToken
 
         var label: String {
             switch self {
@@ -95,21 +101,23 @@ public final class API: Sendable {
             case .userDevices: return "GET /v1/users/{user}/devices"
             case .sendNotification: return "POST /v1/notifications"
             case .notificationStatus: return "GET /v1/notifications/{id}"
+            case .stream: return "GET /v1/stream"
+            case .mintClientToken: return "POST /v1/client-tokens"
             }
         }
 
         var scope: APIConfiguration.Scope? {
             switch self {
-            case .health, .ready, .demo: return nil
+            case .health, .ready, .stream, .demo: return nil
             case .metrics: return .admin
-            case .registerDevice, .removeDevice, .userDevices: return .devices
+            case .registerDevice, .removeDevice, .userDevices, .mintClientToken: return .devices
             case .sendNotification, .notificationStatus: return .send
             }
         }
 
         var hasJSONBody: Bool {
             switch self {
-            case .registerDevice, .sendNotification: return true
+            case .registerDevice, .sendNotification, .mintClientToken: return true
             default: return false
             }
         }
@@ -134,6 +142,8 @@ public final class API: Sendable {
         case 4 where s[0] == "v1" && s[1] == "users" && s[3] == "devices": return only("GET", .userDevices(user: s[2]))
         case 2 where s[0] == "v1" && s[1] == "notifications": return only("POST", .sendNotification)
         case 3 where s[0] == "v1" && s[1] == "notifications": return only("GET", .notificationStatus(id: s[2]))
+        case 2 where s[0] == "v1" && s[1] == "stream": return only("GET", .stream)
+        case 2 where s[0] == "v1" && s[1] == "client-tokens": return only("POST", .mintClientToken)
         default:
             return .failure(.notFound("no such endpoint: \(request.path); see docs/openapi.yaml"))
         }
@@ -201,11 +211,13 @@ public final class API: Sendable {
         let response: HTTPResponse
         do {
             switch route {
+            case .stream: response = await openStream(request)
             case .registerDevice: response = try await registerDevice(request)
             case .removeDevice(let token): response = try await removeDevice(token, request)
             case .userDevices(let user): response = try await userDevices(user, request)
             case .sendNotification: response = try await sendNotification(request)
             case .notificationStatus(let id): response = try await notificationStatus(id)
+            case .mintClientToken: response = try mintClientToken(request)
             case .ready: response = await ready()
             case .health, .metrics, .demo: response = APIError.notFound("unreachable").response
             }
@@ -269,6 +281,11 @@ public final class API: Sendable {
     }
 
     func app(_ id: String?, field: String, in configuration: HeraldConfiguration) throws(APIError) -> AppConfiguration {
+        try Self.app(id, field: field, in: configuration)
+    }
+
+    /// The configured app `id`, or a 400 naming `field` (with the configured ids and a suggestion).
+    static func app(_ id: String?, field: String, in configuration: HeraldConfiguration) throws(APIError) -> AppConfiguration {
         guard let id, !id.isEmpty else { throw .invalid(field, "is required: the app id (a key of \"apps\" in the config)") }
         guard let app = configuration.app(id) else {
             var message = "unknown app \"\(id)\"; configured: \(configuration.apps.keys.sorted().joined(separator: ", "))"

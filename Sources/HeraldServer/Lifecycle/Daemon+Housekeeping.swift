@@ -27,6 +27,12 @@ extension Daemon {
             let cutoff = now.addingTimeInterval(-max(c.retention, c.idempotencyWindow))
             let pruned = try await queue.prune(createdBefore: cutoff)
             if pruned > 0 { logger.info("pruned finished deliveries", ["count": String(pruned), "before": cutoff.iso8601]) }
+            if let inbox = running.withLock({ $0?.storage.inbox }) {
+                for (id, app) in configuration.apps where app.foreground != .pushOnly {
+                    let gone = try await inbox.prune(app: id, createdBefore: now.addingTimeInterval(-app.inbox.ttl))
+                    if gone > 0 { logger.info("pruned inbox entries past inbox.ttl", ["app": id, "count": String(gone)]) }
+                }
+            }
         } catch {
             logger.error("housekeeping failed", ["error": String(describing: error)])
         }

@@ -65,6 +65,8 @@ public final class Daemon: Sendable {
         var server: HTTPServer
         /// The Matrix gateway's own listener (`matrix.listen`).
         var matrixServer: HTTPServer? = nil
+        /// The live streams of `GET /v1/stream` (presence and the local transport's write path).
+        var streams: StreamHub
         var maintenance: Task<Void, Never>?
         /// Transports retired by reloads, stopping in the background; awaited at shutdown.
         var retiring: [Task<Void, Never>] = []
@@ -116,6 +118,9 @@ public final class Daemon: Sendable {
     /// The queue (for tests and tools).
     public var queue: (any DeliveryQueue)? { running.withLock { $0?.queue } }
 
+    /// Event streams open now (`GET /v1/stream`).
+    public var openStreams: Int { running.withLock { $0?.streams.count } ?? 0 }
+
     /// The port the API listens on (0 before ``start()``).
     public var port: Int { running.withLock { $0?.server.port } ?? 0 }
 
@@ -139,7 +144,8 @@ public final class Daemon: Sendable {
         // Another node enqueued (PostgreSQL LISTEN/NOTIFY): wake those workers now, not at their next poll.
         (queue as? any QueueWakeSource)?.onWake { [weak self] names in self?.pool.wake(names) }
         let lookups = CoalescingTokenStore(store)
-        let snapshot = RuntimeSnapshot(configuration: config, store: lookups)
+        let streams = makeStreamHub(storage)
+        let snapshot = RuntimeSnapshot(configuration: config, store: lookups, presence: streams)
         let api = API(API.Dependencies(
             snapshot: { [weak self] in self?.running.withLock { $0?.snapshot } ?? snapshot },
             queue: queue, store: store, clock: options.clock,
@@ -147,13 +153,16 @@ public final class Daemon: Sendable {
                 let storeOpen = await self?.storeAnswers(queue) ?? false
                 return Readiness(storeOpen: storeOpen, transports: self?.pool.statuses ?? [:])
             },
-            wake: { [weak self] names in self?.pool.wake(names) }), metrics: metrics, logger: logger)
-        let server = HTTPServer(options: HTTPServer.Options(connectionLimit: config.server.connectionLimit,
-                                                            connectionTimeout: config.server.connectionTimeout,
-                                                            maxBodyBytes: config.api.maxBodyBytes),
-                                logger: logger, metrics: metrics, immediate: { api.immediate($0) }, handler: { await api.handle($0) })
+            wake: { [weak self] names in self?.pool.wake(names) }, streams: streams), metrics: metrics, logger: logger)
+        var serverOptions = HTTPServer.Options(connectionLimit: config.server.connectionLimit,
+                                               connectionTimeout: config.server.connectionTimeout, maxBodyBytes: config.api.maxBodyBytes)
+        serverOptions.maxStreams = config.api.streams.maxStreams
+        serverOptions.streamBufferBytes = config.api.streams.bufferBytes
+        serverOptions.isStreamRequest = { method, path in method == "GET" && (path == "/v1/stream" || path.hasPrefix("/v1/stream?")) }
+        let server = HTTPServer(options: serverOptions, logger: logger, metrics: metrics,
+                                immediate: { api.immediate($0) }, handler: { await api.handle($0) })
         running.withLock {
-            $0 = Running(current: initial, snapshot: snapshot, storage: storage, lookups: lookups, server: server)
+            $0 = Running(current: initial, snapshot: snapshot, storage: storage, lookups: lookups, server: server, streams: streams)
         }
         for name in config.transports.keys.sorted() {
             pool.add(makeWorker(name: name, spec: config.transports[name]!, queue: queue, store: store, started: false))
@@ -185,7 +194,28 @@ public final class Daemon: Sendable {
 
     private func transportContext(_ name: String) -> TransportContext {
         TransportContext(logger: logger.labeled("transport.\(name)"), clock: options.clock, metrics: metrics,
-                         durableWrites: configuration.storage.synchronous == .full)
+                         durableWrites: configuration.storage.synchronous == .full,
+                         streams: running.withLock { $0?.streams })
+    }
+
+    /// The stream hub over the storage's inbox; a device that connects has its parked
+    /// deliveries made due and its app's local worker woken.
+    private func makeStreamHub(_ storage: OpenStorage) -> StreamHub {
+        let queue = storage.queue
+        return StreamHub(inbox: storage.inbox, clock: options.clock, logger: logger, metrics: metrics,
+                         maxPerUser: { [weak self] app in self?.configuration.app(app)?.inbox.maxPerUser ?? 100 },
+                         unpark: { [weak self] app, device in
+                             guard let self, let c = Optional(self.configuration), let a = c.app(app),
+                                   let local = c.localTransport(app: a) else { return }
+                             do {
+                                 if try await queue.unpark(transport: local, token: device, now: self.options.clock.now) > 0 {
+                                     self.pool.wake([local])
+                                 }
+                             } catch {
+                                 self.logger.warning("cannot release the parked deliveries of a device that connected; they go at their due time",
+                                                     ["device": Redact.token(device), "error": String(describing: error)])
+                             }
+                         })
     }
 
     private func buildTransport(_ spec: TransportSpec) -> any Transport {
@@ -206,13 +236,16 @@ public final class Daemon: Sendable {
         let probe = options.probeInterval
         return TransportWorker(
             name: name, transport: transport, queue: queue, invalidator: TokenInvalidator(store: store, logger: logger, metrics: metrics),
-            clock: options.clock, logger: logger, metrics: deliveryMetrics, alreadyStarted: started, random: options.random
+            clock: options.clock, logger: logger, metrics: deliveryMetrics, alreadyStarted: started, random: options.random,
+            onReroute: { [weak self] names in self?.pool.wake(names) }
         ) { [weak self] in
             let c = self?.configuration ?? fallback
-            return TransportWorker.Settings(retry: c.delivery.retry, batchSize: min(c.delivery.batchSize, preferred),
-                                            concurrency: c.server.concurrency(for: name), deadline: c.server.deadline(for: name),
-                                            lease: c.server.lease, linger: c.server.batchLinger,
-                                            probeInterval: probe ?? c.server.probeInterval)
+            var settings = TransportWorker.Settings(retry: c.delivery.retry, batchSize: min(c.delivery.batchSize, preferred),
+                                                    concurrency: c.server.concurrency(for: name), deadline: c.server.deadline(for: name),
+                                                    lease: c.server.lease, linger: c.server.batchLinger,
+                                                    probeInterval: probe ?? c.server.probeInterval)
+            settings.local = c.localDeliveryRules
+            return settings
         }
     }
 
@@ -283,7 +316,7 @@ public final class Daemon: Sendable {
             }
         }
 
-        let snapshot = RuntimeSnapshot(configuration: new, store: lookups)
+        let snapshot = RuntimeSnapshot(configuration: new, store: lookups, presence: running.withLock { $0?.streams })
         running.withLock { r in
             r?.current = next
             r?.snapshot = snapshot

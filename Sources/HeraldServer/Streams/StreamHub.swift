@@ -22,8 +22,8 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         var device: String
     }
 
-    /// One open stream.
-    final class Connection: @unchecked Sendable {
+    /// One open stream (what ``attach(_:app:user:device:after:)`` returns for ``detach(_:)``).
+    public final class Connection: @unchecked Sendable {
         let sink: any EventSink
         let user: String
         let key: Key
@@ -94,7 +94,7 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
     /// then lets live events through; parked deliveries of the device are made due.
     /// - Returns: the connection, for ``detach(_:)`` when the stream closes.
     @discardableResult
-    public func attach(_ sink: any EventSink, app: String, user: String, device: String, after: Int64?) async -> AnyObject {
+    public func attach(_ sink: any EventSink, app: String, user: String, device: String, after: Int64?) async -> Connection {
         let key = Key(app: app, device: device)
         let connection = Connection(sink: sink, user: user, key: key)
         let opened: Bool = state.withLock { s in
@@ -140,8 +140,7 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
     }
 
     /// Forgets a stream that closed.
-    public func detach(_ handle: AnyObject) {
-        guard let connection = handle as? Connection else { return }
+    public func detach(_ connection: Connection) {
         let key = connection.key
         let removed: Bool = state.withLock { s in
             guard var list = s.connections[key], let i = list.firstIndex(where: { $0 === connection }) else { return false }

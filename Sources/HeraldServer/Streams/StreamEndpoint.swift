@@ -1,0 +1,66 @@
+import FoundationEssentials
+import HeraldCore
+import HeraldCrypto
+
+extension HTTPStream: EventSink {
+    public func send(_ bytes: [UInt8]) -> Bool { write(bytes) }
+}
+
+extension API {
+    /// `GET /v1/stream?app=A[&since=N][&access_token=T]`: the device's live event stream
+    /// (Server-Sent Events), authenticated by a client token (`Authorization: Bearer` or
+    /// `access_token`). With `Last-Event-ID` (or `since`), what the inbox holds after that id is
+    /// replayed first.
+    func openStream(_ request: HTTPRequest) async -> HTTPResponse {
+        let configuration = deps.snapshot().configuration
+        guard let hub = deps.streams else {
+            return APIError(status: 503, code: "streams_unavailable", message: "this server has no live streams").response
+        }
+        guard let appID = request.query["app"], !appID.isEmpty else {
+            return APIError.invalid("app", "give the app: GET /v1/stream?app=<app id>").response
+        }
+        guard let app = configuration.app(appID) else {
+            return APIError.notFound("app: unknown app \"\(appID)\"").response
+        }
+        guard app.foreground != .pushOnly, app.clientSecret != nil, configuration.localTransport(app: app) != nil else {
+            return APIError.notFound("app \(appID) has no live streams: set its \"foreground\" policy, \"clientSecret\" and a route of type \"local\"").response
+        }
+        let claims: ClientTokenClaims
+        switch authenticateClient(request, app: appID) {
+        case .success(let c): claims = c
+        case .failure(let e): return e.response
+        }
+        let device: String
+        do { device = try DeviceToken.normalize(claims.device) } catch {
+            return Self.clientTokenError("device claim: \(error)")
+        }
+        do {
+            if let known = try await deps.store.device(app: appID, token: device), known.user != claims.user {
+                return Self.clientTokenError("device \(Redact.token(device)) belongs to another user")
+            }
+        } catch {
+            return APIError(status: 503, code: "store_unavailable", message: "cannot check the device: \(error)", retryAfter: 1).response
+        }
+        var after: Int64? = nil
+        if let raw = request.headers["last-event-id"] ?? request.query["since"] {
+            guard let n = Int64(String(raw.filter { $0 != " " && $0 != "\t" })), n >= 0 else {
+                return APIError.invalid(request.headers["last-event-id"] != nil ? "Last-Event-ID" : "since",
+                                        "must be an event id (a whole number ≥ 0), found \"\(raw)\"").response
+            }
+            after = n
+        }
+        let user = claims.user, replayAfter = after
+        return HTTPResponse.eventStream(heartbeat: configuration.api.streams.heartbeat) { stream in
+            // Reconnect after 2 s; a comment so that clients see the stream is live at once.
+            _ = stream.write(ServerSentEvents.retry(milliseconds: 2000) + ServerSentEvents.comment("connected"))
+            Task {
+                let handle = await hub.attach(stream, app: appID, user: user, device: device, after: replayAfter)
+                stream.onClose { _ in hub.detach(handle) }
+            }
+        }
+    }
+
+    static func clientTokenError(_ message: String) -> HTTPResponse {
+        APIError(status: 401, code: "invalid_client_token", message: message).response
+    }
+}
