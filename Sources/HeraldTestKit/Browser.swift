@@ -98,7 +98,7 @@ public final class Browser: Sendable {
         let what = text.map { "containing \"\($0)\"" } ?? ""
         throw Failure("no element \(css) \(what) after \(timeout) s; elements matching \(css): "
                       + (seen.isEmpty ? "none" : seen.map { "\"\($0)\"" }.joined(separator: ", "))
-                      + "; page: \((try? await evaluate("return [location.href, document.readyState, document.body ? document.body.innerText : '']"))?.jsonString ?? "?")")
+                      + "; page: \((try? await evaluate("return [location.origin + location.pathname, document.readyState, document.body ? document.body.innerText : '']"))?.jsonString ?? "?")")
     }
 
     /// The rendered text of every element matching `css` (document order; none → empty).
