@@ -95,8 +95,8 @@ public final class Browser: Sendable {
             if Date() >= end { break }
             try await Task.sleep(nanoseconds: 50_000_000)
         }
-        let what = text.map { "containing \"\($0)\"" } ?? ""
-        throw Failure("no element \(css) \(what) after \(timeout) s; elements matching \(css): "
+        let what = text.map { " containing \"\($0)\"" } ?? ""
+        throw Failure("no element \(css)\(what) after \(timeout) s; elements matching \(css): "
                       + (seen.isEmpty ? "none" : seen.map { "\"\($0)\"" }.joined(separator: ", "))
                       + "; page: \((try? await evaluate("return [location.origin + location.pathname, document.readyState, document.body ? document.body.innerText : '']"))?.jsonString ?? "?")")
     }

@@ -51,7 +51,8 @@ import Testing
         #expect(refused.json?["error"]?["message"]?.stringValue?.contains(#""demo": true"#) == true)
     }
 
-    @Test(.timeLimit(.minutes(1))) func pageWithoutATokenSaysHowToOpenIt() async throws {
+    /// One browser for both (a browser start costs seconds): the page without a token, then its toasts.
+    @Test(.timeLimit(.minutes(1))) func pageWithoutATokenSaysHowToOpenItAndShowsToastsAsTextAndWebNotifications() async throws {
         let daemon = try await Self.daemon()
         try await Browser.with { browser in
             try await browser.open("http://127.0.0.1:\(daemon.port)/demo")
@@ -59,28 +60,7 @@ import Testing
             try await browser.waitForElement(css: #"#state[data-state="closed"]"#, containing: "/demo#app=APP&token=CLIENT_TOKEN")
             #expect(try await browser.texts(css: ".toast").isEmpty)
             #expect(try await browser.texts(css: "#app") == ["-"])
-        }
-    }
 
-    @Test(.timeLimit(.minutes(1))) func pageShowsWhyTheServerRefusedTheStream() async throws {
-        let daemon = try await Self.daemon()
-        // What the daemon answers this stream request; the page must show the same error.
-        let streamPath = "/v1/stream?app=\(Self.app)&access_token=forged.token.value"
-        let refusal = try await HTTPTestClient(port: daemon.port).get(streamPath)
-        #expect(refusal.status >= 400)
-        let code = try #require(refusal.errorCode), message = try #require(refusal.json?["error"]?["message"]?.stringValue)
-        try await Browser.with { browser in
-            try await browser.open("http://127.0.0.1:\(daemon.port)/demo#app=\(Self.app)&token=forged.token.value")
-            let state = try await browser.waitForElement(css: #"#state[data-state="closed"]"#, containing: "closed: \(code)")
-            #expect(state == "closed: \(code): \(message)")
-            #expect(try await browser.texts(css: "#app") == [Self.app])
-        }
-    }
-
-    @Test(.timeLimit(.minutes(1))) func toastShowsAlertTextAsTextAndRaisesAWebNotification() async throws {
-        let daemon = try await Self.daemon()
-        try await Browser.with { browser in
-            try await browser.open("http://127.0.0.1:\(daemon.port)/demo")
             try await browser.waitForElement(css: "#permission", containing: "default")
             try await browser.waitForElement(css: "#ask")  // the Allow button shows while permission is undecided
             try await browser.setPermission("notifications", "granted")
@@ -107,11 +87,12 @@ import Testing
         }
     }
 
-    /// The whole path: a client token from the API, the page live on `/v1/stream`, a notification
-    /// sent through `POST /v1/notifications`, its toast in the DOM. `herald serve` as a child process
-    /// with the registered plugins (the `local` transport) and an app that uses `local-first`.
+    /// The whole path: a forged token refused with the daemon's reason on the page; then a client
+    /// token from the API, the page live on `/v1/stream`, a notification sent through
+    /// `POST /v1/notifications`, its toast in the DOM. `herald serve` as a child process with the
+    /// registered plugins (the `local` transport) and an app that uses `local-first`.
     @Test(.timeLimit(.minutes(1)))
-    func notificationSentThroughTheAPIAppearsAsAToast() async throws {
+    func aForgedTokenIsExplainedAndANotificationSentThroughTheAPIAppearsAsAToast() async throws {
         let key = "demo-test-key-0123456789abcdef"
         let dir = try TemporaryDirectory(prefix: "herald-demo")
         defer { dir.remove() }
@@ -137,7 +118,19 @@ import Testing
         #expect(minted.status == 201, "\(minted)")
         let token = try #require(minted.json?["token"]?.stringValue)
 
+        // What the daemon answers a forged token; the page must show the same error.
+        let forged = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.e30.c2lnbmF0dXJl"
+        let refusal = try await HTTPTestClient(port: port).get("/v1/stream?app=\(Self.app)&access_token=\(forged)")
+        #expect(refusal.status == 401)
+        #expect(refusal.errorCode == "invalid_client_token")
+        let reason = try #require(refusal.json?["error"]?["message"]?.stringValue)
+
         try await Browser.with { browser in
+            try await browser.open("http://127.0.0.1:\(port)/demo#app=\(Self.app)&token=\(forged)")
+            let state = try await browser.waitForElement(css: #"#state[data-state="closed"]"#, containing: "invalid_client_token")
+            #expect(state == "closed: invalid_client_token: \(reason)")
+            #expect(try await browser.texts(css: "#app") == [Self.app])
+
             try await browser.open("http://127.0.0.1:\(port)/demo#app=\(Self.app)&token=\(token)")
             try await browser.waitForElement(css: #"#state[data-state="live"]"#)
             // "live" comes with the response head; the device counts as present once the hub has

@@ -126,6 +126,8 @@ function connect() {
   });
 }
 
+// A new token pasted into the address bar changes only the fragment: start over with it.
+window.addEventListener("hashchange", () => location.reload());
 showPermission();
 connect();
 </script>
