@@ -28,7 +28,9 @@ test:
 ## check: validate config.json and the credentials it names.
 check: build
 	@scripts/make-test-certs.sh var/certs
-	@HERALD_API_KEY=$${HERALD_API_KEY:-$$(cat var/api-key 2>/dev/null || echo unset-key-0123456789)} $(HERALD) check --config $(CONFIG)
+	@HERALD_API_KEY=$${HERALD_API_KEY:-$$(cat var/api-key 2>/dev/null || echo unset-key-0123456789)} \
+	 HERALD_CLIENT_SECRET=$${HERALD_CLIENT_SECRET:-$$(cat var/client-secret 2>/dev/null || echo unset-client-secret-0123456789abcdef)} \
+	 $(HERALD) check --config $(CONFIG)
 
 ## bench: benchmarks with reference tools measured in the same run.
 bench: build

@@ -7,7 +7,8 @@
 # real servers, remove `endpoint` and `caFile` from the transport and point `keyFile`, `keyId`
 # and `teamId` at your key (docs/configuration.md).
 #
-# Generates an API key on first run (kept in var/api-key) unless HERALD_API_KEY is set.
+# Generates an API key on first run (kept in var/api-key) unless HERALD_API_KEY is set, and the
+# client-token secret of the sample app's streams (var/client-secret) unless HERALD_CLIENT_SECRET is.
 # Stop with Ctrl-C (SIGINT) or SIGTERM; SIGHUP to the daemon reloads the config.
 set -euo pipefail
 config="${1:-config.json}"
@@ -23,6 +24,16 @@ if [ -z "${HERALD_API_KEY:-}" ]; then
   HERALD_API_KEY="$(cat var/api-key)"
   export HERALD_API_KEY
   echo "run: API key in var/api-key (export HERALD_API_KEY to choose your own)" >&2
+fi
+
+# The secret that signs client tokens for the sample app's live streams (GET /v1/stream).
+if [ -z "${HERALD_CLIENT_SECRET:-}" ]; then
+  if [ ! -s var/client-secret ]; then
+    openssl rand -hex 32 > var/client-secret
+    chmod 600 var/client-secret
+  fi
+  HERALD_CLIENT_SECRET="$(cat var/client-secret)"
+  export HERALD_CLIENT_SECRET
 fi
 
 # The local APNs: the HTTP/2 simulator with the test key's public half.

@@ -37,12 +37,12 @@ import Testing
     @Test func checkAcceptsTheShippedConfig() throws {
         let (dir, config) = try shippedCopy()
         defer { dir.remove() }
-        let result = try Run.herald(["check", "--config", config], environment: ["HERALD_API_KEY": "a-long-enough-test-key"])
+        let result = try Run.herald(["check", "--config", config], environment: ["HERALD_API_KEY": "a-long-enough-test-key", "HERALD_CLIENT_SECRET": "a-client-secret-of-32-bytes-or-more"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stderr.isEmpty, "warnings: \(result.stderr)")
         #expect(result.stdout.contains("apns: apns-http2 sandbox https://127.0.0.1:2197, token auth key ABC123DEFG team DEF123GHIJ, engine curl"))
         #expect(result.stdout.contains("ok: a provider token was signed"))
-        #expect(result.stdout.contains("com.example.app: topic=com.example.app routes=apns,dry"))
+        #expect(result.stdout.contains("com.example.app: topic=com.example.app routes=apns,dry,live"))
     }
 
     /// Runs with each apns-http2 engine.
@@ -61,7 +61,7 @@ import Testing
         try FileManager.default.copyItem(atPath: certsDir.caFile, toPath: dir.file("var/certs/ca.pem"))
         try FileManager.default.removeItem(atPath: dir.file("var/certs/AuthKey_ABC123DEFG.p8"))
         try FileManager.default.copyItem(atPath: certsDir.authKey, toPath: dir.file("var/certs/AuthKey_ABC123DEFG.p8"))
-        let env = ["HERALD_API_KEY": "a-long-enough-test-key"]
+        let env = ["HERALD_API_KEY": "a-long-enough-test-key", "HERALD_CLIENT_SECRET": "a-client-secret-of-32-bytes-or-more"]
         let token = String(repeating: "7e", count: 32)
         let add = try Run.herald(["devices", "add", "--config", config, "--app", "com.example.app", "--user", "alice", "--token", token],
                                  environment: env)

@@ -48,6 +48,7 @@ final class RecordingSink: EventSink, Sendable {
         bytes.withLock { $0 += b }
         return true
     }
+    func waitForRoom(_ count: Int) async -> Bool { open.withLock { $0 } }
     var text: String { String(decoding: bytes.withLock { $0 }, as: UTF8.self) }
     /// The `id:` of each event, in order.
     var ids: [Int64] { text.split(separator: "\n").filter { $0.hasPrefix("id: ") }.map { Int64($0.dropFirst(4))! } }

@@ -169,12 +169,13 @@ import Testing
     /// A store call waiting for SQLite's lock (up to busyTimeout) must not hold a thread of Swift's
     /// cooperative pool: here every pool thread has such a call, and the task that releases the
     /// lock needs a pool thread to run. With the calls on the store's own thread it runs at once
-    /// and every call succeeds; on the pool the calls would time out with SQLITE_BUSY first.
+    /// and every call succeeds; on the pool the calls would time out with SQLITE_BUSY first (after
+    /// 20 s: long enough that a loaded machine never fails the good case).
     @Test func callsWaitingForTheLockLeaveTheCooperativePoolFree() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let path = dir.file("herald.db")
-        let store = try SQLiteTokenStore(path: path, synchronous: .normal, busyTimeout: 3)
+        let store = try SQLiteTokenStore(path: path, synchronous: .normal, busyTimeout: 20)
         let holder = try SQLiteDatabase(path: path, synchronous: "NORMAL", busyTimeout: 0)
         try holder.execute("BEGIN IMMEDIATE", operation: "hold the write lock")
         let calls = ProcessInfo.processInfo.activeProcessorCount + 2

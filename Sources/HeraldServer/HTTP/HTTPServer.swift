@@ -439,8 +439,11 @@ public final class HTTPServer: @unchecked Sendable {
         while Date() < cutEnd, registry.count > 0 {
             try? await Task.sleep(nanoseconds: 5_000_000)
         }
-        if let daemon { MHD_stop_daemon(daemon) }
+        // Cleared first: the last reference to the server may go inside MHD_stop_daemon, on
+        // libmicrohttpd's own thread, and a deinit that stopped it again would join itself.
+        let stopping = daemon
         daemon = nil
+        if let stopping { MHD_stop_daemon(stopping) }
     }
 }
 

@@ -96,6 +96,12 @@ public final class HTTPStream: @unchecked Sendable {
         self.limit = limit
     }
 
+    /// Bytes queued and not yet sent to the client.
+    public var unsentBytes: Int { state.withLock { $0.pending.count - $0.sent } }
+
+    /// The most unsent bytes the stream holds before it disconnects its client.
+    public var bufferLimit: Int { limit }
+
     /// Whether the stream still accepts writes.
     public var isOpen: Bool { state.withLock { $0.ending == nil } }
 

@@ -4,6 +4,14 @@ import HeraldCrypto
 
 extension HTTPStream: EventSink {
     public func send(_ bytes: [UInt8]) -> Bool { write(bytes) }
+
+    public func waitForRoom(_ count: Int) async -> Bool {
+        // The server thread drains the buffer as the client reads; a replay waits for half of it.
+        while isOpen && unsentBytes + count > bufferLimit / 2 && unsentBytes > 0 {
+            try? await Task.sleep(nanoseconds: 2_000_000)
+        }
+        return isOpen
+    }
 }
 
 extension API {

@@ -6,6 +6,9 @@ public protocol EventSink: AnyObject, Sendable {
     /// Queues bytes for the client; `false` when the stream is closed (or has just been closed
     /// because its client stopped reading).
     func send(_ bytes: [UInt8]) -> Bool
+    /// Waits until `count` more bytes fit without crowding the client's buffer (a replay is
+    /// paced by the client's reading, so it never overflows the bound); `false` once closed.
+    func waitForRoom(_ count: Int) async -> Bool
 }
 
 /// The daemon's live streams: presence for the fan-out, the write path of the local transport,
@@ -45,7 +48,15 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         var byUser: [String: [String: Set<String>]] = [:]
         /// When a device's last stream closed (for `presenceGrace`).
         var closedAt: [Key: Date] = [:]
+        /// Events numbered in the inbox whose stream closed before they were written, by device
+        /// and notification: when the delivery comes back (its device reconnected) it keeps its
+        /// number, and is not sent again if the reconnect's replay already did.
+        var orphans: [Key: [String: (seq: Int64, frame: [UInt8])]] = [:]
+        var orphanCount = 0
     }
+
+    /// Most orphaned events remembered (beyond it, a rare reconnect may see one twice).
+    static let maxOrphans = 10_000
 
     private let inbox: any InboxStore
     private let clock: any WallClock
@@ -112,7 +123,8 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
                     let page = try await inbox.entries(app: app, user: user, device: device, after: cursor, limit: 500)
                     more = page.count == 500
                     for entry in page {
-                        guard sink.send(ServerSentEvents.event(id: entry.seq, name: "notification", data: entry.event)) else {
+                        let frame = ServerSentEvents.event(id: entry.seq, name: "notification", data: entry.event)
+                        guard await sink.waitForRoom(frame.count), sink.send(frame) else {
                             more = false
                             break
                         }
@@ -173,7 +185,27 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         state.withLock { s in
             for (i, d) in deliveries.enumerated() {
                 let key = Key(app: d.app, device: d.token)
-                if s.connections[key]?.isEmpty == false { candidates.append(i) } else { results[i] = .notConnected(since: s.closedAt[key]) }
+                guard let list = s.connections[key], !list.isEmpty else {
+                    results[i] = .notConnected(since: s.closedAt[key])
+                    continue
+                }
+                guard let orphan = s.orphans[key]?[d.notificationID] else {
+                    candidates.append(i)
+                    continue
+                }
+                // Numbered before its stream closed: the replay may have sent it already.
+                var any = false
+                for c in list {
+                    if c.replaying { c.held.append((orphan.seq, orphan.frame)); any = true }
+                    else if c.lastSent >= orphan.seq || c.sink.send(orphan.frame) { c.lastSent = max(c.lastSent, orphan.seq); any = true }
+                }
+                if any {
+                    s.orphans[key]?[d.notificationID] = nil
+                    s.orphanCount -= 1
+                    results[i] = .written(id: orphan.seq)
+                } else {
+                    results[i] = .notConnected(since: s.closedAt[key] ?? clock.now)
+                }
             }
         }
         guard !candidates.isEmpty else { return results }
@@ -201,13 +233,9 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         state.withLock { s in
             for (i, entry) in zip(candidates, numbered) {
                 let key = Key(app: entry.app, device: entry.device)
-                guard let list = s.connections[key], !list.isEmpty else {
-                    results[i] = .notConnected(since: s.closedAt[key])
-                    continue
-                }
                 let frame = ServerSentEvents.event(id: entry.seq, name: "notification", data: entry.event)
                 var any = false
-                for c in list {
+                for c in s.connections[key] ?? [] {
                     if c.replaying {
                         c.held.append((entry.seq, frame))
                         any = true
@@ -217,7 +245,10 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
                     }
                 }
                 results[i] = any ? .written(id: entry.seq) : .notConnected(since: s.closedAt[key] ?? now)
-                if any { written += 1 }
+                if any { written += 1 } else if s.orphanCount < Self.maxOrphans {
+                    s.orphans[key, default: [:]][entry.notificationID] = (entry.seq, frame)
+                    s.orphanCount += 1
+                }
             }
         }
         events.increment(by: Int64(written))
