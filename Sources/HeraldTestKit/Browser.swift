@@ -124,10 +124,15 @@ public final class Browser: Sendable {
         _ = try await command("POST", "permissions", ["descriptor": ["name": .string(name)], "state": .string(state)])
     }
 
-    /// The page's console messages and load errors since the last call (level and text).
+    /// The page's console messages and load errors since the last call (level and text), with
+    /// `access_token=` values in URLs shortened.
     public func consoleLog() async -> [String] {
         guard let entries = try? await command("POST", "se/log", ["type": "browser"]).arrayValue else { return [] }
-        return entries.map { "\($0["level"]?.stringValue ?? "?") \($0["message"]?.stringValue ?? "")" }
+        return entries.map {
+            "\($0["level"]?.stringValue ?? "?") \($0["message"]?.stringValue ?? "")".replacing(/access_token=[^&\s"]{8}[^&\s"]*/) {
+                "access_token=" + $0.output.dropFirst(13).prefix(8) + "…"
+            }
+        }
     }
 
     /// Ends the session, kills chromedriver and Chromium, and removes the temporary folder.
