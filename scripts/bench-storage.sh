@@ -19,7 +19,8 @@ mkdir -p "$work/pg"
 [ "$(id -u)" = 0 ] && chown postgres "$work" "$work/pg"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 as_pg "$bin/initdb" -D "$work/pg/data" -A trust -U herald > /dev/null
-as_pg "$bin/pg_ctl" -D "$work/pg/data" -l "$work/pg/log" -w -o "-p $port -k $work/pg -c listen_addresses=127.0.0.1 -c max_connections=200" start > /dev/null
+as_pg "$bin/pg_ctl" -D "$work/pg/data" -l "$work/pg/log" -w -o "-p $port -k $work/pg -c listen_addresses=127.0.0.1 -c max_connections=200 -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=top" start > /dev/null
+sql() { as_pg "$bin/psql" -h 127.0.0.1 -p "$port" -U herald -d "$1" -Atqc "$2"; }
 stop_node() {
   if [ -f "$1/pid" ]; then
     kill -TERM "$(cat "$1/pid")" 2>/dev/null || true
@@ -48,9 +49,18 @@ JSON
   echo "$p"
 }
 
-run() { # label ports...; accepts for DURATION spread over the nodes, then waits for the drain
-  local label=$1; shift
+cpu() { # user+system seconds of the given pids (gone ones count 0)
+  local hz t=0 p; hz=$(getconf CLK_TCK)
+  for p in "$@"; do [ -r "/proc/$p/stat" ] && t=$(awk -v t="$t" -v hz="$hz" '{ printf "%.3f", t + ($14 + $15) / hz }' "/proc/$p/stat"); done
+  echo "$t"
+}
+server_pids() { local pm; pm=$(head -1 "$work/pg/data/postmaster.pid"); echo "$pm" $(ps -o pid= --ppid "$pm"); }
+node_pids() { cat "$work"/*/pid 2>/dev/null; }
+
+run() { # label database ports...; accepts for DURATION spread over the nodes, then waits for the drain
+  local label=$1 db=$2; shift 2
   local ports=("$@") n=$#
+  [ -n "$db" ] && sql "$db" "SELECT pg_stat_statements_reset()" > /dev/null
   curl -s -o /dev/null -H 'Content-Type: application/json' \
     -d '{"app":"com.example.app","user":"solo","token":"00000000000000000000000000000000000000000000000000000000000000aa"}' "http://127.0.0.1:${ports[0]}/v1/devices"
   local a0=0 d0=0 s0=0 p
@@ -58,6 +68,7 @@ run() { # label ports...; accepts for DURATION spread over the nodes, then waits
     a0=$(( a0 + $(metric "$p" herald_notifications_accepted_total) )); d0=$(( d0 + $(metric "$p" 'herald_deliveries_total{transport="dry",outcome="delivered"') ))
     s0=$(( s0 + $(metric "$p" herald_queue_accept_statements_total) ))
   done
+  local h0 g0; h0=$(cpu $(node_pids)); g0=$(cpu $(server_pids))
   local t0; t0=$(date +%s.%N)
   local loads=()
   for p in "${ports[@]}"; do wrk -t1 -c$(( 128 / n )) -d"${DURATION}s" -s scripts/wrk/accept.lua "http://127.0.0.1:$p/v1/notifications" > "$work/wrk-$p.txt" & loads+=($!); done
@@ -71,25 +82,38 @@ run() { # label ports...; accepts for DURATION spread over the nodes, then waits
     [ $(( d1 - d0 )) -ge "$accepted" ] && break; sleep 0.1
   done
   local t1; t1=$(date +%s.%N)
+  local h1 g1; h1=$(cpu $(node_pids)); g1=$(cpu $(server_pids))
   local rt="-"; [ $(( s1 - s0 )) -gt 0 ] && rt=$(awk -v s=$(( s1 - s0 )) -v a=$accepted 'BEGIN { printf "%.2f", s / a }')
-  printf "  %-34s %9s accepted/s %9s deliveries/s   round trips/accept %s\n" "$label" "$(( accepted / DURATION ))" \
-    "$(awk -v n=$(( d1 - d0 )) -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", n / (b - a) }')" "$rt"
+  # Every statement any node sent (pg_stat_statements: accepts, claims, outcomes, depth, housekeeping).
+  local all="-"
+  if [ -n "$db" ]; then
+    all=$(sql "$db" "SELECT round(sum(calls)::numeric / $accepted, 2) FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = '$db')")
+    sql "$db" "SELECT calls, round(total_exec_time)::bigint, regexp_replace(left(query, 70), '\s+', ' ', 'g') FROM pg_stat_statements
+               WHERE dbid = (SELECT oid FROM pg_database WHERE datname = '$db') ORDER BY total_exec_time DESC LIMIT 6" > "$work/top-$db.txt"
+  fi
+  printf "  %-34s %9s accepted/s %9s deliveries/s   round trips/accept: writer %s, all %s\n" "$label" "$(( accepted / DURATION ))" \
+    "$(awk -v n=$(( d1 - d0 )) -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", n / (b - a) }')" "$rt" "$all"
+  # CPU per accepted notification (its delivery included), herald and the PostgreSQL server.
+  awk -v h=$(awk -v a="$h0" -v b="$h1" 'BEGIN { print b - a }') -v g=$(awk -v a="$g0" -v b="$g1" 'BEGIN { print b - a }') -v n=$accepted -v db="$db" \
+    'BEGIN { printf "      CPU per accepted notification: herald %d us%s\n", h * 1e6 / n, db == "" ? "" : sprintf(", PostgreSQL server %d us", g * 1e6 / n) }'
+  [ -n "$db" ] && awk -F'|' '{ printf "      %8d calls %7d ms  %s\n", $1, $2, $3 }' "$work/top-$db.txt"
   echo "$(( accepted / DURATION ))"> "$work/last-rate"
 }
 
 echo "== bench_storage (loopback, wrk -c128 over the nodes, ${DURATION}s, $(nproc) cores, log transport; SQLite synchronous=full, PostgreSQL fsync on)"
 sqlite=$(node "$work/sqlite" '{"path": "herald.db", "synchronous": "full"}')
-run "1 node, SQLite" "$sqlite"; r_sqlite=$(cat "$work/last-rate")
+run "1 node, SQLite" "" "$sqlite"; r_sqlite=$(cat "$work/last-rate")
 stop_node "$work/sqlite"
 as_pg "$bin/psql" -h 127.0.0.1 -p "$port" -U herald -d postgres -qc "CREATE DATABASE one" > /dev/null
 as_pg "$bin/psql" -h 127.0.0.1 -p "$port" -U herald -d postgres -qc "CREATE DATABASE three" > /dev/null
+for d in one three; do sql "$d" "CREATE EXTENSION pg_stat_statements" > /dev/null; done
 one=$(node "$work/pg1" "{\"driver\": \"postgresql\", \"url\": \"postgresql://herald@127.0.0.1:$port/one\"}")
-run "1 node, PostgreSQL" "$one"; r_one=$(cat "$work/last-rate")
+run "1 node, PostgreSQL" one "$one"; r_one=$(cat "$work/last-rate")
 stop_node "$work/pg1"
 a=$(node "$work/pgA" "{\"driver\": \"postgresql\", \"url\": \"postgresql://herald@127.0.0.1:$port/three\"}")
 b=$(node "$work/pgB" "{\"driver\": \"postgresql\", \"url\": \"postgresql://herald@127.0.0.1:$port/three\"}")
 c=$(node "$work/pgC" "{\"driver\": \"postgresql\", \"url\": \"postgresql://herald@127.0.0.1:$port/three\"}")
-run "3 nodes, one PostgreSQL" "$a" "$b" "$c"; r_three=$(cat "$work/last-rate")
+run "3 nodes, one PostgreSQL" three "$a" "$b" "$c"; r_three=$(cat "$work/last-rate")
 lines=$(cat "$work"/pg{A,B,C}/deliveries.jsonl | wc -l)
 unique=$(cat "$work"/pg{A,B,C}/deliveries.jsonl | grep -o '"apns-id":"[^"]*"' | sort -u | wc -l)
 printf "  %-34s %9s   (target >= 0.5)\n" "PostgreSQL / SQLite, one node" "$(awk -v a=$r_one -v b=$r_sqlite 'BEGIN { printf "%.2f", a / b }')"

@@ -16,25 +16,18 @@ herald=.build/release/herald
 mkdir -p var
 scripts/make-test-certs.sh var/certs
 
-if [ -z "${HERALD_API_KEY:-}" ]; then
-  if [ ! -s var/api-key ]; then
-    openssl rand -hex 24 > var/api-key
-    chmod 600 var/api-key
+# A secret from the environment, else from var/<file> (made on first run, mode 600).
+secret() {
+  local name=$1 file=var/$2 bytes=$3
+  if [ -z "${!name:-}" ]; then
+    [ -s "$file" ] || { openssl rand -hex "$bytes" > "$file"; chmod 600 "$file"; }
+    export "$name=$(cat "$file")"
+    echo "run: $name in $file (export $name to choose your own)" >&2
   fi
-  HERALD_API_KEY="$(cat var/api-key)"
-  export HERALD_API_KEY
-  echo "run: API key in var/api-key (export HERALD_API_KEY to choose your own)" >&2
-fi
-
-# The secret that signs client tokens for the sample app's live streams (GET /v1/stream).
-if [ -z "${HERALD_CLIENT_SECRET:-}" ]; then
-  if [ ! -s var/client-secret ]; then
-    openssl rand -hex 32 > var/client-secret
-    chmod 600 var/client-secret
-  fi
-  HERALD_CLIENT_SECRET="$(cat var/client-secret)"
-  export HERALD_CLIENT_SECRET
-fi
+}
+secret HERALD_API_KEY api-key 24
+# Signs client tokens for the sample app's live streams (GET /v1/stream).
+secret HERALD_CLIENT_SECRET client-secret 32
 
 # The local APNs: the HTTP/2 simulator with the test key's public half.
 "$herald" simulate apns-http2 --port 2197 --tls-cert var/certs/server.pem --tls-key var/certs/server.key \

@@ -26,9 +26,17 @@ typedef struct herald_mhd_options {
 typedef size_t (*herald_mhd_unescape_callback)(void *cls, struct MHD_Connection *connection, char *s);
 
 /** Starts a daemon with one internal polling thread, suspend/resume, and Herald's callbacks.
-    poll(), not epoll: libmicrohttpd 0.9.75's epoll mode stalls once more than ~100 connections
-    are open (measured on loopback: 64 connections 23k req/s, 128 connections 55 req/s, with
-    the library's own minimal handler), while poll() mode serves 45k req/s at 128 and 39k at 512. */
+    poll(), not epoll. libmicrohttpd 0.9.75's MHD_epoll() drains events with
+    `while (MAX_EVENTS == num_events) epoll_wait(..., MAX_EVENTS (128), timeout_ms)` where timeout_ms
+    is computed once, before the loop: when one call returns exactly 128 events, the next call
+    blocks (edge-triggered: the 128 are not reported again) until an unrelated event or the
+    earliest connection timeout, before any of them is processed. Hence the stall at 128 (and
+    256, ...) ready connections: 127 connections 34k req/s, 128 connections 48 req/s, 129 19k,
+    256 230 (minimal C handler, wrk); poll() serves 51k at 128. No start flag avoids it; an outer
+    epoll driving MHD_run() does, but measured below poll(). poll() costs what the *active*
+    connections cost: idle streams are suspended, and suspended connections are not polled
+    (10,000 open streams: /healthz p99 well under a millisecond to 24 ms on a loaded machine;
+    docs/benchmarks.md). */
 static inline struct MHD_Daemon *herald_mhd_start(const herald_mhd_options *o,
                                                   MHD_AccessHandlerCallback access, void *access_cls,
                                                   MHD_RequestCompletedCallback completed, void *completed_cls,
@@ -111,6 +119,12 @@ static inline int herald_mhd_respond_stream(struct MHD_Connection *c, unsigned i
 /** Sets this connection's idle timeout in seconds (0: never), e.g. for a long-lived stream. */
 static inline void herald_mhd_set_connection_timeout(struct MHD_Connection *c, unsigned int seconds) {
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
+}
+
+/** Caps the kernel's send buffer of the connection's socket (no autotuning past it). */
+static inline void herald_mhd_set_send_buffer(struct MHD_Connection *c, int bytes) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (info) setsockopt(info->connect_fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
 }
 
 /** The connection's socket, or -1. */

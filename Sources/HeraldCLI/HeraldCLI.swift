@@ -26,7 +26,8 @@ public enum HeraldCLI {
         SimulateHTTP2Command.command,
         SimulateBinaryCommands.gateway, SimulateBinaryCommands.feedback,
         BenchCommand.command, BinaryBenchmark.command,
-        CryptoBenchCommand.command,
+        CryptoBenchCommand.command, StreamDaemonBench.command,
+        StreamBench.http, StreamBench.client,
     ]
 
     static var overview: String {

@@ -4,9 +4,10 @@ import Glibc
 import HeraldCore
 
 /// Group commit of accepts on PostgreSQL: one connection on one thread takes every accept that
-/// arrived meanwhile and commits them in one transaction (one `COMMIT`, one WAL flush, shared),
-/// each accept one statement (its notification and deliveries in one `INSERT … unnest`), plus
-/// one `pg_notify` per transport so every node's workers wake.
+/// arrived meanwhile and commits them together (one WAL flush, shared), with one `pg_notify` per
+/// transport so every node's workers wake. Key-less accepts (the common case) are one statement
+/// for the whole batch, notifications and wake-ups included, committed on its own: one round
+/// trip. Accepts with an idempotency key take a transaction, one statement each.
 ///
 /// A failing accept does not sink the others: the batch is then run again with a savepoint
 /// around each. A lost connection fails the whole batch with ``StoreUnavailableError`` (nothing
@@ -40,10 +41,18 @@ final class PGAcceptWriter: @unchecked Sendable {
     private let maxBatch: Int
     private let observe: @Sendable (_ operations: Int, _ seconds: Double, _ statements: Int) -> Void
     private let stats = Locked((commits: 0, operations: 0, roundTrips: 0))
+    /// Wake-ups on the writer's thread only: see ``WakeCoalescer``.
+    private var wakes = WakeCoalescer()
 
-    init(conninfo: String, maxBatch: Int, observe: @escaping @Sendable (Int, Double, Int) -> Void) {
+    /// Told after each commit which transports got work (this node's workers wake at once; other
+    /// nodes' through the coalesced `NOTIFY`).
+    private let committed: @Sendable (Set<String>) -> Void
+
+    init(conninfo: String, maxBatch: Int, committed: @escaping @Sendable (Set<String>) -> Void,
+         observe: @escaping @Sendable (Int, Double, Int) -> Void) {
         self.conninfo = conninfo
         self.maxBatch = max(1, maxBatch)
+        self.committed = committed
         self.observe = observe
         OSThread.start(name: "herald-pg-accepts") { [unowned self] in self.loop() }
     }
@@ -103,7 +112,18 @@ final class PGAcceptWriter: @unchecked Sendable {
     private func loop() {
         while true {
             condition.lock()
-            while pending.isEmpty && !closing { condition.wait() }
+            while pending.isEmpty && !closing {
+                // A wake-up held back is sent when its window ends, even with no accept to carry it.
+                guard let due = wakes.nextDue else { condition.wait(); continue }
+                let left = Double(Int64(due) - Int64(DispatchTime.now().uptimeNanoseconds)) / 1e9
+                if left <= 0 { break }
+                condition.wait(seconds: left)
+            }
+            if pending.isEmpty && !closing {
+                condition.unlock()
+                sendHeldWakes()
+                continue
+            }
             if pending.isEmpty && closing {
                 db = nil
                 finished = true
@@ -140,6 +160,18 @@ final class PGAcceptWriter: @unchecked Sendable {
         for after in done { after() }
     }
 
+    /// Sends the wake-ups whose window ended (a statement of its own, committed at once).
+    private func sendHeldWakes() {
+        let due = wakes.take(Set(), now: DispatchTime.now().uptimeNanoseconds)
+        guard !due.isEmpty else { return }
+        do {
+            if db == nil { db = try PGConnection(conninfo) }
+            try db!.execute("SELECT pg_notify($1, t) FROM unnest($2::text[]) AS t", [PostgresSchema.channel, PGArray.text(due)])
+        } catch {
+            // The listeners wake every transport when they reconnect; the workers poll too.
+        }
+    }
+
     private enum Outcome {
         case committed([() -> Void], statements: Int)
         case abandoned
@@ -150,6 +182,22 @@ final class PGAcceptWriter: @unchecked Sendable {
         let sentBefore = db.executed
         func exec(_ sql: String, _ p: [String?] = []) throws {
             try db.execute(sql, p)
+        }
+        if !isolated, batch.allSatisfy({ $0.plain != nil }) {
+            // The common case, key-less accepts only: one statement, committed on its own (no
+            // BEGIN, no separate pg_notify, no COMMIT: one round trip for the whole batch).
+            let plain = batch.map { $0.plain! }
+            let wake = wakes.take(Set(plain.flatMap(\.wake)), now: DispatchTime.now().uptimeNanoseconds)
+            do {
+                try db.execute(Self.batchInsertAndNotify, Self.batchParameters(plain) + [PostgresSchema.channel, PGArray.text(wake)])
+                committed(Set(plain.flatMap(\.wake)))
+                return .committed(batch.map(\.succeed), statements: db.executed - sentBefore)
+            } catch let error as StoreUnavailableError {
+                for op in batch { op.fail(error) }
+                return .abandoned
+            } catch {
+                return .retryIsolated
+            }
         }
         do { try exec("BEGIN") } catch {
             for op in batch { op.fail(error) }
@@ -203,10 +251,12 @@ final class PGAcceptWriter: @unchecked Sendable {
             }
         }
         do {
-            if !wake.isEmpty {
-                try exec("SELECT pg_notify($1, t) FROM unnest($2::text[]) AS t", [PostgresSchema.channel, PGArray.text(wake.sorted())])
+            let notify = wakes.take(wake, now: DispatchTime.now().uptimeNanoseconds)
+            if !notify.isEmpty {
+                try exec("SELECT pg_notify($1, t) FROM unnest($2::text[]) AS t", [PostgresSchema.channel, PGArray.text(notify)])
             }
             try exec("COMMIT")
+            if !wake.isEmpty { committed(wake) }
         } catch {
             _ = try? db.execute("ROLLBACK")
             for d in done { d.fail(error) }
@@ -219,11 +269,22 @@ final class PGAcceptWriter: @unchecked Sendable {
 extension PGAcceptWriter {
     /// Many notifications and their deliveries in one statement: the notifications' columns and
     /// the deliveries' columns each travel as arrays (deliveries name their notification's id).
-    static let batchInsert = """
-        WITH n AS (
-            INSERT INTO notifications (id, app, topic, content, deliveries, created_at)
-            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bigint[])
-            RETURNING seq, id, created_at)
+    static let batchInsert = "WITH n AS (\(insertNotifications)) \(insertDeliveries)"
+
+    /// ``batchInsert`` and the wake-ups (`$15` the channel, `$16` the transports) in one
+    /// statement: run outside a transaction it commits on its own, notifications included.
+    static let batchInsertAndNotify = """
+        WITH n AS (\(insertNotifications)), d AS (\(insertDeliveries) RETURNING 1)
+        SELECT pg_notify($15, t) FROM unnest($16::text[]) AS t
+        """
+
+    private static let insertNotifications = """
+        INSERT INTO notifications (id, app, topic, content, deliveries, created_at)
+        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bigint[])
+        RETURNING seq, id, created_at
+        """
+
+    private static let insertDeliveries = """
         INSERT INTO deliveries (notification, token, "user", environment, transport, state, attempts,
                                 next_attempt_at, last_reason, apns_id, updated_at, fallback)
         SELECT n.seq, r.token, r.u, r.env, r.transport, r.state, 0,
@@ -245,5 +306,41 @@ extension PGAcceptWriter {
             params.append(PGArray.text(values))
         }
         return params
+    }
+}
+
+/// Coalesces the accept writer's `pg_notify` wake-ups: a transport woken less than `window`
+/// ago is not woken again at once but when the window ends (by the next commit or on its own).
+/// The node's own workers are woken directly at every commit; this bounds how late another
+/// node's idle workers hear of work.
+///
+/// Every `NOTIFY` wakes every node's listener and workers, and PostgreSQL serialises the commits
+/// of notifying transactions (a database-wide lock held through the commit's WAL flush), so one
+/// per commit costs the most when several nodes commit at once, and wakes every node's workers
+/// to race for a few rows (many claims of one or two deliveries). Busy workers claim until the
+/// queue is empty and need no wake-up; another node's idle one is woken at most `window` late.
+struct WakeCoalescer {
+    /// Nanoseconds (100 ms).
+    var window: UInt64 = 100_000_000
+    private var last: [String: UInt64] = [:]
+    private var held: Set<String> = []
+
+    /// When the earliest held wake-up is due (monotonic nanoseconds), `nil` when none is held.
+    var nextDue: UInt64? { held.compactMap { last[$0].map { $0 + window } }.min() }
+
+    /// The transports to wake now: those of `wanted` not woken within the window, and held ones
+    /// whose window ended; the others of `wanted` are held. Marks the returned ones woken.
+    mutating func take(_ wanted: Set<String>, now: UInt64) -> [String] {
+        var out: [String] = []
+        for t in wanted.union(held) {
+            if let at = last[t], now < at + window {
+                held.insert(t)
+            } else {
+                held.remove(t)
+                last[t] = now
+                out.append(t)
+            }
+        }
+        return out.sorted()
     }
 }

@@ -52,6 +52,10 @@ final class PGListener: @unchecked Sendable {
 
     func setHandler(_ handler: @escaping @Sendable (Set<String>) -> Void) { lock.withLock { self.handler = handler } }
 
+    /// Hands `transports` to the handler at once (this node's own commits, without waiting for
+    /// their `NOTIFY` to come back).
+    func wakeLocally(_ transports: Set<String>) { lock.withLock { handler }?(transports) }
+
     /// Stops the thread and closes its connection (waits at most one poll interval).
     func stop() {
         lock.lock()

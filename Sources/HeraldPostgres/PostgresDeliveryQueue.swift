@@ -35,7 +35,10 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
         let times = metrics.histogram("herald_queue_commit_seconds", help: "Time of one group commit, fsync included.")
         let statements = metrics.counter("herald_queue_accept_statements_total",
                                          help: "Statements (database round trips) the accept writer sent, BEGIN and COMMIT included (PostgreSQL).")
-        writer = PGAcceptWriter(conninfo: conninfo, maxBatch: maxCommitBatch) { n, seconds, sent in
+        let wake = Locked<PGListener?>(nil)
+        writer = PGAcceptWriter(conninfo: conninfo, maxBatch: maxCommitBatch, committed: { transports in
+            wake.withLock { $0 }?.wakeLocally(transports)
+        }) { n, seconds, sent in
             statements.increment(by: Int64(sent))
             commits.increment()
             sizes.observe(Double(n))
@@ -55,6 +58,8 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
             }
             counts.withLock { $0 = depth }
         }
+        let local = listener
+        wake.withLock { $0 = local }
     }
 
     public func onWake(_ handler: @escaping @Sendable (Set<String>) -> Void) { listener.setHandler(handler) }

@@ -95,6 +95,20 @@ final class SQLiteInboxStore: InboxStore, @unchecked Sendable {
         }
     }
 
+    func entry(app: String, user: String, device: String, notificationID: String) async throws -> InboxEntry? {
+        try await readerThread.run { [reader] in
+            try reader.withStatement("""
+                SELECT seq, event, created_at FROM inbox WHERE app = ?1 AND user = ?2 AND device = ?3 AND notification = ?4
+                ORDER BY seq LIMIT 1
+                """) { s in
+                s.bind(1, app).bind(2, user).bind(3, device).bind(4, notificationID)
+                guard try s.step() else { return nil }
+                return InboxEntry(app: app, user: user, device: device, seq: s.int64(0), notificationID: notificationID,
+                                  event: s.blob(1), createdAt: Date(millisecondsSince1970: s.int64(2)))
+            }
+        }
+    }
+
     func lastSequence(app: String, user: String) async throws -> Int64 {
         try await readerThread.run { [reader] in
             try reader.withStatement("SELECT seq FROM inbox_sequences WHERE app = ?1 AND user = ?2") { s in

@@ -15,8 +15,12 @@ public struct SQLiteStorageDriver: StorageDriver {
         let lock = exclusive ? try DatabaseLock(database: storage.path) : nil
         do {
             let tokens = try SQLiteTokenStore(configuration: storage)
-            let queue = try SQLiteDeliveryQueue(configuration: configuration, metrics: metrics)
             let inbox = try SQLiteInboxStore(configuration: storage)
+            let queue: SQLiteDeliveryQueue
+            do { queue = try SQLiteDeliveryQueue(configuration: configuration, metrics: metrics) } catch {
+                inbox.close()
+                throw error
+            }
             return OpenStorage(tokens: tokens, queue: queue, inbox: inbox) {
                 await queue.close()
                 inbox.close()

@@ -69,9 +69,10 @@ public final class PostgresServer: Sendable {
     /// The URI of `database` on this server.
     public func url(database: String) -> String { "postgresql://herald@127.0.0.1:\(port)/\(database)" }
 
-    /// Runs SQL with psql against `database`; returns stdout (unaligned, tuples only).
+    /// Runs SQL with psql against `database`; returns stdout (unaligned, tuples only). Bounded:
+    /// psql is killed after a minute (a test then fails rather than hangs).
     public func query(_ database: String, _ sql: String) throws -> String {
-        let r = try Self.shell(["\(bin)/psql", "-h", "127.0.0.1", "-p", String(port), "-U", "herald", "-d", database, "-At",
+        let r = try Self.shell(["/usr/bin/timeout", "-k", "5", "60", "\(bin)/psql", "-h", "127.0.0.1", "-p", String(port), "-U", "herald", "-d", database, "-At",
                                 "-v", "ON_ERROR_STOP=1", "-c", sql])
         guard r.status == 0 else { throw TestSetupError("psql failed: \(r.stdout)") }
         return r.stdout

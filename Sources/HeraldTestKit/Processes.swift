@@ -125,10 +125,19 @@ public final class ChildProcess: Sendable {
         return process.isRunning ? nil : process.terminationStatus
     }
 
-    /// Kills the process (SIGKILL) if it still runs.
+    /// Kills the process (SIGKILL) if it still runs, and waits up to 10 s for it to end. Bounded:
+    /// a child that died but was never reaped (a zombie Foundation missed) must not hang the test.
     public func terminate() {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        let end = Date().addingTimeInterval(10)
+        while process.isRunning && Date() < end && !isZombie { usleep(10_000) }
+    }
+
+    /// The child has died but is not reaped yet (state `Z` in `/proc/PID/stat`).
+    private var isZombie: Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return false }
+        return stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("Z")
     }
 
     deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }

@@ -146,49 +146,7 @@ final class LocalFixture: Sendable {
 }
 
 @Suite struct ParkedQueueTests {
-    func notification(_ transport: String, fallback: String? = nil) -> QueuedNotification {
-        QueuedNotification(id: UUIDSource.timeOrdered().lowercasedString, app: "app", topic: "app",
-                           content: NotificationContent(alert: .text("hi")), idempotencyKey: nil, createdAt: Date(timeIntervalSince1970: 100),
-                           deliveries: [PlannedDelivery(token: "ab", user: "alice", transport: transport, environment: .production,
-                                                        apnsID: UUIDSource.random(), fallback: fallback)])
-    }
-
-    /// Park, unpark, reroute: the same behaviour from the in-memory and the SQLite queue.
-    func exercise(_ queue: any DeliveryQueue) async throws {
-        let t0 = Date(timeIntervalSince1970: 100)
-        let receipt = try await queue.enqueue(notification("live", fallback: "prod"), idempotencySince: .distantPast)
-        var claimed = try await queue.claim(transport: "live", limit: 10, now: t0, leaseUntil: t0.addingTimeInterval(60))
-        #expect(claimed.map(\.delivery.fallback) == ["prod"])
-        try await queue.complete([.parked(claimed[0].delivery, until: t0.addingTimeInterval(3600), reason: "in the inbox")], now: t0)
-        // Parked: not due before its time, reported `parked`.
-        #expect(try await queue.claim(transport: "live", limit: 10, now: t0.addingTimeInterval(1), leaseUntil: t0.addingTimeInterval(60)).isEmpty)
-        if let status = try await queue.status(notificationID: receipt.id) { #expect(status.deliveries.map(\.state) == [.parked]) }
-        // Its device connects: due now, attempt given back.
-        #expect(try await queue.unpark(transport: "live", token: "ab", now: t0.addingTimeInterval(2)) == 1)
-        #expect(try await queue.unpark(transport: "live", token: "cd", now: t0.addingTimeInterval(2)) == 0)
-        claimed = try await queue.claim(transport: "live", limit: 10, now: t0.addingTimeInterval(2), leaseUntil: t0.addingTimeInterval(60))
-        #expect(claimed.map(\.delivery.attempt) == [1])
-        // Rerouted to its fallback: due on the other transport, fallback used up.
-        try await queue.complete([.rerouted(claimed[0].delivery, to: "prod", at: t0.addingTimeInterval(3), reason: "not connected")],
-                                 now: t0.addingTimeInterval(3))
-        #expect(try await queue.claim(transport: "live", limit: 10, now: t0.addingTimeInterval(4), leaseUntil: t0.addingTimeInterval(60)).isEmpty)
-        claimed = try await queue.claim(transport: "prod", limit: 10, now: t0.addingTimeInterval(4), leaseUntil: t0.addingTimeInterval(60))
-        #expect(claimed.map(\.delivery.transport) == ["prod"])
-        #expect(claimed.map(\.delivery.fallback) == [nil])
-        #expect(claimed.map(\.delivery.attempt) == [1])
-        #expect(queue.depth()["prod"]?.inFlight == 1)
-        #expect(queue.depth()["live"]?.backlog ?? 0 == 0)
-    }
-
     @Test func theInMemoryQueueParksUnparksAndReroutes() async throws {
-        try await exercise(MemoryDeliveryQueue(onFinal: { _ in }))
-    }
-
-    @Test func theSQLiteQueueParksUnparksAndReroutes() async throws {
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let queue = try SQLiteDeliveryQueue(path: directory.file("queue.db"))
-        try await exercise(queue)
-        await queue.close()
+        #expect(try await QueueContract.parkUnparkAndReroute(MemoryDeliveryQueue(onFinal: { _ in })) == [])
     }
 }

@@ -86,3 +86,27 @@ import Testing
         await #expect(throws: CancellationError.self) { try await c.value }
     }
 }
+
+@Suite struct KeyedAsyncLockTests {
+    @Test func holdersOfDisjointKeysRunTogetherAndSharedKeysWait() async {
+        let lock = KeyedAsyncLock<Int>()
+        let log = Locked<[String]>([])
+        let inside = WakeSignal(), release = WakeSignal()
+        async let a: Void = lock.run([1, 2]) {
+            log.withLock { $0.append("a in") }
+            inside.notify()
+            await release.wait()
+            log.withLock { $0.append("a out") }
+        }
+        await inside.wait()
+        // Disjoint: runs while a holds 1 and 2.
+        await lock.run([3]) { log.withLock { $0.append("c") } }
+        // Shares 2: waits for a.
+        async let b: Void = lock.run([2, 4]) { log.withLock { $0.append("b") } }
+        try? await Task.sleep(nanoseconds: 50_000_000)
+        #expect(log.withLock { $0 } == ["a in", "c"])
+        release.notify()
+        _ = await (a, b)
+        #expect(log.withLock { $0 } == ["a in", "c", "a out", "b"])
+    }
+}

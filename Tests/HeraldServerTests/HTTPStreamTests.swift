@@ -12,7 +12,8 @@ import Glibc
     final class Harness: @unchecked Sendable {
         let server: HTTPServer
         let opened = Locked<[HTTPStream]>([])
-        let closed = Locked<[ObjectIdentifier: HTTPStream.CloseReason]>([:])
+        /// The reasons each stream's onClose received (exactly one is expected).
+        let closed = Locked<[ObjectIdentifier: [HTTPStream.CloseReason]]>([:])
         let seenHeaders = Locked<[String: String]>([:])
         var port: Int { server.port }
 
@@ -25,7 +26,7 @@ import Glibc
                 guard request.path == "/stream" else { return HTTPResponse(status: 200, body: Array("pong".utf8)) }
                 seen.withLock { $0 = request.headers }
                 return .stream(headers: [("Content-Type", "text/event-stream")], heartbeat: heartbeat, closing: closing) { stream in
-                    stream.onClose { reason in closed.withLock { $0[stream.id] = reason } }
+                    stream.onClose { reason in closed.withLock { $0[stream.id, default: []].append(reason) } }
                     if !first.isEmpty { stream.write(first) }
                     opened.withLock { $0.append(stream) }
                 }
@@ -33,28 +34,65 @@ import Glibc
             try server.start(ListenAddress(host: "127.0.0.1", port: 0))
         }
 
-        func reason(_ stream: HTTPStream) -> HTTPStream.CloseReason? { closed.withLock { $0[stream.id] } }
+        func reason(_ stream: HTTPStream) -> HTTPStream.CloseReason? { closed.withLock { $0[stream.id]?.last } }
+        func closeCount(_ stream: HTTPStream) -> Int { closed.withLock { $0[stream.id]?.count ?? 0 } }
     }
 
     @Test func bytesArriveExactlyAsWrittenInChunks() async throws {
         let h = try Harness(first: Array("hello".utf8))
         let client = try RawClient(port: h.port)
         try client.send("GET /stream HTTP/1.1\r\nHost: x\r\nLast-Event-ID: 41\r\nAccept: text/event-stream\r\n\r\n")
-        let head = try client.readHead()
+        let head = try await client.awaitHead()
         #expect(head.hasPrefix("HTTP/1.1 200 OK\r\n"))
         #expect(head.lowercased().contains("transfer-encoding: chunked\r\n"))
         #expect(head.lowercased().contains("content-type: text/event-stream\r\n"))
         #expect(h.seenHeaders.value["last-event-id"] == "41")
         #expect(h.seenHeaders.value["accept"] == "text/event-stream")
-        #expect(try client.read(exactly: 10) == Array("5\r\nhello\r\n".utf8))
+        #expect(try await client.awaitBytes(10) == Array("5\r\nhello\r\n".utf8))
         let stream = try #require(h.opened.value.first)
         #expect(stream.write(Array("id: 1\ndata: {\"a\":1}\n\n".utf8)))
-        #expect(try client.read(exactly: 27) == Array("15\r\nid: 1\ndata: {\"a\":1}\n\n\r\n".utf8))
+        #expect(try await client.awaitBytes(27) == Array("15\r\nid: 1\ndata: {\"a\":1}\n\n\r\n".utf8))
         stream.finish(final: Array("bye".utf8))
         #expect(!stream.isOpen)
         #expect(!stream.write(Array("late".utf8)))
-        #expect(try client.read(exactly: 13) == Array("3\r\nbye\r\n0\r\n\r\n".utf8))
+        #expect(try await client.awaitBytes(13) == Array("3\r\nbye\r\n0\r\n\r\n".utf8))
         #expect(await eventually(timeout: 20) { h.reason(stream) == .finished })
+        await h.server.stop(deadline: 5)
+        #expect(h.closeCount(stream) == 1)
+    }
+
+    @Test func aBacklogLargerThanTheBoundIsWrittenInPiecesWhenDrained() async throws {
+        var options = HTTPServer.Options()
+        options.streamBufferBytes = 4096
+        let h = try Harness(options: options)
+        let client = try RawClient(port: h.port)
+        try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+        _ = try await client.awaitHead()
+        #expect(await eventually(timeout: 20) { !h.opened.value.isEmpty })
+        let stream = h.opened.value[0]
+        // 64 pieces of 1 KB: 16 times the bound, each written when the previous ones were taken.
+        let piece = [UInt8](repeating: UInt8(ascii: "p"), count: 1024)
+        final class Writer: @unchecked Sendable {
+            let stream: HTTPStream, piece: [UInt8]
+            var left = 64
+            init(_ stream: HTTPStream, _ piece: [UInt8]) { self.stream = stream; self.piece = piece }
+            func next() {
+                guard left > 0 else { return }
+                left -= 1
+                if stream.write(piece) { stream.whenDrained { self.next() } }
+            }
+        }
+        let writer = Writer(stream, piece)
+        writer.next()
+        var received = 0
+        while received < 64 * 1024 {
+            let size = try await client.awaitBytes(5)  // "400\r\n"
+            #expect(size == Array("400\r\n".utf8))
+            #expect(try await client.awaitBytes(1026) == piece + [13, 10])
+            received += 1024
+        }
+        #expect(stream.isOpen)
+        #expect(h.reason(stream) == nil)
         await h.server.stop(deadline: 5)
     }
 
@@ -62,10 +100,10 @@ import Glibc
         let h = try Harness(heartbeat: (0.1, Array(": heartbeat\n\n".utf8)))
         let client = try RawClient(port: h.port)
         try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-        _ = try client.readHead()
+        _ = try await client.awaitHead()
         let beat = Array("D\r\n: heartbeat\n\n\r\n".utf8)
-        #expect(try client.read(exactly: beat.count) == beat)
-        #expect(try client.read(exactly: beat.count) == beat)
+        #expect(try await client.awaitBytes(beat.count) == beat)
+        #expect(try await client.awaitBytes(beat.count) == beat)
         await h.server.stop(deadline: 5)
     }
 
@@ -75,17 +113,20 @@ import Glibc
         let h = try Harness(options: options)
         let client = try RawClient(port: h.port, receiveBuffer: 4096)
         try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-        _ = try client.readHead()
+        _ = try await client.awaitHead()
         #expect(await eventually(timeout: 20) { !h.opened.value.isEmpty })
         let stream = h.opened.value[0]
         // The client never reads again: the socket buffers fill, then the stream's own bound.
+        // Each write waits for the server thread to take the bytes, so the bound is passed only
+        // once the socket buffers are full.
         let chunk = [UInt8](repeating: UInt8(ascii: "x"), count: 4096)
-        var writes = 0
-        while stream.write(chunk), writes < 100_000 {
-            writes += 1
-            if writes % 64 == 0 { try await Task.sleep(nanoseconds: 1_000_000) }
+        var accepted = 0
+        while stream.write(chunk), accepted < 256 << 20 {
+            accepted += chunk.count
+            _ = await eventually(timeout: 0.05) { stream.unsentBytes == 0 }
         }
-        #expect(writes < 100_000)
+        #expect(accepted > options.streamBufferBytes)
+        #expect(accepted < 256 << 20)
         #expect(!stream.isOpen)
         #expect(await eventually(timeout: 20) { h.reason(stream) != nil })
         #expect(h.reason(stream) == .overflow)
@@ -96,7 +137,7 @@ import Glibc
         let h = try Harness(heartbeat: (0.1, Array(": heartbeat\n\n".utf8)))
         let client = try RawClient(port: h.port)
         try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-        _ = try client.readHead()
+        _ = try await client.awaitHead()
         #expect(await eventually(timeout: 20) { !h.opened.value.isEmpty })
         let stream = h.opened.value[0]
         client.close()
@@ -112,7 +153,7 @@ import Glibc
         for _ in 0..<5 {
             let c = try RawClient(port: h.port)
             try c.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-            _ = try c.readHead()
+            _ = try await c.awaitHead()
             clients.append(c)
         }
         #expect(await eventually(timeout: 20) { h.opened.value.count == 5 })
@@ -122,34 +163,39 @@ import Glibc
         #expect(Date().timeIntervalSince(started) < 30)
         let end = Array("18\r\n: server shutting down\n\n\r\n0\r\n\r\n".utf8)
         for c in clients {
-            #expect(try c.readToEnd() == end)
+            #expect(try await c.awaitEnd() == end)
         }
-        for s in h.opened.value { #expect(h.reason(s) == .serverStopping) }
+        for s in h.opened.value {
+            #expect(h.reason(s) == .serverStopping)
+            #expect(h.closeCount(s) == 1)
+        }
     }
 
     @Test func streamsDoNotCountAgainstTheConnectionLimit() async throws {
         var options = HTTPServer.Options(connectionLimit: 100)
         options.maxStreams = 1_500
         let h = try Harness(options: options)
-        var clients: [RawClient] = []
-        for _ in 0..<1_500 {
-            let c = try RawClient(port: h.port)
-            try c.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-            clients.append(c)
+        let port = h.port
+        let clients: [RawClient] = try await offPool {
+            try (0..<1_500).map { _ in
+                let c = try RawClient(port: port)
+                try c.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+                return c
+            }
         }
         #expect(await eventually(timeout: 60) { h.opened.value.count == 1_500 })
         // The API answers with every stream open (each request on a connection of its own).
         for _ in 0..<20 {
             let c = try RawClient(port: h.port)
             try c.send("GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            let answer = String(decoding: try c.readToEnd(), as: UTF8.self)
+            let answer = String(decoding: try await c.awaitEnd(), as: UTF8.self)
             #expect(answer.hasPrefix("HTTP/1.1 200 OK"))
             #expect(answer.hasSuffix("pong"))
         }
         // One stream more than maxStreams: 503 too_many_streams.
         let extra = try RawClient(port: h.port)
         try extra.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-        let refused = String(decoding: try extra.readToEnd(), as: UTF8.self)
+        let refused = String(decoding: try await extra.awaitEnd(), as: UTF8.self)
         #expect(refused.hasPrefix("HTTP/1.1 503"))
         #expect(refused.contains(#""code":"too_many_streams""#))
 
@@ -173,7 +219,7 @@ import Glibc
         #expect(await eventually(timeout: 20) { h.server.connectionCounts == (connections: 8, streams: 3) })
         let over = try RawClient(port: h.port)
         try over.send("GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
-        let answer = String(decoding: try over.readToEnd(), as: UTF8.self)
+        let answer = String(decoding: try await over.awaitEnd(), as: UTF8.self)
         #expect(answer.hasPrefix("HTTP/1.1 503"))
         #expect(answer.contains(#""code":"too_many_connections""#))
         await h.server.stop(deadline: 5)
@@ -184,17 +230,17 @@ import Glibc
         let h = try Harness(options: HTTPServer.Options(connectionTimeout: 1))
         let client = try RawClient(port: h.port)
         try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-        _ = try client.readHead()
+        _ = try await client.awaitHead()
         #expect(await eventually(timeout: 20) { !h.opened.value.isEmpty })
         // An idle API connection is closed by the 1 s timeout meanwhile (the timeout is active).
         let idle = try RawClient(port: h.port)
         try await Task.sleep(nanoseconds: 3_000_000_000)
-        #expect(try idle.readToEnd().isEmpty)
+        #expect(try await idle.awaitEnd().isEmpty)
         let stream = h.opened.value[0]
         #expect(stream.isOpen)
         #expect(h.reason(stream) == nil)
         #expect(stream.write(Array("still here".utf8)))
-        #expect(try client.read(exactly: 15) == Array("A\r\nstill here\r\n".utf8))
+        #expect(try await client.awaitBytes(15) == Array("A\r\nstill here\r\n".utf8))
         await h.server.stop(deadline: 5)
     }
 }
@@ -238,6 +284,12 @@ final class RawClient: @unchecked Sendable {
         guard n == bytes.count else { throw Failure(description: "send: \(String(cString: strerror(errno)))") }
     }
 
+    // Blocking reads run on threads of their own: the test process's cooperative pool has two
+    // threads, which the servers under test (and suites running in parallel) need.
+    func awaitHead() async throws -> String { try await offPool { try self.readHead() } }
+    func awaitBytes(_ count: Int) async throws -> [UInt8] { try await offPool { try self.read(exactly: count) } }
+    func awaitEnd() async throws -> [UInt8] { try await offPool { try self.readToEnd() } }
+
     /// Fills the buffer with one read; false at the end of the stream.
     private func fill() throws -> Bool {
         var chunk = [UInt8](repeating: 0, count: 65536)
@@ -276,5 +328,12 @@ final class RawClient: @unchecked Sendable {
         while try fill() {}
         defer { buffered = [] }
         return buffered
+    }
+}
+
+/// Runs blocking work on a thread of its own, never on the cooperative pool.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
     }
 }

@@ -35,6 +35,10 @@ final class MemoryInbox: InboxStore, Sendable {
         return result
     }
 
+    func entry(app: String, user: String, device: String, notificationID: String) async throws -> InboxEntry? {
+        state.withLock { s in s.entries.first { $0.app == app && $0.user == user && $0.device == device && $0.notificationID == notificationID } }
+    }
+
     func lastSequence(app: String, user: String) async throws -> Int64 { state.withLock { $0.counters[app + "\u{0}" + user] ?? 0 } }
     func prune(app: String, createdBefore cutoff: Date) async throws -> Int { 0 }
 }
@@ -89,6 +93,23 @@ final class RecordingSink: EventSink, Sendable {
         hub.detach(handle)
         #expect(hub.connectedDevices(app: "app", users: ["alice"]).isEmpty)
         #expect(await hub.write([delivery(3)]) == [.notConnected(since: clock.now)])
+    }
+
+    @Test func aDeliverySentAgainAfterARestartKeepsItsNumber() async throws {
+        let inbox = MemoryInbox()
+        // Numbered (event 1) before the daemon stopped, never recorded delivered.
+        _ = try await inbox.append([InboxEntry.New(app: "app", user: "alice", device: "aa", notificationID: "n1",
+                                                   event: StreamHub.eventJSON(delivery(1)), createdAt: Date())],
+                                   maxPerUser: { _ in 100 }, now: Date())
+        let hub = hub(inbox)
+        // The client read it before the restart and reconnects with Last-Event-ID 1.
+        let sink = RecordingSink()
+        _ = await hub.attach(sink, app: "app", user: "alice", device: "aa", after: 1)
+        var again = delivery(1)
+        again.attempt = 2
+        #expect(await hub.write([again, delivery(2)]) == [.written(id: 1), .written(id: 2)])
+        #expect(sink.ids == [2])
+        #expect(try await inbox.lastSequence(app: "app", user: "alice") == 2)
     }
 
     @Test func replayThenLiveHasNoGapAndNoDuplicate() async throws {

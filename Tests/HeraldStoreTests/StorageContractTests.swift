@@ -65,6 +65,14 @@ struct StorageContractTests {
     }
 
     @Test(arguments: Backend.allCases)
+    func parkedDeliveriesWaitForTheirDeviceAndFallBack(_ backend: Backend) async throws {
+        try await withStorage(backend) { s, _ in
+            let problems = try await QueueContract.parkUnparkAndReroute(s.queue, exactDepth: backend == .sqlite)
+            #expect(problems == [])
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
     func registrationMovesAndTheTimestampRule(_ backend: Backend) async throws {
         try await withStorage(backend) { s, _ in
             let store = s.tokens

@@ -437,15 +437,12 @@ public final class TransportWorker: Sendable {
         } else if probe && answered {
             resumed()
         }
-        do {
-            try await queue.complete(completions, now: clock.now)
+        // Kept and written again while the store fails: an answered delivery is never sent twice for want of its outcome.
+        if await OutcomeRecorder(queue: queue, clock: clock, logger: logger).record(completions, isStopping: { isStopping }) {
             // A retry changes when the next delivery is due: let the claim loop look again.
             if completions.contains(where: { $0.state == .queued && $0.transport == nil }) { work.notify() }
             let rerouted = Set(completions.compactMap(\.transport))
             if !rerouted.isEmpty { onReroute?(rerouted) }
-        } catch {
-            logger.error("cannot record outcomes; the deliveries return to the queue when their lease ends",
-                         ["error": String(describing: error), "deliveries": String(completions.count)])
         }
     }
 

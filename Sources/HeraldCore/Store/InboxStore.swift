@@ -79,6 +79,10 @@ public protocol InboxStore: Sendable {
     /// The entries of one device with `seq > after`, oldest first, at most `limit`.
     func entries(app: String, user: String, device: String, after: Int64, limit: Int) async throws -> [InboxEntry]
 
+    /// The entry of one notification for one device, when the inbox holds it (a delivery sent
+    /// again after a restart finds the number it was given before).
+    func entry(app: String, user: String, device: String, notificationID: String) async throws -> InboxEntry?
+
     /// The highest number given so far for (app, user), 0 when none: a client with no
     /// `Last-Event-ID` starts live from here.
     func lastSequence(app: String, user: String) async throws -> Int64

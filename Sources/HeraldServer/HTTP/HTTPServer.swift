@@ -35,10 +35,12 @@ public final class HTTPServer: @unchecked Sendable {
         /// request with a stream; it then counts as one from that moment.
         public var isStreamRequest: @Sendable (_ method: String, _ path: String) -> Bool = { _, _ in false }
 
-        public init(connectionLimit: Int = 1024, connectionTimeout: TimeInterval = 60, maxBodyBytes: Int = 1 << 20) {
+        public init(connectionLimit: Int = 1024, connectionTimeout: TimeInterval = 60, maxBodyBytes: Int = 1 << 20,
+                    maxStreams: Int = 10_000) {
             self.connectionLimit = connectionLimit
             self.connectionTimeout = connectionTimeout
             self.maxBodyBytes = maxBodyBytes
+            self.maxStreams = maxStreams
         }
     }
 
@@ -70,6 +72,9 @@ public final class HTTPServer: @unchecked Sendable {
     /// Open streams and their heartbeats.
     private let registry: StreamRegistry
 
+    /// Streams open now.
+    public var openStreams: Int { registry.count }
+
     /// Open connections, and those among them holding (or opening) a stream.
     var connectionCounts: (connections: Int, streams: Int) { state.withLock { ($0.connections, $0.streams) } }
 
@@ -94,7 +99,7 @@ public final class HTTPServer: @unchecked Sendable {
         // Not stopped with stop(deadline:): cut the streams first (see there).
         registry.stopHeartbeats()
         for stream in registry.all { stream.abort(reason: .serverStopping) }
-        for _ in 0..<400 where registry.count > 0 { usleep(5_000) }
+        for _ in 0..<2_000 where registry.count > 0 { usleep(5_000) }
         MHD_stop_daemon(daemon)
     }
 
@@ -276,6 +281,10 @@ public final class HTTPServer: @unchecked Sendable {
             return respondStream(connection, response, body, context)
         }
         var headers = response.headers
+        if context?.countedAsStream == true && !headers.contains(where: { $0.0.lowercased() == "connection" }) {
+            // A stream request answered without a stream (refused): its client expects no reuse.
+            headers.append(("Connection", "close"))
+        }
         if !response.body.isEmpty && !headers.contains(where: { $0.0.lowercased() == "content-type" }) {
             headers.append(("Content-Type", "application/json"))
         }
@@ -332,6 +341,9 @@ public final class HTTPServer: @unchecked Sendable {
         }
         guard ok == 1 else { return false }
         herald_mhd_set_connection_timeout(connection, 0)
+        // The kernel's buffer is bounded too (loopback autotunes it to megabytes): a client that
+        // stops reading reaches the stream's own bound after about twice `streamBufferBytes`.
+        herald_mhd_set_send_buffer(connection, Int32(min(options.streamBufferBytes, Int(Int32.max))))
         body.open(stream)
         return true
     }
@@ -435,7 +447,9 @@ public final class HTTPServer: @unchecked Sendable {
         // Streams whose clients did not read their end in time are cut; the daemon must not
         // stop while one of their connections is suspended (libmicrohttpd aborts the process).
         for stream in registry.all { stream.abort(reason: .serverStopping) }
-        let cutEnd = Date().addingTimeInterval(2)
+        // (Each is resumed by abort and never suspends again: this takes one loop of the server
+        // thread; the bound is only for a machine too busy to run it.)
+        let cutEnd = Date().addingTimeInterval(10)
         while Date() < cutEnd, registry.count > 0 {
             try? await Task.sleep(nanoseconds: 5_000_000)
         }

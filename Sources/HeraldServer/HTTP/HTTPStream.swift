@@ -86,6 +86,7 @@ public final class HTTPStream: @unchecked Sendable {
         var released = false
         var onClose: (@Sendable (CloseReason) -> Void)?
         var closedReason: CloseReason?
+        var onDrained: (@Sendable () -> Void)?
     }
 
     init(request: HTTPRequest, body: HTTPStreamBody, connection: OpaquePointer, limit: Int, registry: StreamRegistry) {
@@ -144,6 +145,19 @@ public final class HTTPStream: @unchecked Sendable {
         if let reason { handler(reason) }
     }
 
+    /// Runs `body` once when every queued byte has been taken by the server thread (at once,
+    /// on the caller's thread, when nothing is queued; else on the server thread): lets a caller
+    /// write a backlog larger than the bound (a replay) in pieces. Never runs on a closed stream.
+    public func whenDrained(_ body: @escaping @Sendable () -> Void) {
+        let now: Bool = state.withLock { s in
+            guard s.ending == nil, !s.released else { return false }
+            if s.pending.count == s.sent { return true }
+            s.onDrained = body
+            return false
+        }
+        if now { body() }
+    }
+
     // MARK: Server side
 
     /// Ends the stream with `final` bytes and `reason` (finish, or the server stopping).
@@ -170,7 +184,9 @@ public final class HTTPStream: @unchecked Sendable {
     /// The content reader, on the server thread: copies queued bytes, or suspends the connection
     /// when there is nothing to send (a write resumes it); -1 ends cleanly, -2 closes at once.
     func read(into buffer: UnsafeMutablePointer<CChar>, max: Int) -> Int {
-        state.withLock { s in
+        var drained: (@Sendable () -> Void)?
+        defer { drained?() }
+        return state.withLock { s in
             let available = s.pending.count - s.sent
             if available > 0 {
                 let n = Swift.min(available, max)
@@ -182,6 +198,10 @@ public final class HTTPStream: @unchecked Sendable {
                     // Drained: give the memory back (idle streams must stay small).
                     s.pending = []
                     s.sent = 0
+                    if s.ending == nil {
+                        drained = s.onDrained
+                        s.onDrained = nil
+                    }
                 }
                 return n
             }
@@ -212,6 +232,7 @@ public final class HTTPStream: @unchecked Sendable {
             s.closedReason = reason
             let handler = s.onClose
             s.onClose = nil
+            s.onDrained = nil
             s.pending = []
             return (reason, handler)
         }

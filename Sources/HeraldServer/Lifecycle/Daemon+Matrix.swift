@@ -11,7 +11,7 @@ extension Daemon {
         guard let matrix = config.matrix, let listen = matrix.listen else { return }
         let server = HTTPServer(options: HTTPServer.Options(connectionLimit: config.server.connectionLimit,
                                                             connectionTimeout: config.server.connectionTimeout,
-                                                            maxBodyBytes: matrix.maxBodyBytes),
+                                                            maxBodyBytes: matrix.maxBodyBytes, maxStreams: 0),
                                 logger: logger, metrics: metrics,
                                 immediate: { api.matrixImmediate($0, ownListener: true) },
                                 handler: { await api.matrixHandle($0, ownListener: true) })

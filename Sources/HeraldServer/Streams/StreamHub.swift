@@ -20,7 +20,7 @@ public protocol EventSink: AnyObject, Sendable {
 /// the replay, skipping what the replay already sent: no gap, no duplicate across the switch.
 public final class StreamHub: LocalStreams, Presence, Sendable {
     /// A device of one app.
-    struct Key: Hashable {
+    struct Key: Hashable, Sendable {
         var app: String
         var device: String
     }
@@ -64,7 +64,7 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
     private let maxPerUser: @Sendable (String) -> Int
     private let unpark: @Sendable (_ app: String, _ device: String) async -> Void
     private let state = Locked(State())
-    private let writeOrder = AsyncMutex()
+    private let deviceOrder = KeyedAsyncLock<Key>()
     private let open: Gauge
     private let events: Counter
     private let replayed: Counter
@@ -173,12 +173,14 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
     // MARK: LocalStreams
 
     public func write(_ deliveries: [Delivery]) async -> [LocalWriteResult] {
-        // One batch at a time from numbering to sending, so each stream gets its events in
-        // number order (a client's Last-Event-ID is the last event it read).
-        await writeOrder.run { await writeInOrder(deliveries) }
+        // From numbering to sending, a device's events go one batch at a time, so each stream
+        // gets them in number order (a client's Last-Event-ID is the last event it read);
+        // batches for other devices run side by side.
+        await deviceOrder.run(Set(deliveries.map { Key(app: $0.app, device: $0.token) })) { await writeInOrder(deliveries) }
     }
 
     private func writeInOrder(_ deliveries: [Delivery]) async -> [LocalWriteResult] {
+        await recoverNumbers(deliveries)
         var results = [LocalWriteResult](repeating: .notConnected(since: nil), count: deliveries.count)
         // Who is connected now; the rest need no inbox entry (they park and come back on connect).
         var candidates: [Int] = []
@@ -253,6 +255,26 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         }
         events.increment(by: Int64(written))
         return results
+    }
+
+    /// A delivery sent again (a later attempt: the daemon may have stopped between numbering it
+    /// and recording it delivered) keeps the number the inbox gave it: it is remembered as an
+    /// orphan, so a client that already read it (its replay passed that number) does not get it twice.
+    private func recoverNumbers(_ deliveries: [Delivery]) async {
+        for d in deliveries where d.attempt > 1 {
+            let key = Key(app: d.app, device: d.token)
+            let (connected, owner, known) = state.withLock { s in
+                (s.connections[key]?.isEmpty == false, d.user ?? s.connections[key]?.first?.user, s.orphans[key]?[d.notificationID] != nil)
+            }
+            guard connected, !known, let owner,
+                  let entry = try? await inbox.entry(app: d.app, user: owner, device: d.token, notificationID: d.notificationID) else { continue }
+            let frame = ServerSentEvents.event(id: entry.seq, name: "notification", data: entry.event)
+            state.withLock { s in
+                guard s.orphans[key]?[d.notificationID] == nil, s.orphanCount < Self.maxOrphans else { return }
+                s.orphans[key, default: [:]][d.notificationID] = (entry.seq, frame)
+                s.orphanCount += 1
+            }
+        }
     }
 
     /// The event's `data:`: `{"id","app","alert","badge","sound","data","created_at"}` (one line).

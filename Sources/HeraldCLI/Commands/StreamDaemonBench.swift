@@ -1,0 +1,290 @@
+import FoundationEssentials
+import Glibc
+import HeraldCore
+import HeraldCrypto
+
+/// `herald bench stream`: N live streams on one real daemon (`herald serve`), held by the load
+/// client in a process of its own, then one notification to all N users: the daemon's memory per
+/// open stream, the time from the API's 202 until the clients have it, and `/healthz` latency
+/// throughout. Printed next to the HTTP layer alone writing one event to N streams
+/// (`bench stream-http`), measured in the same run.
+enum StreamDaemonBench {
+    static let spec = CommandSpec(
+        path: "bench stream",
+        summary: "N live streams on one daemon: memory per stream, 202-to-client latency of one notification to all, /healthz meanwhile.",
+        usage: "bench stream [--n N] [--work DIR] [--no-reference]",
+        options: [
+            .value("n", "N", "streams, one user and device each (default 10000)"),
+            .value("work", "DIR", "folder for the daemon's config, database and logs (default: a new folder under /tmp)"),
+            .flag("no-reference", "skip the HTTP layer's own run (bench stream-http)"),
+        ],
+        discussion: """
+        Starts `herald serve` on 127.0.0.1 with one app whose foreground policy is local-only, mints a
+        client token per user, opens N streams with `herald bench stream-client` (another process: one
+        process cannot hold both ends under the descriptor limit), measures the daemon's resident
+        memory before and with the streams, sends one notification to all N users with
+        POST /v1/notifications, and reports when the clients had it (p50, p99, last) counted from the
+        API's 202, while a prober asks /healthz every 20 ms. Targets: at most 16 KB per stream, p99 at
+        most 250 ms.
+        """)
+
+    static let command = HeraldCLI.Command(spec: spec) { arguments, context throws(CLIError) in
+        let n = try arguments.int("n", command: spec.path, in: 1...20_000) ?? 10_000
+        let work = arguments.value("work")
+        do {
+            try await Run(n: n, console: context.console, work: work).run(reference: !arguments.flag("no-reference"))
+        } catch {
+            throw .runtime("benchmark failed: \(error)")
+        }
+    }
+
+    struct Failure: Error, CustomStringConvertible { var description: String }
+
+    struct Run {
+        let n: Int
+        let console: Console
+        let work: String?
+        let app = "bench.stream"
+        let secret = UUIDSource.random().lowercasedString + UUIDSource.random().lowercasedString
+        let apiKey = "bench-key-" + UUIDSource.random().lowercasedString
+
+        func run(reference: Bool) async throws {
+            let dir = try work ?? makeTemporaryFolder()
+            let herald = selfPath()
+            let port = try freePort()
+            let config = """
+            {"storage": {"path": "\(dir)/herald.db"},
+             "apps": {"\(app)": {"routes": ["live", "log"], "foreground": "local-only", "clientSecret": "\(secret)"}},
+             "transports": {"live": {"type": "local"}, "log": {"type": "log", "path": "\(dir)/push.jsonl"}},
+             "api": {"listen": "127.0.0.1:\(port)", "keys": [{"id": "bench", "secret": "\(apiKey)", "scopes": ["send"]}],
+                     "maxBodyBytes": 4194304, "streams": {"maxStreams": \(max(n, 1) + 100)}},
+             "log": {"level": "warning"}}
+            """
+            try write(config, to: "\(dir)/config.json")
+            let daemonLog = open("\(dir)/daemon.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            let daemon = try Subprocess(herald, ["serve", "--config", "\(dir)/config.json"], output: daemonLog)
+            close(daemonLog)
+            defer { daemon.stop() }
+            try waitFor(file: "\(dir)/daemon.log", containing: "listening", timeout: 30)
+            let base = residentKB(daemon.pid)
+
+            // One user and device per stream; the token in the URL (as a browser sends it).
+            let now = Date()
+            var urls = ""
+            for i in 0..<n {
+                let claims = ClientTokenClaims(user: "u\(i)", app: app, device: device(i), issuedAt: now,
+                                               expiresAt: now.addingTimeInterval(3600))
+                urls += "http://127.0.0.1:\(port)/v1/stream?app=\(app)&access_token=\(ClientToken.sign(claims, secret: Secret(secret)))\n"
+            }
+            try write(urls, to: "\(dir)/urls.txt")
+            let clientLog = open("\(dir)/client.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            let client = try Subprocess(herald, ["bench", "stream-client", "--url-file", "\(dir)/urls.txt", "--until-event", "1",
+                                                 "--timeout", "300"], output: clientLog)
+            close(clientLog)
+            defer { client.stop() }
+            let connected = try waitFor(file: "\(dir)/client.log", containing: "connected ", timeout: 180)
+            guard connected.contains("streaming=\(n) ") else { throw Failure(description: "not every stream opened: \(connected)") }
+            // The daemon registers a stream once its replay is done: wait until it counts them all.
+            let started = monotonic()
+            while try metric(port: port, "herald_streams_open") < Double(n) {
+                if monotonic() - started > 60 { throw Failure(description: "the daemon holds fewer than \(n) streams after 60 s") }
+                usleep(50_000)
+            }
+            let withStreams = residentKB(daemon.pid)
+
+            let prober = HealthProber(port: port)
+            prober.start()
+            let users = (0..<n).map { "\"u\($0)\"" }.joined(separator: ",")
+            let body = #"{"app":"\#(app)","users":[\#(users)],"alert":{"title":"bench","body":"to everyone"}}"#
+            let (status, accepted) = try post(port: port, path: "/v1/notifications", body: body)
+            guard status == 202 else { throw Failure(description: "POST /v1/notifications answered \(status)") }
+            let arrivals = try waitFor(file: "\(dir)/client.log", containing: "event 1 ", timeout: 300)
+            let health = prober.stop()
+            func field(_ name: String) -> Double? {
+                arrivals.split(separator: " ").first { $0.hasPrefix(name + "=") }.flatMap { Double($0.dropFirst(name.count + 1)) }
+            }
+            let count = Int(field("count") ?? 0)
+            let perStream = Double(withStreams - base) * 1024 / Double(n)
+            let cores = ProcessInfo.processInfo.activeProcessorCount
+            console.out("== bench stream: \(n) streams on one daemon (\(cores) cores, storage.synchronous=full)")
+            let mb = { (kb: Int) in (Double(kb) / 1024).fixed(0) }
+            console.out("memory: \(mb(base)) MB before, \(mb(withStreams)) MB with the streams: "
+                        + "\((perStream / 1024).fixed(1)) KB per open stream (target ≤ 16 KB)")
+            let ms = { (t: Double?) -> String in t.map { "\((($0 - accepted) * 1000).fixed(0)) ms" } ?? "-" }
+            let first = ms(field("first")), p50 = ms(field("p50")), p99 = ms(field("p99")), last = ms(field("last"))
+            console.out("one notification to all \(n) users, from the 202: first \(first), p50 \(p50), p99 \(p99) (target ≤ 250 ms), "
+                        + "last \(last); \(count) of \(n) clients had it, disconnects \(Int(field("disconnects") ?? 0))")
+            let h50 = (health.p50 * 1000).fixed(1), h99 = (health.p99 * 1000).fixed(1), hmax = (health.max * 1000).fixed(1)
+            console.out("/healthz meanwhile: \(health.count) answers, p50 \(h50) ms, p99 \(h99) ms, max \(hmax) ms, failures \(health.failures)")
+            if reference {
+                let (code, output) = try Subprocess.run(herald, ["bench", "stream-http", "--n", String(n)])
+                console.out("reference (same run): the HTTP layer alone, one event written to \(n) streams:")
+                console.out(output.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
+                if code != 0 { console.out("  (bench stream-http exited \(code))") }
+            }
+            if work == nil { _ = try? Subprocess.run("/bin/rm", ["-rf", dir]) }
+        }
+
+        /// A 32-hex-digit installation id for stream `i`.
+        func device(_ i: Int) -> String {
+            let hex = String(i, radix: 16)
+            return String(repeating: "0", count: 32 - hex.count) + hex
+        }
+    }
+
+    // MARK: Helpers
+
+    static func monotonic() -> Double {
+        var t = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &t)
+        return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
+    }
+}
+
+extension StreamDaemonBench.Run {
+    func makeTemporaryFolder() throws -> String {
+        var template = Array("/tmp/herald-bench-stream.XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw StreamDaemonBench.Failure(description: "mkdtemp: \(String(cString: strerror(errno)))") }
+        return String(cString: made)
+    }
+
+    func selfPath() -> String {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        return n > 0 ? String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
+    }
+
+    func write(_ text: String, to path: String) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StreamDaemonBench.Failure(description: "cannot write \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        let bytes = Array(text.utf8)
+        var done = 0
+        while done < bytes.count {
+            let w = bytes[done...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            guard w > 0 else { throw StreamDaemonBench.Failure(description: "cannot write \(path)") }
+            done += w
+        }
+    }
+
+    /// Waits until a line of `file` contains `text`; returns that line.
+    @discardableResult
+    func waitFor(file: String, containing text: String, timeout: Double) throws -> String {
+        let end = StreamDaemonBench.monotonic() + timeout
+        while StreamDaemonBench.monotonic() < end {
+            if let data = FileManager.default.contents(atPath: file) {
+                let content = String(decoding: data, as: UTF8.self)
+                if let line = content.split(separator: "\n").first(where: { $0.contains(text) }) { return String(line) }
+            }
+            usleep(20_000)
+        }
+        let tail = FileManager.default.contents(atPath: file).map { String(decoding: $0.suffix(2000), as: UTF8.self) } ?? ""
+        throw StreamDaemonBench.Failure(description: "no \"\(text)\" in \(file) after \(Int(timeout)) s: \(tail)")
+    }
+
+    /// VmRSS of a process, in KB.
+    func residentKB(_ pid: pid_t) -> Int {
+        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/status") else { return 0 }
+        let line = String(decoding: data, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+
+    func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard ok else { throw StreamDaemonBench.Failure(description: "no free port: \(String(cString: strerror(errno)))") }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    /// One value of the daemon's /metrics (0 when absent).
+    func metric(port: Int, _ name: String) throws -> Double {
+        let (_, text) = try BenchHTTP.exchange(port: port, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(apiKey)\r\nConnection: close\r\n\r\n")
+        let line = text.split(separator: "\n").first { $0.hasPrefix(name + " ") || $0.hasPrefix(name + "{") }
+        return line.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
+    }
+
+    /// POSTs JSON; returns the status and the monotonic time the answer arrived.
+    func post(port: Int, path: String, body: String) throws -> (Int, Double) {
+        let request = "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(apiKey)\r\nContent-Type: application/json\r\n"
+            + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
+        let (status, _) = try BenchHTTP.exchange(port: port, request)
+        return (status, StreamDaemonBench.monotonic())
+    }
+}
+
+/// One blocking HTTP/1.1 exchange on a new loopback connection (the benchmark's own requests).
+enum BenchHTTP {
+    static func exchange(port: Int, _ request: String) throws -> (status: Int, text: String) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw StreamDaemonBench.Failure(description: "socket: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 30, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard rc == 0 else { throw StreamDaemonBench.Failure(description: "connect to 127.0.0.1:\(port): \(String(cString: strerror(errno)))") }
+        let bytes = Array(request.utf8)
+        var sent = 0
+        while sent < bytes.count {
+            let w = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard w > 0 else { throw StreamDaemonBench.Failure(description: "send: \(String(cString: strerror(errno)))") }
+            sent += w
+        }
+        var answer = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let r = recv(fd, &buffer, buffer.count, 0)
+            if r <= 0 { break }
+            answer += buffer[0..<r]
+        }
+        let text = String(decoding: answer, as: UTF8.self)
+        let status = Int(text.split(separator: " ").dropFirst().first ?? "") ?? 0
+        return (status, text)
+    }
+}
+
+/// Asks /healthz every 20 ms on a thread of its own and keeps the latencies.
+final class HealthProber: @unchecked Sendable {
+    private let port: Int
+    private let state = Locked<(running: Bool, latencies: [Double], failures: Int)>((false, [], 0))
+    private let thread = BlockingThread(name: "healthz-prober")
+    private var task: Task<Void, Never>?
+
+    init(port: Int) { self.port = port }
+
+    func start() {
+        state.withLock { $0.running = true }
+        let port = port, state = state, thread = thread
+        task = Task {
+            _ = try? await thread.run {
+                while state.withLock({ $0.running }) {
+                    let start = StreamDaemonBench.monotonic()
+                    let ok = (try? BenchHTTP.exchange(port: port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").status) == 200
+                    let elapsed = StreamDaemonBench.monotonic() - start
+                    state.withLock { s in if ok { s.latencies.append(elapsed) } else { s.failures += 1 } }
+                    usleep(20_000)
+                }
+            }
+        }
+    }
+
+    /// Stops probing; the answers' count, p50, p99 and max (seconds), and failures.
+    func stop() -> (count: Int, p50: Double, p99: Double, max: Double, failures: Int) {
+        state.withLock { $0.running = false }
+        usleep(100_000)
+        thread.stop()
+        let (latencies, failures) = state.withLock { ($0.latencies.sorted(), $0.failures) }
+        func at(_ q: Double) -> Double { latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int(Double(latencies.count - 1) * q))] }
+        return (latencies.count, at(0.5), at(0.99), latencies.last ?? 0, failures)
+    }
+}

@@ -1,0 +1,318 @@
+import FoundationEssentials
+import HeraldCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A load client for event streams: many HTTP/1.1 connections on one poll() thread, each sending
+/// one GET and reading a chunked `text/event-stream` answer. It parses only what a benchmark
+/// needs: the status line, the chunk framing and the SSE fields `id:`, `event:` and `data:`.
+///
+/// - Important: a test client, not an HTTP client: no redirects, no TLS, no compression.
+public final class StreamLoadClient {
+    /// One connection to open: `GET path` on `host:port` (an IPv4 literal), with extra headers.
+    public struct Target: Sendable {
+        public var host: String
+        public var port: Int
+        public var path: String
+        public var headers: [(String, String)]
+
+        public init(host: String, port: Int, path: String, headers: [(String, String)] = []) {
+            self.host = host
+            self.port = port
+            self.path = path
+            self.headers = headers
+        }
+
+        /// A target from an `http://host:port/path?query` URL.
+        public init?(url: String, headers: [(String, String)] = []) {
+            guard url.hasPrefix("http://") else { return nil }
+            let rest = url.dropFirst("http://".count)
+            let slash = rest.firstIndex(of: "/") ?? rest.endIndex
+            let authority = rest[..<slash]
+            let parts = authority.split(separator: ":")
+            guard let host = parts.first, parts.count <= 2 else { return nil }
+            let port = parts.count == 2 ? Int(parts[1]) : 80
+            guard let port else { return nil }
+            self.init(host: host == "localhost" ? "127.0.0.1" : String(host), port: port,
+                      path: slash == rest.endIndex ? "/" : String(rest[slash...]), headers: headers)
+        }
+    }
+
+    /// One event as it arrived: the connection's index in the target list, the SSE fields, and
+    /// the arrival time (CLOCK_MONOTONIC seconds, comparable across processes on one machine).
+    public struct Event: Sendable {
+        public var connection: Int
+        public var id: String?
+        public var event: String?
+        public var data: String
+        public var arrival: Double
+    }
+
+    /// Counters of a run.
+    public struct Counters: Sendable {
+        /// Connections whose status line arrived, by status.
+        public var statuses: [Int: Int] = [:]
+        /// Streams (200 answers) that ended: closed or reset by the server, or ended cleanly.
+        public var disconnects = 0
+        /// Connections that ended before their status line (refused, reset).
+        public var failedConnects = 0
+        /// Comment lines (`: heartbeat`) seen.
+        public var comments = 0
+        public var events = 0
+        /// Connections open now with a 200 answer.
+        public var streaming = 0
+    }
+
+    private enum Phase { case connecting, head, sizeLine, data(Int), dataEnd, closed }
+
+    private final class Connection {
+        let index: Int
+        var fd: Int32 = -1
+        var phase: Phase = .connecting
+        var request: [UInt8]
+        var written = 0
+        var input: [UInt8] = []
+        var line: [UInt8] = []
+        var id: String?
+        var event: String?
+        var data: [String] = []
+        var status = 0
+        init(index: Int, request: [UInt8]) { self.index = index; self.request = request }
+    }
+
+    private let targets: [Target]
+    private let onEvent: (Event) -> Void
+    private let maxPendingConnects: Int
+    private var connections: [Connection] = []
+    /// One entry per connection, by index (fd -1 once closed: poll() skips it).
+    private var polls: [pollfd] = []
+    private var next = 0
+    /// Counters so far (read them from the thread that runs the client).
+    public private(set) var counters = Counters()
+
+    /// - Parameters:
+    ///   - targets: one per connection.
+    ///   - maxPendingConnects: connections waiting for their status line at once (a server's
+    ///     listen backlog drops SYNs past its size, and each retry costs a second).
+    ///   - onEvent: called on the client's thread for each event.
+    public init(targets: [Target], maxPendingConnects: Int = 256, onEvent: @escaping (Event) -> Void) {
+        self.targets = targets
+        self.maxPendingConnects = maxPendingConnects
+        self.onEvent = onEvent
+    }
+
+    deinit {
+        for c in connections where c.fd >= 0 { close(c.fd) }
+    }
+
+    /// Runs the loop on the calling thread until `done` returns true (checked after each batch
+    /// of events and at least every `tick` seconds).
+    public func run(tick: Double = 0.05, until done: () -> Bool) {
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while !done() {
+            openMore()
+            let n = poll(&polls, nfds_t(polls.count), Int32(tick * 1000))
+            if n <= 0 { continue }
+            for i in polls.indices where polls[i].revents != 0 {
+                let c = connections[i]
+                let flags = Int32(polls[i].revents)
+                polls[i].revents = 0
+                if case .connecting = c.phase {
+                    if flags & Int32(POLLERR | POLLHUP) != 0 { fail(c); continue }
+                    c.phase = .head
+                }
+                if c.written < c.request.count { writeRequest(c) }
+                if flags & Int32(POLLIN | POLLERR | POLLHUP) != 0 { readAll(c, &buffer) }
+            }
+        }
+    }
+
+    /// Closes every connection.
+    public func closeAll() {
+        for c in connections where c.fd >= 0 {
+            close(c.fd)
+            c.fd = -1
+            polls[c.index].fd = -1
+            c.phase = .closed
+        }
+    }
+
+    private var pendingCount = 0
+
+    private func openMore() {
+        while next < targets.count, pendingCount < maxPendingConnects {
+            let t = targets[next]
+            var head = "GET \(t.path) HTTP/1.1\r\nHost: \(t.host):\(t.port)\r\nAccept: text/event-stream\r\n"
+            for (k, v) in t.headers { head += "\(k): \(v)\r\n" }
+            head += "\r\n"
+            let c = Connection(index: next, request: Array(head.utf8))
+            connections.append(c)
+            polls.append(pollfd(fd: -1, events: 0, revents: 0))
+            next += 1
+            pendingCount += 1
+            c.fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard c.fd >= 0 else { fail(c); continue }
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_port = in_port_t(UInt16(t.port).bigEndian)
+            addr.sin_addr.s_addr = inet_addr(t.host)
+            let rc = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(c.fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            if rc != 0 && errno != EINPROGRESS { fail(c); continue }
+            polls[c.index] = pollfd(fd: c.fd, events: Int16(POLLIN | POLLOUT), revents: 0)
+        }
+    }
+
+    private func writeRequest(_ c: Connection) {
+        while c.written < c.request.count {
+            let n = c.request[c.written...].withUnsafeBytes { send(c.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n < 0 {
+                if errno == EAGAIN || errno == EINTR { return }
+                fail(c)
+                return
+            }
+            c.written += n
+        }
+        c.request = []
+        c.written = 0
+        polls[c.index].events = Int16(POLLIN)
+    }
+
+    private func readAll(_ c: Connection, _ buffer: inout [UInt8]) {
+        while c.fd >= 0 {
+            let n = recv(c.fd, &buffer, buffer.count, 0)
+            if n > 0 {
+                let arrival = Self.now()
+                parse(c, buffer[0..<n], arrival: arrival)
+                continue
+            }
+            if n < 0 && (errno == EAGAIN || errno == EINTR) { return }
+            fail(c)
+            return
+        }
+    }
+
+    /// Ends a connection: a failed connect before its status line, else a stream that ended.
+    private func fail(_ c: Connection) {
+        switch c.phase {
+        case .closed: return
+        case .connecting, .head:
+            pendingCount -= 1
+            counters.failedConnects += 1
+        default:
+            counters.streaming -= 1
+            counters.disconnects += 1
+        }
+        if c.fd >= 0 { close(c.fd) }
+        c.fd = -1
+        polls[c.index].fd = -1
+        c.phase = .closed
+        c.input = []
+        c.line = []
+    }
+
+    private func parse(_ c: Connection, _ bytes: ArraySlice<UInt8>, arrival: Double) {
+        var bytes = bytes
+        if case .head = c.phase {
+            c.input += bytes
+            guard let end = c.input.firstRange(of: [13, 10, 13, 10]) else { return }
+            let head = String(decoding: c.input[..<end.lowerBound], as: UTF8.self)
+            let statusLine = head.split(separator: "\r\n", maxSplits: 1).first ?? ""
+            let parts = statusLine.split(separator: " ")
+            c.status = parts.count >= 2 ? Int(parts[1]) ?? 0 : 0
+            counters.statuses[c.status, default: 0] += 1
+            pendingCount -= 1
+            guard c.status == 200 else {
+                // Not a stream: counted by its status only.
+                close(c.fd)
+                c.fd = -1
+                polls[c.index].fd = -1
+                c.phase = .closed
+                c.input = []
+                return
+            }
+            counters.streaming += 1
+            bytes = c.input[end.upperBound...]
+            c.input = []
+            c.phase = .sizeLine
+        }
+        var i = bytes.startIndex
+        while i < bytes.endIndex {
+            switch c.phase {
+            case .sizeLine:
+                let b = bytes[i]; i += 1
+                if b == 10 {
+                    let text = String(decoding: c.input, as: UTF8.self).trimmingWhitespace()
+                    c.input = []
+                    let size = Int(text.split(separator: ";").first ?? "", radix: 16) ?? 0
+                    if size == 0 {
+                        // The last chunk: the stream ended cleanly.
+                        fail(c)
+                        return
+                    }
+                    c.phase = .data(size)
+                } else if b != 13 {
+                    c.input.append(b)
+                }
+            case .data(let left):
+                let take = min(left, bytes.endIndex - i)
+                for b in bytes[i..<i + take] { sse(c, b, arrival: arrival) }
+                i += take
+                c.phase = left - take == 0 ? .dataEnd : .data(left - take)
+            case .dataEnd:
+                // The CRLF after a chunk's data.
+                let b = bytes[i]; i += 1
+                if b == 10 { c.phase = .sizeLine }
+            case .head, .connecting, .closed:
+                return
+            }
+        }
+    }
+
+    private func sse(_ c: Connection, _ b: UInt8, arrival: Double) {
+        guard b == 10 else {
+            c.line.append(b)
+            return
+        }
+        defer { c.line.removeAll(keepingCapacity: true) }
+        if c.line.isEmpty {
+            if !c.data.isEmpty || c.id != nil || c.event != nil {
+                counters.events += 1
+                onEvent(Event(connection: c.index, id: c.id, event: c.event, data: c.data.joined(separator: "\n"), arrival: arrival))
+            }
+            c.data = []
+            c.event = nil
+            return
+        }
+        if c.line.first == UInt8(ascii: ":") {
+            counters.comments += 1
+            return
+        }
+        let text = String(decoding: c.line, as: UTF8.self)
+        let field: Substring, value: Substring
+        if let colon = text.firstIndex(of: ":") {
+            field = text[..<colon]
+            var v = text[text.index(after: colon)...]
+            if v.first == " " { v = v.dropFirst() }
+            value = v
+        } else {
+            field = Substring(text)
+            value = ""
+        }
+        switch field {
+        case "id": c.id = String(value)
+        case "event": c.event = String(value)
+        case "data": c.data.append(String(value))
+        default: break
+        }
+    }
+
+    /// CLOCK_MONOTONIC in seconds.
+    public static func now() -> Double {
+        var t = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &t)
+        return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import HeraldCore
+
+/// Behaviour every ``DeliveryQueue`` must share, as scenarios that return what went wrong (empty
+/// when the queue behaves), so core tests (the in-memory queue) and the storage contract tests
+/// (SQLite, PostgreSQL) run the same steps.
+public enum QueueContract {
+    /// Park a local delivery, unpark it when its device connects, reroute it to its fallback.
+    /// - Parameter exactDepth: check ``DeliveryQueue/depth()`` (PostgreSQL refreshes it from the
+    ///   database every second, so it may count a change twice for a moment).
+    public static func parkUnparkAndReroute(_ queue: any DeliveryQueue, exactDepth: Bool = true) async throws -> [String] {
+        var problems: [String] = []
+        func check(_ ok: Bool, _ what: String) { if !ok { problems.append(what) } }
+        let t0 = Date(timeIntervalSince1970: 1_767_225_600)
+        let lease = t0.addingTimeInterval(60)
+        let n = QueuedNotification(id: UUIDSource.timeOrdered().lowercasedString, app: "app", topic: "app",
+                                   content: NotificationContent(alert: .text("hi")), idempotencyKey: nil, createdAt: t0,
+                                   deliveries: [PlannedDelivery(token: "ab01", user: "alice", transport: "live", environment: .production,
+                                                                apnsID: UUIDSource.random(), fallback: "push")])
+        let receipt = try await queue.enqueue(n, idempotencySince: .distantPast)
+        var claimed = try await queue.claim(transport: "live", limit: 10, now: t0, leaseUntil: lease)
+        check(claimed.map(\.delivery.fallback) == ["push"], "the claim carries the fallback: \(claimed.map(\.delivery.fallback))")
+        guard let first = claimed.first else { return problems + ["nothing claimed"] }
+        try await queue.complete([.parked(first.delivery, until: t0.addingTimeInterval(3600), reason: "in the inbox")], now: t0)
+        let early = try await queue.claim(transport: "live", limit: 10, now: t0.addingTimeInterval(1), leaseUntil: lease)
+        check(early.isEmpty, "a parked delivery is not due before its time")
+        let states = try await queue.status(notificationID: receipt.id)?.deliveries.map(\.state)
+        check(states == nil || states == [.parked], "reported parked: \(String(describing: states))")
+        check(try await queue.unpark(transport: "live", token: "ab01", now: t0.addingTimeInterval(2)) == 1, "unpark finds the device's delivery")
+        check(try await queue.unpark(transport: "live", token: "cd02", now: t0.addingTimeInterval(2)) == 0, "unpark leaves other devices alone")
+        claimed = try await queue.claim(transport: "live", limit: 10, now: t0.addingTimeInterval(2), leaseUntil: lease)
+        check(claimed.map(\.delivery.attempt) == [1], "due after unpark, the parked attempt given back: \(claimed.map(\.delivery.attempt))")
+        guard let second = claimed.first else { return problems + ["nothing claimed after unpark"] }
+        try await queue.complete([.rerouted(second.delivery, to: "push", at: t0.addingTimeInterval(3), reason: "not connected")],
+                                 now: t0.addingTimeInterval(3))
+        let none = try await queue.claim(transport: "live", limit: 10, now: t0.addingTimeInterval(4), leaseUntil: lease)
+        check(none.isEmpty, "a rerouted delivery leaves its transport")
+        claimed = try await queue.claim(transport: "push", limit: 10, now: t0.addingTimeInterval(4), leaseUntil: lease)
+        check(claimed.map(\.delivery.transport) == ["push"], "claimed by the fallback transport: \(claimed.map(\.delivery.transport))")
+        check(claimed.map(\.delivery.fallback) == [nil], "a fallback is used once")
+        check(claimed.map(\.delivery.attempt) == [1], "the reroute does not count an attempt")
+        if exactDepth {
+            check(queue.depth()["push"]?.inFlight == 1, "depth follows the reroute: \(queue.depth())")
+            check((queue.depth()["live"]?.backlog ?? 0) == 0, "nothing left on live: \(queue.depth())")
+        }
+        return problems
+    }
+}

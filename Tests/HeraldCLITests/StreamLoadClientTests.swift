@@ -1,0 +1,74 @@
+import Foundation
+import HeraldCore
+@testable import HeraldCLI
+import HeraldServer
+import Testing
+
+/// The benchmark's load client against the daemon's HTTP server: what it parses and counts.
+@Suite(.serialized) struct StreamLoadClientTests {
+    @Test func eventsHeartbeatsAndDisconnectsAreCounted() async throws {
+        let streams = Locked<[HTTPStream]>([])
+        let server = HTTPServer(options: HTTPServer.Options(), logger: .disabled, metrics: MetricsRegistry(), immediate: { request in
+            request.path == "/stream" ? .eventStream(heartbeat: 0.05) { stream in streams.withLock { $0.append(stream) } } : nil
+        }) { _ in HTTPResponse(status: 404) }
+        let port = try server.start(ListenAddress(host: "127.0.0.1", port: 0))
+        let n = 20
+        let targets = (0..<n).map { _ in StreamLoadClient.Target(url: "http://127.0.0.1:\(port)/stream?x=1", headers: [("Last-Event-ID", "7")])! }
+            + [StreamLoadClient.Target(url: "http://127.0.0.1:\(port)/missing")!]
+        // The client's loop blocks: it runs on a thread of its own, not on the cooperative pool.
+        let run: Run = await withCheckedContinuation { (continuation: CheckedContinuation<Run, Never>) in
+            Thread.detachNewThread {
+                continuation.resume(returning: Self.drive(targets: targets, streams: streams, n: n))
+            }
+        }
+        let (phase, counters, events) = (run.phase, run.counters, run.events)
+        #expect(phase == 2)
+        #expect(counters.statuses == [200: n, 404: 1])
+        #expect(counters.disconnects == n)
+        #expect(counters.streaming == 0)
+        #expect(events.count == n)
+        for e in events {
+            #expect(e.event == "notification")
+            #expect(e.id.flatMap(Int.init) != nil)
+            #expect(e.data == "{\"n\":\(e.id ?? "")}\nsecond line")
+        }
+        #expect(Set(events.map(\.connection)).count == n)
+        await server.stop(deadline: 5)
+    }
+
+    struct Run: @unchecked Sendable {
+        var phase: Int
+        var counters: StreamLoadClient.Counters
+        var events: [StreamLoadClient.Event]
+    }
+
+    /// Opens the streams, writes one event to each once all are open and have had a heartbeat,
+    /// then finishes them; returns what the client saw.
+    static func drive(targets: [StreamLoadClient.Target], streams: Locked<[HTTPStream]>, n: Int) -> Run {
+        var events: [StreamLoadClient.Event] = []
+        let client = StreamLoadClient(targets: targets, maxPendingConnects: 4) { events.append($0) }
+        var phase = 0
+        let end = Date().addingTimeInterval(60)
+        client.run(tick: 0.01) {
+            if Date() > end { return true }
+            switch phase {
+            case 0:
+                // Every stream open and at least one heartbeat seen on each connection's worth.
+                guard client.counters.streaming == n, streams.value.count == n, client.counters.comments >= n else { return false }
+                for (i, s) in streams.value.enumerated() {
+                    s.write(Array("id: \(i)\nevent: notification\ndata: {\"n\":\(i)}\ndata: second line\n\n".utf8))
+                }
+                phase = 1
+                return false
+            case 1:
+                guard events.count == n else { return false }
+                for s in streams.value { s.finish() }
+                phase = 2
+                return false
+            default:
+                return client.counters.disconnects == n && client.counters.statuses.values.reduce(0, +) == n + 1
+            }
+        }
+        return Run(phase: phase, counters: client.counters, events: events)
+    }
+}
