@@ -20,9 +20,9 @@ build-debug: bootstrap
 run: build
 	@scripts/run.sh $(CONFIG)
 
-## test: bootstrap (with Synapse for the Matrix gateway test), build, and run the whole test suite.
+## test: bootstrap (with Synapse for the Matrix gateway test and Chromium for the demo page test), build, and run the whole test suite.
 test:
-	@scripts/bootstrap.sh --with-synapse
+	@scripts/bootstrap.sh --with-synapse --with-chromium
 	$(SWIFT) test
 
 ## check: validate config.json and the credentials it names.

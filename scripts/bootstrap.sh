@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Herald needs to build, test and run on Debian/Ubuntu. Idempotent; silent when
 # everything is already there. Called by `make run`, `make test` and `make bench`; with
-# --with-synapse (`make test`) also Synapse from PyPI for the Matrix gateway's end-to-end test.
+# --with-synapse (`make test`) also Synapse from PyPI for the Matrix gateway's end-to-end test;
+# with --with-chromium (`make test`) also Debian's headless Chromium and chromedriver for the demo page test.
 set -euo pipefail
 
 packages=(
@@ -15,6 +16,15 @@ packages=(
   python3 python3-venv                             # Synapse (from PyPI) for the Matrix gateway's end-to-end test
 )
 
+with_synapse=0
+for arg in "$@"; do
+  case "$arg" in
+    --with-synapse) with_synapse=1 ;;
+    --with-chromium) packages+=(chromium chromium-driver) ;;   # the browser demo page's test (about 400 MB installed)
+    *) echo "bootstrap: unknown option $arg (known: --with-synapse, --with-chromium)" >&2; exit 2 ;;
+  esac
+done
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -25,8 +35,8 @@ if ! command -v swift >/dev/null 2>&1; then
   exit 1
 fi
 
-synapse() { if [ "${1:-}" = "--with-synapse" ]; then "$(dirname "$0")/synapse-venv.sh"; fi; }
-[ ${#missing[@]} -eq 0 ] && { synapse "$@"; exit 0; }
+synapse() { if [ "$with_synapse" = 1 ]; then "$(dirname "$0")/synapse-venv.sh"; fi; }
+[ ${#missing[@]} -eq 0 ] && { synapse; exit 0; }
 
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "bootstrap: missing packages (${missing[*]}) and no apt-get to install them; install them by hand" >&2
@@ -46,4 +56,4 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq >/dev/null
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "bootstrap: done" >&2
-synapse "$@"
+synapse

@@ -84,7 +84,7 @@ public final class API: Sendable {
     // MARK: Routing
 
     enum Route: Sendable {
-        case health, ready, metrics
+        case health, ready, metrics, demo
         case registerDevice, removeDevice(token: String), userDevices(user: String)
         case sendNotification, notificationStatus(id: String)
         case stream
@@ -95,6 +95,7 @@ public final class API: Sendable {
             case .health: return "GET /healthz"
             case .ready: return "GET /readyz"
             case .metrics: return "GET /metrics"
+            case .demo: return "GET /demo"
             case .registerDevice: return "POST /v1/devices"
             case .removeDevice: return "DELETE /v1/devices/{token}"
             case .userDevices: return "GET /v1/users/{user}/devices"
@@ -107,7 +108,7 @@ public final class API: Sendable {
 
         var scope: APIConfiguration.Scope? {
             switch self {
-            case .health, .ready, .stream: return nil
+            case .health, .ready, .stream, .demo: return nil
             case .metrics: return .admin
             case .registerDevice, .removeDevice, .userDevices, .mintClientToken: return .devices
             case .sendNotification, .notificationStatus: return .send
@@ -135,6 +136,7 @@ public final class API: Sendable {
         case 1 where s[0] == "healthz": return only("GET", .health)
         case 1 where s[0] == "readyz": return only("GET", .ready)
         case 1 where s[0] == "metrics": return only("GET", .metrics)
+        case 1 where s[0] == "demo": return only("GET", .demo)
         case 2 where s[0] == "v1" && s[1] == "devices": return only("POST", .registerDevice)
         case 3 where s[0] == "v1" && s[1] == "devices": return only("DELETE", .removeDevice(token: s[2]))
         case 4 where s[0] == "v1" && s[1] == "users" && s[3] == "devices": return only("GET", .userDevices(user: s[2]))
@@ -190,6 +192,9 @@ public final class API: Sendable {
             switch route {
             case .health: response = HTTPResponse.json(200) { $0.string("status", "ok") }
             case .metrics: response = renderMetrics()
+            case .demo:
+                response = deps.snapshot().configuration.api.demo ? DemoPage.response()
+                    : APIError.notFound("the demo page is off; set \"api\": {\"demo\": true} in the config to serve it").response
             default: return nil
             }
             metrics.request(route: route.label, status: response.status)
@@ -214,7 +219,7 @@ public final class API: Sendable {
             case .notificationStatus(let id): response = try await notificationStatus(id)
             case .mintClientToken: response = try mintClientToken(request)
             case .ready: response = await ready()
-            case .health, .metrics: response = APIError.notFound("unreachable").response
+            case .health, .metrics, .demo: response = APIError.notFound("unreachable").response
             }
         } catch let e as APIError {
             response = e.response

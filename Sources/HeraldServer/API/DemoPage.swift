@@ -1,0 +1,137 @@
+/// The browser demo page (`GET /demo`, served only with `"api": {"demo": true}`): the web twin of
+/// an app in the foreground. It reads `app` and `token` (a client token) from the URL fragment
+/// (`/demo#app=com.example.app&token=…`; a fragment never reaches the server or a Referer), opens
+/// an `EventSource` on `/v1/stream`, and shows each `notification` event as an on-page toast
+/// (`<div class="toast" data-id="<notification id>">`) and, once the user allowed it, as a Web
+/// Notification. It shows the connection state (`#state`, `data-state` = `connecting`, `live`,
+/// `reconnecting` or `closed`) and the last event id (`#last-event-id`).
+///
+/// Served with a Content-Security-Policy that allows only this page's own inline script and
+/// style (a fresh nonce per response) and connections to its own origin.
+enum DemoPage {
+    /// The page with a fresh CSP nonce.
+    static func response() -> HTTPResponse {
+        var generator = SystemRandomNumberGenerator()
+        let nonce = (0..<2).map { _ in String(generator.next() as UInt64, radix: 36) }.joined()
+        let csp = "default-src 'none'; script-src 'nonce-\(nonce)'; style-src 'nonce-\(nonce)'; connect-src 'self'; "
+            + "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        return HTTPResponse(status: 200, headers: [
+            ("Content-Type", "text/html; charset=utf-8"),
+            ("Content-Security-Policy", csp),
+            ("Cache-Control", "no-store"),
+            ("Referrer-Policy", "no-referrer"),
+            ("X-Content-Type-Options", "nosniff"),
+        ], body: Array(html.replacing("NONCE", with: nonce).utf8))
+    }
+
+    static let html = #"""
+<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
+<title>Herald demo</title>
+<style nonce="NONCE">
+body { font: 16px/1.4 system-ui, sans-serif; margin: 2rem auto; max-width: 40rem; padding: 0 1rem; color: #222; }
+dl { display: grid; grid-template-columns: max-content 1fr; gap: .25rem 1rem; }
+dd { margin: 0; font-family: ui-monospace, monospace; }
+[data-state="live"] { color: #07632b; } [data-state="reconnecting"], [data-state="connecting"] { color: #8a5a00; }
+[data-state="closed"] { color: #a4161a; }
+.toast { border: 1px solid #ccc; border-left: 4px solid #1565c0; border-radius: 4px; padding: .5rem .75rem; margin: .5rem 0; }
+.toast strong { display: block; }
+.toast p { margin: .25rem 0 0; }
+</style>
+</head>
+<body>
+<h1>Herald demo</h1>
+<p>Notifications for this browser arrive over a live stream and show below.</p>
+<dl>
+  <dt>App</dt><dd id="app">-</dd>
+  <dt>Connection</dt><dd><output id="state" data-state="connecting">connecting</output></dd>
+  <dt>Last event id</dt><dd id="last-event-id">-</dd>
+  <dt>Web Notifications</dt><dd><span id="permission">-</span> <button id="ask" type="button" hidden>Allow</button></dd>
+</dl>
+<h2>Notifications</h2>
+<div id="toasts" role="log" aria-live="polite" aria-label="Notifications"></div>
+<script nonce="NONCE">
+"use strict";
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.hash.slice(1));
+const app = params.get("app"), token = params.get("token");
+
+function setState(state, text) {
+  $("state").dataset.state = state;
+  $("state").textContent = text || state;
+}
+
+function showPermission() {
+  const supported = "Notification" in window;
+  $("permission").textContent = supported ? Notification.permission : "not supported";
+  $("ask").hidden = !supported || Notification.permission !== "default";
+}
+
+$("ask").addEventListener("click", () => Notification.requestPermission().then(showPermission));
+
+// An alert is a string or {title, subtitle, body}.
+function texts(alert) {
+  if (typeof alert === "string") return { title: "", body: alert };
+  if (alert && typeof alert === "object") {
+    return { title: String(alert.title || ""), body: [alert.subtitle, alert.body].filter(Boolean).join("\n") };
+  }
+  return { title: "", body: "" };
+}
+
+function toast(n) {
+  const t = texts(n.alert);
+  const div = document.createElement("div");
+  div.className = "toast";
+  div.dataset.id = n.id;
+  const title = document.createElement("strong");
+  title.textContent = t.title || n.app || "Notification";
+  const body = document.createElement("p");
+  body.textContent = t.body || (n.data ? JSON.stringify(n.data) : "");
+  div.append(title, body);
+  $("toasts").prepend(div);
+  while ($("toasts").children.length > 50) $("toasts").lastChild.remove();
+  if ("Notification" in window && Notification.permission === "granted") {
+    new Notification(title.textContent, { body: body.textContent, tag: n.id });
+  }
+}
+
+// Why a refused stream was refused: the API's JSON error (EventSource cannot see it).
+function explain(url) {
+  const abort = new AbortController();
+  fetch(url, { signal: abort.signal, cache: "no-store" })
+    .then((r) => { if (r.ok) { abort.abort(); return null; } return r.json(); })
+    .then((j) => { if (j && j.error) setState("closed", "closed: " + j.error.code + ": " + j.error.message); })
+    .catch(() => {});
+}
+
+function connect() {
+  if (!app || !token) {
+    setState("closed", "closed: open this page as /demo#app=APP&token=CLIENT_TOKEN");
+    return;
+  }
+  $("app").textContent = app;
+  const url = "/v1/stream?app=" + encodeURIComponent(app) + "&access_token=" + encodeURIComponent(token);
+  const source = new EventSource(url);
+  source.onopen = () => setState("live");
+  source.onerror = () => {
+    if (source.readyState === EventSource.CLOSED) { setState("closed"); explain(url); } else setState("reconnecting");
+  };
+  source.addEventListener("notification", (e) => {
+    $("last-event-id").textContent = e.lastEventId || "-";
+    try { toast(JSON.parse(e.data)); } catch (err) { console.error("bad notification event", err, e.data); }
+  });
+}
+
+// A new token pasted into the address bar changes only the fragment: start over with it.
+window.addEventListener("hashchange", () => location.reload());
+showPermission();
+connect();
+</script>
+</body>
+</html>
+"""#
+}

@@ -1,0 +1,164 @@
+import Foundation
+import HeraldCore
+import HeraldServer
+import HeraldTestKit
+import Testing
+
+/// The browser demo page (`GET /demo`) in a real headless Chromium (``Browser``), against a real
+/// daemon on 127.0.0.1.
+@Suite(.serialized, .stopsDaemons) struct DemoPageTests {
+    static let app = TestDaemon.app
+
+    /// An in-process daemon with `api.demo` set to `demo`.
+    static func daemon(demo: Bool = true) async throws -> TestDaemon {
+        let config = TestDaemon.configJSON().replacingOccurrences(of: #""listen": "127.0.0.1:0""#,
+                                                                   with: #""listen": "127.0.0.1:0", "demo": \#(demo)"#)
+        return try await TestDaemon.start(config: config)
+    }
+
+    @Test(.timeLimit(.minutes(1))) func browserLeavesNoProcessOrFolderBehind() async throws {
+        let browser = try await Browser.start()
+        let folder = browser.folder
+        // chromedriver and Chromium (its helpers name the profile folder on their command lines).
+        #expect(Browser.processes(naming: folder).count >= 2)
+        await browser.close()
+        #expect(Browser.processes(naming: folder).isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: folder))
+    }
+
+    @Test func pageIsServedOnlyWhenTheConfigAsksForIt() async throws {
+        let on = try await Self.daemon(demo: true)
+        let page = try await HTTPTestClient(port: on.port).get("/demo")
+        #expect(page.status == 200)
+        #expect(page.headers["content-type"] == "text/html; charset=utf-8")
+        #expect(page.headers["cache-control"] == "no-store")
+        // The CSP allows this response's inline script and style by their nonce, and nothing from elsewhere.
+        let csp = try #require(page.headers["content-security-policy"])
+        let nonce = try #require(csp.firstMatch(of: /script-src 'nonce-([a-z0-9]+)'/)?.1)
+        #expect(csp.hasPrefix("default-src 'none'"))
+        #expect(csp.contains("connect-src 'self'"))
+        #expect(page.text.contains(#"<script nonce="\#(nonce)">"#))
+        #expect(page.text.contains(#"<style nonce="\#(nonce)">"#))
+        #expect(!page.text.contains("NONCE"))
+        let again = try await HTTPTestClient(port: on.port).get("/demo")
+        #expect(again.headers["content-security-policy"] != csp, "the nonce is not fresh per response")
+        #expect(try await HTTPTestClient(port: on.port).post("/demo", "{}").status == 405)
+
+        let off = try await Self.daemon(demo: false)
+        let refused = try await HTTPTestClient(port: off.port).get("/demo")
+        #expect(refused.status == 404)
+        #expect(refused.errorCode == "not_found")
+        #expect(refused.json?["error"]?["message"]?.stringValue?.contains(#""demo": true"#) == true)
+    }
+
+    /// One browser for both (a browser start costs seconds): the page without a token, then its toasts.
+    @Test(.timeLimit(.minutes(1))) func pageWithoutATokenSaysHowToOpenItAndShowsToastsAsTextAndWebNotifications() async throws {
+        let daemon = try await Self.daemon()
+        try await Browser.with { browser in
+            try await browser.open("http://127.0.0.1:\(daemon.port)/demo")
+            // The inline script ran under the page's CSP: it changed the state from "connecting".
+            try await browser.waitForElement(css: #"#state[data-state="closed"]"#, containing: "/demo#app=APP&token=CLIENT_TOKEN")
+            #expect(try await browser.texts(css: ".toast").isEmpty)
+            #expect(try await browser.texts(css: "#app") == ["-"])
+
+            try await browser.waitForElement(css: "#permission", containing: "default")
+            try await browser.waitForElement(css: "#ask")  // the Allow button shows while permission is undecided
+            try await browser.setPermission("notifications", "granted")
+            // Record what the page hands to the Web Notification constructor.
+            try await browser.evaluate("""
+                const Real = window.Notification;
+                window.shown = [];
+                window.Notification = function (title, options) { window.shown.push([title, options.body, options.tag]); return new Real(title, options); };
+                Object.defineProperty(window.Notification, "permission", { get: () => Real.permission });
+                """)
+            let title = #"<img src=x id=injected> & "quotes""#
+            try await browser.evaluate("toast(arguments[0])", [[
+                "id": "n-1", "app": .string(Self.app), "alert": ["title": .string(title), "body": "Your order shipped"],
+                "data": [:], "created_at": "2026-12-01T00:00:00Z",
+            ]])
+            let text = try await browser.waitForElement(css: #".toast[data-id="n-1"]"#, containing: "Your order shipped")
+            #expect(text == "\(title)\nYour order shipped")
+            #expect(try await browser.evaluate("return document.querySelectorAll('#toasts img, #injected').length") == 0)
+            #expect(try await browser.evaluate("return window.shown") == [[.string(title), "Your order shipped", "n-1"]])
+            // A plain-string alert is the body.
+            try await browser.evaluate(#"toast({id: "n-2", app: arguments[0], alert: "Plain text"})"#, [.string(Self.app)])
+            #expect(try await browser.waitForElement(css: #".toast[data-id="n-2"]"#) == "\(Self.app)\nPlain text")
+            #expect(try await browser.texts(css: ".toast").count == 2)
+        }
+    }
+
+    /// The whole path: a forged token refused with the daemon's reason on the page; then a client
+    /// token from the API, the page live on `/v1/stream`, a notification sent through
+    /// `POST /v1/notifications`, its toast in the DOM. `herald serve` as a child process with the
+    /// registered plugins (the `local` transport) and an app that uses `local-first`.
+    @Test(.timeLimit(.minutes(1)))
+    func aForgedTokenIsExplainedAndANotificationSentThroughTheAPIAppearsAsAToast() async throws {
+        let key = "demo-test-key-0123456789abcdef"
+        let dir = try TemporaryDirectory(prefix: "herald-demo")
+        defer { dir.remove() }
+        try dir.write("config.json", """
+            {
+              "storage": {"path": "herald.db"},
+              "apps": {"\(Self.app)": {"routes": ["local"], "foreground": "local-first",
+                                       "clientSecret": "demo-client-secret-0123456789abcdef0123"}},
+              "transports": {"local": {"type": "local"}},
+              "api": {"listen": "127.0.0.1:0", "demo": true,
+                      "keys": [{"id": "backend", "secret": "${HERALD_API_KEY}", "scopes": ["admin"]}]},
+              "server": {"batchLinger": 0},
+              "log": {"level": "info"}
+            }
+            """)
+        let child = try ChildProcess.herald(["serve", "--config", dir.file("config.json")], environment: ["HERALD_API_KEY": key],
+                                            directory: dir.path)
+        defer { child.terminate() }
+        guard let port = await child.listeningPort(timeout: 30) else { Issue.record("herald serve did not start: \(child.stderr)"); return }
+        let api = HTTPTestClient(port: port, key: key)
+        let device = "0123456789abcdef0123456789abcdef"  // an installation id: this browser has no push route
+        let minted = try await api.post("/v1/client-tokens", #"{"app":"\#(Self.app)","user":"alice","device":"\#(device)","ttl":3600}"#)
+        #expect(minted.status == 201, "\(minted)")
+        let token = try #require(minted.json?["token"]?.stringValue)
+
+        // What the daemon answers a forged token; the page must show the same error.
+        let forged = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.e30.c2lnbmF0dXJl"
+        let refusal = try await HTTPTestClient(port: port).get("/v1/stream?app=\(Self.app)&access_token=\(forged)")
+        #expect(refusal.status == 401)
+        #expect(refusal.errorCode == "invalid_client_token")
+        let reason = try #require(refusal.json?["error"]?["message"]?.stringValue)
+
+        try await Browser.with { browser in
+            try await browser.open("http://127.0.0.1:\(port)/demo#app=\(Self.app)&token=\(forged)")
+            let state = try await browser.waitForElement(css: #"#state[data-state="closed"]"#, containing: "invalid_client_token")
+            #expect(state == "closed: invalid_client_token: \(reason)")
+            #expect(try await browser.texts(css: "#app") == [Self.app])
+
+            try await browser.open("http://127.0.0.1:\(port)/demo#app=\(Self.app)&token=\(token)")
+            try await browser.waitForElement(css: #"#state[data-state="live"]"#)
+            // "live" comes with the response head; the device counts as present once the hub has
+            // attached the stream, which the daemon's gauge shows.
+            #expect(await eventually(timeout: 10) {
+                (try? await api.get("/metrics"))?.text.split(separator: "\n").contains("herald_streams_open 1") ?? false
+            })
+            let sent = try await api.post("/v1/notifications", #"""
+                {"app":"\#(Self.app)","users":["alice"],"alert":{"title":"Herald","body":"Your order shipped"}}
+                """#)
+            #expect(sent.status == 202, "\(sent)")
+            #expect(sent.json?["deliveries"]?.intValue == 1, "the browser was not planned: \(sent)")
+            let id = try #require(sent.json?["id"]?.stringValue)
+            let toast = try await browser.waitForElement(css: ".toast[data-id=\"\(id)\"]", containing: "Your order shipped")
+            #expect(toast == "Herald\nYour order shipped")
+            #expect(try await browser.texts(css: "#last-event-id") != ["-"])
+            #expect(try await browser.texts(css: "#state") == ["live"])
+            // The daemon recorded it as delivered through the local route, to this browser.
+            var status: JSONValue = .null
+            #expect(await eventually(timeout: 10) {
+                status = (try? await api.get("/v1/notifications/\(id)"))?.json ?? .null
+                return status["deliveries"]?.arrayValue?.first?["state"]?.stringValue == "delivered"
+            }, "\(status)")
+            let delivery = status["deliveries"]?.arrayValue?.first
+            #expect(delivery?["transport"]?.stringValue == "local")
+            #expect(delivery?["token"]?.stringValue == device)
+        }
+        child.signal(SIGTERM)
+        #expect(await child.waitForExit(timeout: 30) == 0, "\(child.stderr)")
+    }
+}
