@@ -59,12 +59,13 @@ extension API {
         }
         let user = claims.user, replayAfter = after
         return HTTPResponse.eventStream(heartbeat: configuration.api.streams.heartbeat) { stream in
+            // Present before the client hears it is connected: a notification sent as soon as it
+            // says so is planned for this stream.
+            let connection = hub.register(stream, app: appID, user: user, device: device)
+            stream.onClose { _ in hub.detach(connection) }
             // Reconnect after 2 s; a comment so that clients see the stream is live at once.
             _ = stream.write(ServerSentEvents.retry(milliseconds: 2000) + ServerSentEvents.comment("connected"))
-            Task {
-                let handle = await hub.attach(stream, app: appID, user: user, device: device, after: replayAfter)
-                stream.onClose { _ in hub.detach(handle) }
-            }
+            Task { await hub.catchUp(connection, after: replayAfter) }
         }
     }
 

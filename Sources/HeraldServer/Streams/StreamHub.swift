@@ -101,20 +101,34 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
 
     // MARK: Connections
 
-    /// Registers a stream for `device` of `user`, replays the inbox after `after` (when given),
-    /// then lets live events through; parked deliveries of the device are made due.
+    /// Registers a stream for `device` of `user` and replays the inbox after `after` (when
+    /// given), then lets live events through; parked deliveries of the device are made due.
     /// - Returns: the connection, for ``detach(_:)`` when the stream closes.
     @discardableResult
     public func attach(_ sink: any EventSink, app: String, user: String, device: String, after: Int64?) async -> Connection {
+        let connection = register(sink, app: app, user: user, device: device)
+        await catchUp(connection, after: after)
+        return connection
+    }
+
+    /// Makes the device present at once (the fan-out plans its stream from now on); live
+    /// events wait until ``catchUp(_:after:)``.
+    public func register(_ sink: any EventSink, app: String, user: String, device: String) -> Connection {
         let key = Key(app: app, device: device)
         let connection = Connection(sink: sink, user: user, key: key)
-        let opened: Bool = state.withLock { s in
+        state.withLock { s in
             s.connections[key, default: []].append(connection)
             s.byUser[app, default: [:]][user, default: []].insert(device)
             s.closedAt[key] = nil
-            return true
         }
-        if opened { open.add(1) }
+        open.add(1)
+        return connection
+    }
+
+    /// Replays the inbox after `after` (when given), sends the live events that came meanwhile
+    /// (without what the replay sent), goes live, and makes the device's parked deliveries due.
+    public func catchUp(_ connection: Connection, after: Int64?) async {
+        let sink = connection.sink, app = connection.key.app, device = connection.key.device, user = connection.user
         if let after {
             var cursor = after
             do {
@@ -148,7 +162,6 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
             connection.replaying = false
         }
         await unpark(app, device)
-        return connection
     }
 
     /// Forgets a stream that closed.
