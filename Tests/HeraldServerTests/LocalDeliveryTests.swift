@@ -198,7 +198,8 @@ final class StreamClient: @unchecked Sendable {
         #expect(await Self.waitForStreams(d, 1))
         let first = try await Self.send(d, to: "alice", "while open")
         #expect(try await stream?.next()?.json?["id"]?.stringValue == first)
-        stream = nil   // the app goes to the background: the heartbeat finds the closed socket
+        stream?.raw.close()   // the app goes to the background: the heartbeat finds the closed socket
+        stream = nil
         #expect(await Self.waitForStreams(d, 0))
         // Planned for push at once: the device is not in the foreground any more.
         let second = try await Self.send(d, to: "alice", "after close")

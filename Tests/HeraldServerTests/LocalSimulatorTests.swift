@@ -171,6 +171,7 @@ final class GatedLocalTransport: Transport, Sendable {
         #expect(apns.simulator.received.isEmpty, "APNs got a notification for a device in the foreground: \(Self.received(apns))")
 
         // The app goes to the background: the heartbeat finds the closed socket.
+        stream?.raw.close()
         stream = nil
         #expect(await LocalDeliveryTests.waitForStreams(d, 0))
         let second = try await LocalDeliveryTests.send(d, to: "alice", "in the background")
@@ -203,6 +204,7 @@ final class GatedLocalTransport: Transport, Sendable {
         #expect(gate.held.first?.fallback == "apns")
         #expect(apns.simulator.received.isEmpty)
 
+        stream?.raw.close()
         stream = nil
         #expect(await LocalDeliveryTests.waitForStreams(d, 0))
         gate.release()
