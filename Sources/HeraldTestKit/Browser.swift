@@ -289,7 +289,7 @@ enum WebDriverHTTP {
     }
 
     private static func exchange(port: Int, _ method: String, _ path: String, body: JSONValue?, timeout: Int) throws -> Answer {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw Browser.Failure("socket failed: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var limit = timeval(tv_sec: timeout, tv_usec: 0)

@@ -252,7 +252,9 @@ final class RawClient: @unchecked Sendable {
     private var buffered: [UInt8] = []
 
     init(port: Int, receiveBuffer: Int? = nil) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        // CLOEXEC: a child another test spawns meanwhile must not inherit the socket (its copy
+        // would keep the connection open after close(), and the server would never see it go).
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket: \(String(cString: strerror(errno)))") }
         if var size = receiveBuffer.map(Int32.init) {
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))

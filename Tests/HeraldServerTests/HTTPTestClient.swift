@@ -47,7 +47,7 @@ struct HTTPTestClient {
 
     func blockingRequest(_ method: String, _ path: String, body: [UInt8] = [], contentType: String? = nil,
                          headers: [String: String] = [:]) throws -> Response {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket failed") }
         defer { close(fd) }
         var timeout = timeval(tv_sec: 20, tv_usec: 0)
