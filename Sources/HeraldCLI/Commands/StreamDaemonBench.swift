@@ -12,9 +12,11 @@ enum StreamDaemonBench {
     static let spec = CommandSpec(
         path: "bench stream",
         summary: "N live streams on one daemon: memory per stream, 202-to-client latency of one notification to all, /healthz meanwhile.",
-        usage: "bench stream [--n N] [--work DIR] [--no-reference]",
+        usage: "bench stream [--n N] [--synchronous full|normal] [--batch-size B] [--work DIR] [--no-reference]",
         options: [
             .value("n", "N", "streams, one user and device each (default 10000)"),
+            .value("synchronous", "MODE", "the daemon's storage.synchronous (default full: each commit fsynced)"),
+            .value("batch-size", "B", "the daemon's delivery.batchSize (default 500, the daemon's; the local transport takes up to 2000)"),
             .value("work", "DIR", "folder for the daemon's config, database and logs (default: a new folder under /tmp)"),
             .flag("no-reference", "skip the HTTP layer's own run (bench stream-http)"),
         ],
@@ -32,7 +34,11 @@ enum StreamDaemonBench {
         let n = try arguments.int("n", command: spec.path, in: 1...20_000) ?? 10_000
         let work = arguments.value("work")
         do {
-            try await Run(n: n, console: context.console, work: work).run(reference: !arguments.flag("no-reference"))
+            let synchronous = arguments.value("synchronous") ?? "full"
+            guard ["full", "normal"].contains(synchronous) else { throw CLIError.usage("--synchronous: expected full or normal", command: spec.path) }
+            let batch = try arguments.int("batch-size", command: spec.path, in: 1...10_000) ?? 500
+            try await Run(n: n, console: context.console, work: work, synchronous: synchronous, batchSize: batch)
+                .run(reference: !arguments.flag("no-reference"))
         } catch {
             throw .runtime("benchmark failed: \(error)")
         }
@@ -47,17 +53,20 @@ enum StreamDaemonBench {
         let app = "bench.stream"
         let secret = UUIDSource.random().lowercasedString + UUIDSource.random().lowercasedString
         let apiKey = "bench-key-" + UUIDSource.random().lowercasedString
+        let synchronous: String
+        let batchSize: Int
 
         func run(reference: Bool) async throws {
             let dir = try work ?? makeTemporaryFolder()
             let herald = selfPath()
             let port = try freePort()
             let config = """
-            {"storage": {"path": "\(dir)/herald.db"},
+            {"storage": {"path": "\(dir)/herald.db", "synchronous": "\(synchronous)"},
              "apps": {"\(app)": {"routes": ["live", "log"], "foreground": "local-only", "clientSecret": "\(secret)"}},
              "transports": {"live": {"type": "local"}, "log": {"type": "log", "path": "\(dir)/push.jsonl"}},
              "api": {"listen": "127.0.0.1:\(port)", "keys": [{"id": "bench", "secret": "\(apiKey)", "scopes": ["send", "admin"]}],
                      "maxBodyBytes": 4194304, "streams": {"maxStreams": \(max(n, 1) + 100)}},
+             "delivery": {"batchSize": \(batchSize)},
              "log": {"level": "warning"}}
             """
             try write(config, to: "\(dir)/config.json")
@@ -112,7 +121,7 @@ enum StreamDaemonBench {
             let count = Int(field("count") ?? 0)
             let perStream = Double(withStreams - base) * 1024 / Double(n)
             let cores = ProcessInfo.processInfo.activeProcessorCount
-            console.out("== bench stream: \(n) streams on one daemon (\(cores) cores, storage.synchronous=full)")
+            console.out("== bench stream: \(n) streams on one daemon (\(cores) cores, storage.synchronous=\(synchronous), delivery.batchSize=\(batchSize))")
             let mb = { (kb: Int) in (Double(kb) / 1024).fixed(0) }
             console.out("memory: \(mb(base)) MB before, \(mb(withStreams)) MB with the streams: "
                         + "\((perStream / 1024).fixed(1)) KB per open stream (target ≤ 16 KB)")
