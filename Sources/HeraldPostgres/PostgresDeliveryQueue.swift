@@ -234,6 +234,22 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
         return n
     }
 
+    public func expireParked(transport: String, app: String, keepPerUser: Int, now: Date) async throws -> Int {
+        let n = try await pool.run { db in
+            try db.execute("""
+                UPDATE deliveries SET state = 'expired', parked = false, next_attempt_at = NULL, updated_at = $1, last_reason = $2
+                WHERE id IN (
+                    SELECT id FROM (
+                        SELECT d.id, row_number() OVER (PARTITION BY d."user" ORDER BY d.id DESC) AS rank
+                        FROM deliveries d JOIN notifications n ON n.seq = d.notification
+                        WHERE d.parked AND d.state = 'queued' AND d.transport = $3 AND n.app = $4) ranked
+                    WHERE rank > $5)
+                """, [String(now.millisecondsSince1970), MemoryDeliveryQueue.inboxFull(keepPerUser), transport, app, String(keepPerUser)]).affected
+        }
+        if n > 0 { adjust(transport, queued: -n) }
+        return n
+    }
+
     public func renewLeases(_ claims: [ClaimedDelivery], until: Date) async throws {
         guard !claims.isEmpty else { return }
         let params = [PGArray.ints(claims.map { $0.delivery.id }), PGArray.ints(claims.map { $0.delivery.attempt }),

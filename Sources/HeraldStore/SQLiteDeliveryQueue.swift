@@ -342,6 +342,25 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
         }
     }
 
+    public func expireParked(transport: String, app: String, keepPerUser: Int, now: Date) async throws -> Int {
+        try await writer.perform { [self] db in
+            let s = try db.statement("""
+                UPDATE deliveries SET state = 'expired', parked = 0, next_attempt_at = NULL, updated_at = ?1, last_reason = ?2
+                WHERE id IN (
+                    SELECT id FROM (
+                        SELECT d.id, row_number() OVER (PARTITION BY d.user ORDER BY d.id DESC) AS rank
+                        FROM deliveries d JOIN notifications n ON n.seq = d.notification
+                        WHERE d.parked = 1 AND d.state = 'queued' AND d.transport = ?3 AND n.app = ?4)
+                    WHERE rank > ?5)
+                """)
+            s.bind(1, now.millisecondsSince1970).bind(2, MemoryDeliveryQueue.inboxFull(keepPerUser)).bind(3, transport).bind(4, app)
+                .bind(5, Int64(keepPerUser))
+            try s.run()
+            let n = db.changes
+            return (n, { [self] in if n > 0 { adjust([transport: (-n, 0)]) } })
+        }
+    }
+
     public func reclaimExpiredLeases(now: Date) async throws -> Int {
         try await writer.perform { [self] db in
             let s = try db.statement("""

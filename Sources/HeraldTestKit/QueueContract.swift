@@ -45,4 +45,31 @@ public enum QueueContract {
         }
         return problems
     }
+
+    /// Three parked deliveries of one user and one of another, bound to two per user: the
+    /// user's oldest ends expired, the rest stay parked.
+    public static func parkedBeyondTheBoundExpire(_ queue: any DeliveryQueue) async throws -> [String] {
+        var problems: [String] = []
+        let t0 = Date(timeIntervalSince1970: 1_767_225_600)
+        var ids: [String] = []
+        for (i, user) in ["ann", "ann", "ann", "bob"].enumerated() {
+            let n = QueuedNotification(id: UUIDSource.timeOrdered().lowercasedString, app: "app", topic: "app",
+                                       content: NotificationContent(alert: .text("m\(i)")), idempotencyKey: nil, createdAt: t0,
+                                       deliveries: [PlannedDelivery(token: "ab0\(i)", user: user, transport: "live", environment: .production,
+                                                                    apnsID: UUIDSource.random())])
+            ids.append(try await queue.enqueue(n, idempotencySince: .distantPast).id)
+            let claimed = try await queue.claim(transport: "live", limit: 10, now: t0, leaseUntil: t0.addingTimeInterval(60))
+            try await queue.complete(claimed.map { .parked($0.delivery, until: t0.addingTimeInterval(3600), reason: "in the inbox") }, now: t0)
+        }
+        let expired = try await queue.expireParked(transport: "live", app: "app", keepPerUser: 2, now: t0.addingTimeInterval(1))
+        if expired != 1 { problems.append("expired \(expired), expected 1") }
+        if try await queue.expireParked(transport: "live", app: "other", keepPerUser: 0, now: t0) != 0 { problems.append("another app's bound touched this app") }
+        var states: [DeliveryState?] = []
+        for id in ids { states.append(try await queue.status(notificationID: id)?.deliveries.first?.state) }
+        // The in-memory queue forgets final deliveries (nil); the durable ones report them.
+        let first = states[0]
+        if !(first == .expired || first == nil) { problems.append("the oldest is \(String(describing: first)), expected expired") }
+        if Array(states.dropFirst()) != [.parked, .parked, .parked] { problems.append("the others: \(states.dropFirst())") }
+        return problems
+    }
 }

@@ -149,4 +149,8 @@ final class LocalFixture: Sendable {
     @Test func theInMemoryQueueParksUnparksAndReroutes() async throws {
         #expect(try await QueueContract.parkUnparkAndReroute(MemoryDeliveryQueue(onFinal: { _ in })) == [])
     }
+
+    @Test func theInMemoryQueueExpiresParkedBeyondTheBound() async throws {
+        #expect(try await QueueContract.parkedBeyondTheBoundExpire(MemoryDeliveryQueue(onFinal: { _ in })) == [])
+    }
 }

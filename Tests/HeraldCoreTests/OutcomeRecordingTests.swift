@@ -41,6 +41,9 @@ final class FlakyOutcomeQueue: DeliveryQueue {
     func unpark(transport: String, token: String, now: Date) async throws -> Int {
         try await inner.unpark(transport: transport, token: token, now: now)
     }
+    func expireParked(transport: String, app: String, keepPerUser: Int, now: Date) async throws -> Int {
+        try await inner.expireParked(transport: transport, app: app, keepPerUser: keepPerUser, now: now)
+    }
     func reclaimExpiredLeases(now: Date) async throws -> Int { try await inner.reclaimExpiredLeases(now: now) }
     func nextDue(transport: String) async throws -> Date? { try await inner.nextDue(transport: transport) }
     func status(notificationID: String) async throws -> NotificationStatus? { try await inner.status(notificationID: notificationID) }

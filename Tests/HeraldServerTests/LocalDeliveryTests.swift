@@ -104,12 +104,12 @@ final class StreamClient: @unchecked Sendable {
     static let secret = "local-secret-0123456789abcdef-0123456789"
     static let app = TestDaemon.app
 
-    static func config(policy: String, grace: Int = 0, streams: String = #""heartbeat": 1"#) -> String {
+    static func config(policy: String, grace: Int = 0, streams: String = #""heartbeat": 1"#, maxPerUser: Int = 5000) -> String {
         """
         {
           "storage": {"path": "herald.db", "synchronous": "normal"},
           "apps": {"\(app)": {"routes": ["push", "live"], "foreground": "\(policy)", "clientSecret": "\(secret)",
-                              "presenceGrace": \(grace), "inbox": {"ttl": 3600, "maxPerUser": 5000}},
+                              "presenceGrace": \(grace), "inbox": {"ttl": 3600, "maxPerUser": \(maxPerUser)}},
                    "org.other.app": {"routes": ["push", "live"], "foreground": "\(policy)", "clientSecret": "other-secret-0123456789abcdef-01234567"}},
           "transports": {"push": {"type": "test"}, "live": {"type": "local"}},
           "api": {"keys": [{"id": "backend", "secret": "\(TestDaemon.key)", "scopes": ["send", "devices", "admin"]}],
@@ -122,13 +122,13 @@ final class StreamClient: @unchecked Sendable {
     }
 
     /// A daemon whose `push` transport answers with `push` and whose `live` is the real local transport.
-    static func start(policy: String, grace: Int = 0, streams: String = #""heartbeat": 1"#,
+    static func start(policy: String, grace: Int = 0, streams: String = #""heartbeat": 1"#, maxPerUser: Int = 5000,
                       push: @escaping @Sendable (Delivery) -> DeliveryOutcome = { .delivered(apnsID: $0.apnsID.lowercasedString) },
                       directory: TemporaryDirectory? = nil) async throws -> (TestDaemon, ScriptedTransport) {
         let directory = try directory ?? TemporaryDirectory(prefix: "herald-local")
         var registry = TestDaemon.registry
         registry.register(LocalTransport.self)
-        let configuration = try DaemonConfiguration.parse(Data(config(policy: policy, grace: grace, streams: streams).utf8),
+        let configuration = try DaemonConfiguration.parse(Data(config(policy: policy, grace: grace, streams: streams, maxPerUser: maxPerUser).utf8),
                                                           baseDirectory: directory.path, registry: registry, environment: [:])
         let pushTransport = ScriptedTransport(name: "push", clock: SystemClock(), script: push)
         let logs = RecordingLogHandler()
@@ -233,6 +233,18 @@ final class StreamClient: @unchecked Sendable {
         let fromSince = try await StreamClient(port: d.port, query: "app=\(Self.app)&since=3", token: token)
         #expect(try await fromSince.events(1).map(\.id) == [4])
         #expect(push.attempts.isEmpty)
+    }
+
+    @Test func housekeepingKeepsAtMostMaxPerUserParkedForAUser() async throws {
+        let (d, _) = try await Self.start(policy: "local-only", maxPerUser: 2)
+        try await d.register(user: "alice", token: TestDaemon.token(1))
+        var ids: [String] = []
+        for i in 1...3 { ids.append(try await Self.send(d, to: "alice", "m\(i)")) }
+        #expect(try await eventually(timeout: 10) { try await Self.routes(d, ids[2]) == ["live parked"] })
+        await d.daemon.maintenanceOnce()
+        #expect(try await Self.routes(d, ids[0]) == ["live expired"])
+        #expect(try await Self.routes(d, ids[1]) == ["live parked"])
+        #expect(try await Self.routes(d, ids[2]) == ["live parked"])
     }
 
     @Test func aDeadPushTokenFallsBackToTheInboxAndIsReplayedOnConnect() async throws {

@@ -280,6 +280,28 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
         }
     }
 
+    public func expireParked(transport: String, app: String, keepPerUser: Int, now: Date) async throws -> Int {
+        let reports: [DeliveryReport] = state.withLock { s in
+            let parked = s.rows.filter { $0.value.state == .parked && $0.value.transport == transport && $0.value.note.app == app }
+            var reports: [DeliveryReport] = []
+            for (_, rows) in Dictionary(grouping: parked, by: { $0.value.user ?? "" }) {
+                for (id, row) in rows.sorted(by: { $0.key > $1.key }).dropFirst(max(0, keepPerUser)) {
+                    s.rows[id] = nil
+                    s.depth[transport, default: QueueDepth()].queued -= 1
+                    reports.append(DeliveryReport(token: row.token, user: row.user, transport: transport, outcome: .expired,
+                                                  reason: Self.inboxFull(keepPerUser), attempts: row.attempts, apnsID: nil))
+                }
+            }
+            return reports
+        }
+        reports.forEach(onFinal)
+        if !reports.isEmpty { releaseWaiters() }
+        return reports.count
+    }
+
+    /// The reason of a parked delivery that the inbox's size bound ended.
+    public static func inboxFull(_ keep: Int) -> String { "the user's inbox holds at most \(keep) (inbox.maxPerUser); newer ones were kept" }
+
     public func reclaimExpiredLeases(now: Date) async throws -> Int {
         state.withLock { s in
             let expired = s.rows.filter { $0.value.state == .sent && ($0.value.leaseUntil ?? .distantFuture) <= now }.map(\.key).sorted()

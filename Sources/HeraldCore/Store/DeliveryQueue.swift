@@ -47,6 +47,10 @@ public protocol DeliveryQueue: Sendable {
     /// returns how many.
     func unpark(transport: String, token: String, now: Date) async throws -> Int
 
+    /// Ends as `expired` the oldest parked deliveries of `transport` for `app` beyond
+    /// `keepPerUser` per user (the inbox's size bound); returns how many.
+    func expireParked(transport: String, app: String, keepPerUser: Int, now: Date) async throws -> Int
+
     /// Returns deliveries whose lease ran out in this run to the queue; returns how many.
     func reclaimExpiredLeases(now: Date) async throws -> Int
 

@@ -31,6 +31,11 @@ extension Daemon {
                 for (id, app) in configuration.apps where app.foreground != .pushOnly {
                     let gone = try await inbox.prune(app: id, createdBefore: now.addingTimeInterval(-app.inbox.ttl))
                     if gone > 0 { logger.info("pruned inbox entries past inbox.ttl", ["app": id, "count": String(gone)]) }
+                    // The size bound of what waits for a device: the oldest parked beyond inbox.maxPerUser end expired.
+                    if let local = configuration.localTransport(app: app) {
+                        let dropped = try await queue.expireParked(transport: local, app: id, keepPerUser: app.inbox.maxPerUser, now: now)
+                        if dropped > 0 { logger.info("expired parked deliveries beyond inbox.maxPerUser", ["app": id, "count": String(dropped)]) }
+                    }
                 }
             }
         } catch {
