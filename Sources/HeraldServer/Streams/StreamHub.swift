@@ -129,6 +129,7 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
     /// (without what the replay sent), goes live, and makes the device's parked deliveries due.
     public func catchUp(_ connection: Connection, after: Int64?) async {
         let sink = connection.sink, app = connection.key.app, device = connection.key.device, user = connection.user
+        var replayedTo: Int64 = 0
         if let after {
             var cursor = after
             do {
@@ -150,10 +151,11 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
                 logger.warning("cannot replay the inbox; the stream starts live", ["app": app, "device": Redact.token(device),
                                                                                      "error": String(describing: error)])
             }
-            connection.lastSent = cursor
+            replayedTo = cursor
         }
         // Live events that came during the replay, in order, without what the replay sent.
         state.withLock { _ in
+            connection.lastSent = max(connection.lastSent, replayedTo)
             for (seq, bytes) in connection.held where seq > connection.lastSent {
                 _ = sink.send(bytes)
                 connection.lastSent = seq
