@@ -178,28 +178,7 @@ enum StreamBench {
 
     /// One GET on a connection of its own; the status, or 0.
     static func get(port: Int, path: String) -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return 0 }
-        defer { close(fd) }
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard rc == 0 else { return 0 }
-        let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
-        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        var data: [UInt8] = []
-        while true {
-            let got = recv(fd, &buffer, buffer.count, 0)
-            if got <= 0 { break }
-            data += buffer[0..<got]
-        }
-        let line = String(decoding: data.prefix(32), as: UTF8.self).split(separator: " ")
-        return line.count >= 2 ? Int(line[1]) ?? 0 : 0
+        (try? BenchHTTP.exchange(port: port, "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").status) ?? 0
     }
 }
 

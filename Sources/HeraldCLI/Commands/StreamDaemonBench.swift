@@ -237,7 +237,7 @@ extension StreamDaemonBench.Run {
 /// One blocking HTTP/1.1 exchange on a new loopback connection (the benchmark's own requests).
 enum BenchHTTP {
     static func exchange(port: Int, _ request: String) throws -> (status: Int, text: String) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw StreamDaemonBench.Failure(description: "socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var timeout = timeval(tv_sec: 30, tv_usec: 0)
