@@ -35,12 +35,20 @@ public final class TestClock: WallClock, Sendable {
         }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let resumeNow: Bool = state.withLock { s in
+                // Cancelled before it got here (the cancellation handler found no sleeper to
+                // wake): never sleep, or a cancelled waiter (a `WakeSignal.wait(until:)` whose
+                // signal came first) would wait for a time the test may never reach.
+                let outcome: Bool? = state.withLock { s in
+                    if Task.isCancelled { return nil }
                     if deadline <= s.now { return true }
                     s.sleepers.append(Sleeper(id: id, deadline: deadline, continuation: continuation))
                     return false
                 }
-                if resumeNow { continuation.resume() }
+                switch outcome {
+                case nil: continuation.resume(throwing: CancellationError())
+                case true?: continuation.resume()
+                case false?: break
+                }
             }
         } onCancel: {
             let sleeper: Sleeper? = state.withLock { s in
