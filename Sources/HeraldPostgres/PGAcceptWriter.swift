@@ -271,11 +271,12 @@ extension PGAcceptWriter {
     /// the deliveries' columns each travel as arrays (deliveries name their notification's id).
     static let batchInsert = "WITH n AS (\(insertNotifications)) \(insertDeliveries)"
 
-    /// ``batchInsert`` and the wake-ups (`$15` the channel, `$16` the transports) in one
-    /// statement: run outside a transaction it commits on its own, notifications included.
+    /// ``batchInsert`` and the wake-ups (`$16` the channel, `$17` the transports: the parameters
+    /// after ``batchParameters``) in one statement: run outside a transaction it commits on its
+    /// own, notifications included.
     static let batchInsertAndNotify = """
         WITH n AS (\(insertNotifications)), d AS (\(insertDeliveries) RETURNING 1)
-        SELECT pg_notify($15, t) FROM unnest($16::text[]) AS t
+        SELECT pg_notify($16, t) FROM unnest($17::text[]) AS t
         """
 
     private static let insertNotifications = """

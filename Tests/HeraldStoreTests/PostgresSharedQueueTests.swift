@@ -108,6 +108,26 @@ struct PostgresSharedQueueTests {
         }
     }
 
+    @Test func keyLessAcceptsTakeOneStatementPerGroupCommit() async throws {
+        try await withNodes(1) { nodes, _ in
+            let queue = try #require(nodes[0].queue as? PostgresDeliveryQueue)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for i in 0..<40 {
+                    group.addTask { _ = try await queue.enqueue(self.notification("n\(i)", tokens: 1 + i % 3), idempotencySince: self.t0) }
+                }
+                try await group.waitForAll()
+            }
+            // The batch statement (notifications, deliveries and wake-ups) committed every group
+            // on its own: no BEGIN, no per-accept fallback, no COMMIT.
+            let stats = queue.commitStatistics
+            #expect(stats.operations == 40)
+            #expect(stats.roundTrips == stats.commits)
+            let status = try #require(try await queue.status(notificationID: "n5"))
+            #expect(status.deliveries.count == 3)
+            #expect(status.deliveries.allSatisfy { $0.state == .queued && $0.transport == "t" })
+        }
+    }
+
     @Test func nodesStartingAtOnceOnAnEmptyDatabaseMigrateOnce() async throws {
         let server = try PostgresServer.shared()
         let url = try server.createDatabase()
