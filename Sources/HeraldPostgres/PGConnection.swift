@@ -155,18 +155,22 @@ extension String {
 /// one parameter carries any number of rows.
 enum PGArray {
     static func text(_ values: [String?]) -> String {
-        var out = "{"
+        // Bytes, not unicode scalars: only `"` and `\` need escaping, both ASCII (appending scalar
+        // by scalar to a String was about 7 % of a node's CPU in bench_storage).
+        var out: [UInt8] = [UInt8(ascii: "{")]
+        out.reserveCapacity(values.reduce(2) { $0 + ($1?.utf8.count ?? 4) + 3 })
         for (i, v) in values.enumerated() {
-            if i > 0 { out += "," }
-            guard let v else { out += "NULL"; continue }
-            out += "\""
-            for ch in v.unicodeScalars {
-                if ch == "\"" || ch == "\\" { out += "\\" }
-                out.unicodeScalars.append(ch)
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            guard let v else { out.append(contentsOf: "NULL".utf8); continue }
+            out.append(UInt8(ascii: "\""))
+            for byte in v.utf8 {
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { out.append(UInt8(ascii: "\\")) }
+                out.append(byte)
             }
-            out += "\""
+            out.append(UInt8(ascii: "\""))
         }
-        return out + "}"
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
     }
 
     static func ints<I: BinaryInteger>(_ values: [I?]) -> String {

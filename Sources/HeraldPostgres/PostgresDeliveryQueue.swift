@@ -24,6 +24,8 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
     /// This run of this node, written to `deliveries.claimed_by` (for operators; fencing uses the attempt).
     public let nodeID: String
     private let counts = Locked([String: QueueDepth]())
+    /// The content of this node's own accepts until their deliveries' first claim (no JSON to parse then).
+    private let contents = Locked(AcceptedContentCache(limit: 20_000))
 
     /// Opens the queue (the schema must be migrated: see ``PostgresStorageDriver``).
     init(conninfo: String, pool: PGPool, maxCommitBatch: Int, metrics: MetricsRegistry) {
@@ -87,13 +89,14 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
         let content = String(decoding: n.content.apiJSON, as: UTF8.self)
         let created = String(n.createdAt.millisecondsSince1970)
         let d = n.deliveries
-        let arrays = [PGArray.text(d.map(\.token)), PGArray.text(d.map(\.user)), PGArray.text(d.map(\.environment.rawValue)),
-                      PGArray.text(d.map(\.transport)), PGArray.text(d.map(\.state.rawValue)), PGArray.text(d.map(\.reason)),
-                      PGArray.text(d.map { $0.apnsID.lowercasedString }), PGArray.text(d.map(\.fallback))]
         var added: [String: Int] = [:]
         for p in d where p.state == .queued { if let t = p.transport { added[t, default: 0] += 1 } }
         let since = String(idempotencySince.millisecondsSince1970)
+        // The accept on its own: a key's path, or the fallback when a batch statement fails.
         let store: (PGConnection) throws -> (EnqueueReceipt, [String]) = { [added] db in
+            let arrays = [PGArray.text(d.map(\.token)), PGArray.text(d.map(\.user)), PGArray.text(d.map(\.environment.rawValue)),
+                          PGArray.text(d.map(\.transport)), PGArray.text(d.map(\.state.rawValue)), PGArray.text(d.map(\.reason)),
+                          PGArray.text(d.map { $0.apnsID.lowercasedString }), PGArray.text(d.map(\.fallback))]
             if let key = n.idempotencyKey {
                 // A key older than the window is free again.
                 try db.execute("UPDATE notifications SET idempotency_key = NULL WHERE app = $1 AND idempotency_key = $2 AND created_at < $3",
@@ -131,7 +134,11 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
         } else {
             receipt = try await writer.perform(store)
         }
-        if !receipt.replayed { for (t, k) in added { adjust(t, queued: k) } }
+        if !receipt.replayed {
+            for (t, k) in added { adjust(t, queued: k) }
+            let waiting = added.values.reduce(0, +)
+            if waiting > 0 { contents.withLock { $0.insert(n.id, n.content, unclaimed: waiting) } }
+        }
         return receipt
     }
 
@@ -146,7 +153,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
     // MARK: Working
 
     public func claim(transport: String, limit: Int, now: Date, leaseUntil: Date) async throws -> [ClaimedDelivery] {
-        let node = nodeID
+        let node = nodeID, contents = self.contents
         let claimed: [ClaimedDelivery] = try await pool.run { db in
             let r = try db.execute("""
                 WITH c AS (
@@ -158,21 +165,27 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
                        c.fallback
                 FROM c JOIN notifications n ON n.seq = c.notification ORDER BY c.id
                 """, [transport, String(now.millisecondsSince1970), String(limit), String(leaseUntil.millisecondsSince1970), node])
-            return try Self.deliveries(r, transport: transport)
+            return try Self.deliveries(r, transport: transport, cache: contents)
         }
         if !claimed.isEmpty { adjust(transport, queued: -claimed.count, inFlight: claimed.count) }
         return claimed
     }
 
     /// Rows `id, token, user, environment, attempts, apns_id, seq, nid, app, topic, content, created_at, fallback`.
-    private static func deliveries(_ r: PGRows, transport: String) throws -> [ClaimedDelivery] {
+    private static func deliveries(_ r: PGRows, transport: String, cache: Locked<AcceptedContentCache>) throws -> [ClaimedDelivery] {
         var parsed: [Int64: (NotificationContent, [UInt8])] = [:]
         var result: [ClaimedDelivery] = []
         result.reserveCapacity(r.count)
+        // Rows of this node's own accepts (first attempts) whose content is still cached.
+        let cached: [Int: (NotificationContent, [UInt8])] = cache.withLock { c in
+            var found: [Int: (NotificationContent, [UInt8])] = [:]
+            for i in 0..<r.count where r.int(i, 4) == 1 { if let hit = c.claim(r.string(i, 7)) { found[i] = hit } }
+            return found
+        }
         for i in 0..<r.count {
             let seq = r.int(i, 6)
             let content: (NotificationContent, [UInt8])
-            if let c = parsed[seq] { content = c } else {
+            if let c = cached[i] ?? parsed[seq] { content = c } else {
                 do {
                     let c = try NotificationContent.fromAPIJSON(Array(r.string(i, 10).utf8))
                     content = (c, APNsPayload.encode(c))
@@ -213,11 +226,13 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
                 FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::int[], $9::text[], $10::text[])
                     AS c(id, attempt, state, reason, apns_id, retry_at, give_back, parked, transport)
                 WHERE d.id = c.id AND d.attempts = c.attempt AND d.state = 'sent'
-                RETURNING d.transport, d.state, (SELECT o.transport FROM deliveries o WHERE o.id = d.id)
+                RETURNING d.transport, d.state, CASE WHEN c.transport IS NULL THEN d.transport
+                                                     ELSE (SELECT o.transport FROM deliveries o WHERE o.id = d.id) END
                 """, params)
         }
         for i in 0..<changed.count {
-            // Column 2 is the row before the update (a reroute moves it to another transport).
+            // Column 2 is the row's transport before the update (a reroute moves it to another
+            // transport; only then is the old row looked up).
             adjust(changed[i, 2] ?? changed[i, 0], inFlight: -1)
             adjust(changed[i, 0], queued: changed.string(i, 1) == "queued" ? 1 : 0)
         }
@@ -325,12 +340,16 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
                     guard try db.execute("SELECT pg_try_advisory_xact_lock($1)", [String(PostgresSchema.Lock.housekeeping.rawValue)]).string(0, 0) == "t" else {
                         return (0, false)
                     }
+                    // The deliveries explicitly, in the same statement (no foreign key since schema step 5).
                     let r = try db.execute("""
-                        DELETE FROM notifications WHERE seq IN (
-                            SELECT seq FROM notifications n WHERE created_at < $1
-                            AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification = n.seq AND d.state IN ('queued', 'sent'))
-                            ORDER BY seq LIMIT 500)
-                        RETURNING deliveries
+                        WITH n AS (
+                            DELETE FROM notifications WHERE seq IN (
+                                SELECT seq FROM notifications n WHERE created_at < $1
+                                AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification = n.seq AND d.state IN ('queued', 'sent'))
+                                ORDER BY seq LIMIT 500)
+                            RETURNING seq, deliveries),
+                        d AS (DELETE FROM deliveries WHERE notification IN (SELECT seq FROM n))
+                        SELECT deliveries FROM n
                         """, [ms])
                     return ((0..<r.count).reduce(0) { $0 + Int(r.int($1, 0)) }, r.count == 500)
                 }
