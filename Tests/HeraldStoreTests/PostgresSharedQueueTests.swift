@@ -128,6 +128,69 @@ struct PostgresSharedQueueTests {
         }
     }
 
+    @Test func contentWithQuotesAndBackslashesSurvivesTheArraysOnEveryClaimPath() async throws {
+        try await withNodes(2) { nodes, _ in
+            let content = NotificationContent(alert: .text(#"say "hi" \ {a,b} NULL é 🎉"#), data: ["k": .string(#"\"q\""#)])
+            func tricky(_ id: String) -> QueuedNotification {
+                var n = notification(id, tokens: 2)
+                n.content = content
+                n.deliveries[0].user = #"u"\,{}"#
+                return n
+            }
+            // Claimed by another node: read back from the stored row (no cached copy there).
+            _ = try await nodes[0].queue.enqueue(tricky("n1"), idempotencySince: t0)
+            let there = try await nodes[1].queue.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0.addingTimeInterval(60))
+            // Claimed by the accepting node: its cached copy for the first claim of each delivery.
+            _ = try await nodes[0].queue.enqueue(tricky("n2"), idempotencySince: t0)
+            let first = try await nodes[0].queue.claim(transport: "t", limit: 1, now: t0, leaseUntil: t0.addingTimeInterval(60))
+            let second = try await nodes[0].queue.claim(transport: "t", limit: 1, now: t0, leaseUntil: t0.addingTimeInterval(60))
+            let all = there + first + second
+            #expect(all.map(\.delivery.notificationID) == ["n1", "n1", "n2", "n2"])
+            #expect(all.allSatisfy { $0.delivery.content == content && $0.delivery.payload == APNsPayload.encode(content) })
+            #expect(all.filter { $0.delivery.token == "0000" }.map(\.delivery.user) == [#"u"\,{}"#, #"u"\,{}"#])
+        }
+    }
+
+    @Test func anExistingDatabaseLosesTheForeignKeyAndPruneStillRemovesDeliveries() async throws {
+        let server = try PostgresServer.shared()
+        let url = try server.createDatabase()
+        let db = String(url.split(separator: "/").last!)
+        let configuration = try configuration(url: url)
+        let foreignKeys = "SELECT count(*) FROM pg_constraint WHERE conrelid = 'deliveries'::regclass AND contype = 'f'"
+        _ = try await PostgresStorageDriver().migrate(configuration)
+        #expect(try server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+        // A database from before the last step: the foreign key of schema step 1 in place.
+        _ = try server.query(db, """
+            ALTER TABLE deliveries ADD CONSTRAINT deliveries_notification_fkey FOREIGN KEY (notification) REFERENCES notifications (seq) ON DELETE CASCADE;
+            ALTER TABLE deliveries RESET (fillfactor);
+            DROP INDEX deliveries_leased;
+            CREATE INDEX deliveries_claimed ON deliveries (lease_until) WHERE state = 'sent';
+            DELETE FROM herald_schema WHERE version = (SELECT max(version) FROM herald_schema)
+            """)
+        #expect(try server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+        _ = try await PostgresStorageDriver().migrate(configuration)
+        #expect(try server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+        #expect(try server.query(db, "SELECT reloptions FROM pg_class WHERE relname = 'deliveries'").contains("fillfactor=70"))
+        #expect(try server.query(db, "SELECT indexname FROM pg_indexes WHERE tablename = 'deliveries' ORDER BY 1").split(separator: "\n")
+            .map(String.init) == ["deliveries_by_notification", "deliveries_due", "deliveries_leased", "deliveries_parked", "deliveries_pkey"])
+
+        let node = try await PostgresStorageDriver().open(configuration, metrics: MetricsRegistry(), exclusive: true)
+        do {
+            for id in ["old", "kept"] { _ = try await node.queue.enqueue(notification(id, tokens: 3), idempotencySince: t0) }
+            let claimed = try await node.queue.claim(transport: "t", limit: 3, now: t0, leaseUntil: t0.addingTimeInterval(60))
+            try await node.queue.complete(claimed.map { .finished($0.delivery, .delivered, reason: nil) }, now: t0)
+            #expect(try await node.queue.prune(createdBefore: t0.addingTimeInterval(1)) == 3)
+            // The pruned notification's deliveries went with it; the unfinished one's stayed.
+            #expect(try server.query(db, "SELECT count(*) FROM deliveries").trimmingCharacters(in: .whitespacesAndNewlines) == "3")
+            #expect(try await node.queue.status(notificationID: "old") == nil)
+            #expect(try await node.queue.status(notificationID: "kept")?.deliveries.count == 3)
+        } catch {
+            await node.close()
+            throw error
+        }
+        await node.close()
+    }
+
     @Test func nodesStartingAtOnceOnAnEmptyDatabaseMigrateOnce() async throws {
         let server = try PostgresServer.shared()
         let url = try server.createDatabase()
@@ -138,10 +201,10 @@ struct PostgresSharedQueueTests {
         }
         #expect(results.filter { $0.contains("migrated from version 0") }.count == 1)
         let db = String(url.split(separator: "/").last!)
-        #expect(try server.query(db, "SELECT count(*) FROM herald_schema").trimmingCharacters(in: .whitespacesAndNewlines) == "3")
+        #expect(try server.query(db, "SELECT count(*) FROM herald_schema").trimmingCharacters(in: .whitespacesAndNewlines) == "4")
         let findings = await PostgresStorageDriver().describe(configuration)
         #expect(findings.map(\.message).contains { $0.contains("server 15") || $0.contains("server 1") })
-        #expect(findings.contains { $0.message.contains("schema version 3 (this Herald: 3): up to date") })
+        #expect(findings.contains { $0.message.contains("schema version 4 (this Herald: 4): up to date") })
     }
 
     @Test func configurationNamesWhatIsMissingAndNeverShowsThePassword() throws {
