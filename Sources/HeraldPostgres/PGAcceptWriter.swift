@@ -189,7 +189,7 @@ final class PGAcceptWriter: @unchecked Sendable {
             let plain = batch.map { $0.plain! }
             let wake = wakes.take(Set(plain.flatMap(\.wake)), now: DispatchTime.now().uptimeNanoseconds)
             do {
-                try db.execute(Self.batchInsertAndNotify, Self.batchParameters(plain) + [PostgresSchema.channel, PGArray.text(wake)])
+                try db.execute(Self.batchInsertAndNotify, Self.batchParameters(plain) + [PostgresSchema.channel, PGArray.text(wake)], prepared: true)
                 committed(Set(plain.flatMap(\.wake)))
                 return .committed(batch.map(\.succeed), statements: db.executed - sentBefore)
             } catch let error as StoreUnavailableError {
@@ -210,7 +210,7 @@ final class PGAcceptWriter: @unchecked Sendable {
         let batched = isolated ? [] : batch.indices.filter { batch[$0].plain != nil }
         if batched.count > 1 {
             do {
-                try db.execute(Self.batchInsert, Self.batchParameters(batched.map { batch[$0].plain! }))
+                try db.execute(Self.batchInsert, Self.batchParameters(batched.map { batch[$0].plain! }), prepared: true)
                 for i in batched {
                     wake.formUnion(batch[i].plain!.wake)
                     done.append((batch[i].succeed, batch[i].fail))

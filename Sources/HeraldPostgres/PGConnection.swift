@@ -33,8 +33,10 @@ final class PGConnection: @unchecked Sendable {
     private let conninfo: String
     /// The connection string without its password, for messages.
     let redacted: String
-    /// Statements sent so far (round trips), for benchmarks.
+    /// Statements sent so far (round trips, preparations included), for benchmarks.
     private(set) var executed = 0
+    /// Statements prepared in this session, by their SQL (see ``execute(_:_:prepared:)``).
+    private var prepared: [String: String] = [:]
 
     /// Connects (blocking: call on a thread you own).
     init(_ conninfo: String) throws {
@@ -47,6 +49,7 @@ final class PGConnection: @unchecked Sendable {
 
     private func connect() throws {
         if let conn { PQfinish(conn) }
+        prepared = [:]
         conn = PQconnectdb(conninfo)
         guard herald_pq_connection_ok(conn) != 0 else {
             let message = conn.map { String(cString: PQerrorMessage($0)) } ?? "out of memory"
@@ -63,36 +66,77 @@ final class PGConnection: @unchecked Sendable {
 
     /// Runs one statement with text parameters (`$1`, `$2`, …) and returns its rows. A lost
     /// connection is reopened first, once, when the previous call found it down.
+    ///
+    /// `prepared`: the statement is prepared once per session (one more round trip, the first
+    /// time) and then only executed: the server neither parses nor analyses it again, and may
+    /// keep its plan. For the statements run many times a second (accepts, claims, outcomes).
     @discardableResult
-    func execute(_ sql: String, _ parameters: [String?] = []) throws -> PGRows {
+    func execute(_ sql: String, _ parameters: [String?] = [], prepared: Bool = false) throws -> PGRows {
         if !isOpen { try connect() }
+        var name: String?
+        if prepared {
+            name = self.prepared[sql]
+            if name == nil {
+                let fresh = "herald_\(self.prepared.count)"
+                executed += 1
+                try check(PQprepare(conn, fresh, sql, Int32(parameters.count), nil)).close()
+                self.prepared[sql] = fresh
+                name = fresh
+            }
+        }
         executed += 1
         let result: OpaquePointer? = withCStrings(parameters) { values in
-            PQexecParams(conn, sql, Int32(parameters.count), nil, values, nil, nil, 0)
+            if let name { PQexecPrepared(conn, name, Int32(parameters.count), values, nil, nil, 0) } else {
+                PQexecParams(conn, sql, Int32(parameters.count), nil, values, nil, nil, 0)
+            }
         }
+        let checked: Checked
+        do { checked = try check(result) } catch let error as PostgresError where name != nil {
+            // A statement the server no longer has, or whose plan a schema change invalidated: prepare it again next time.
+            if error.sqlState == "26000" || error.sqlState == "0A000" { self.prepared[sql] = nil }
+            throw error
+        }
+        defer { checked.close() }
+        return checked.rows()
+    }
+
+    /// A result that succeeded; ``close()`` frees it.
+    private struct Checked {
+        let result: OpaquePointer
+        let kind: Int32
+
+        func close() { PQclear(result) }
+
+        func rows() -> PGRows {
+            let affected = Int(String(cString: PQcmdTuples(result))) ?? 0
+            guard kind == 1 else { return PGRows(rows: [], affected: affected) }
+            let n = PQntuples(result), columns = PQnfields(result)
+            var rows: [[String?]] = []
+            rows.reserveCapacity(Int(n))
+            for r in 0..<n {
+                var row: [String?] = []
+                row.reserveCapacity(Int(columns))
+                for c in 0..<columns {
+                    row.append(PQgetisnull(result, r, c) == 1 ? nil : String(cString: PQgetvalue(result, r, c)))
+                }
+                rows.append(row)
+            }
+            return PGRows(rows: rows, affected: affected)
+        }
+    }
+
+    /// The result when it succeeded; otherwise frees it and throws (``StoreUnavailableError`` for a lost connection).
+    private func check(_ result: OpaquePointer?) throws -> Checked {
         guard let result else { throw lost("no result") }
-        defer { PQclear(result) }
         let kind = herald_pq_result_kind(result)
         if kind == 0 {
+            defer { PQclear(result) }
             let message = String(cString: PQresultErrorMessage(result)).trimmed
             let state = String(cString: herald_pq_sqlstate(result))
             if !isOpen || state.hasPrefix("08") || state == "57P01" || state == "57P02" || state == "57P03" { throw lost(message) }
             throw PostgresError(message: "PostgreSQL: \(message)", sqlState: state)
         }
-        let affected = Int(String(cString: PQcmdTuples(result))) ?? 0
-        guard kind == 1 else { return PGRows(rows: [], affected: affected) }
-        let n = PQntuples(result), columns = PQnfields(result)
-        var rows: [[String?]] = []
-        rows.reserveCapacity(Int(n))
-        for r in 0..<n {
-            var row: [String?] = []
-            row.reserveCapacity(Int(columns))
-            for c in 0..<columns {
-                row.append(PQgetisnull(result, r, c) == 1 ? nil : String(cString: PQgetvalue(result, r, c)))
-            }
-            rows.append(row)
-        }
-        return PGRows(rows: rows, affected: affected)
+        return Checked(result: result, kind: kind)
     }
 
     /// Runs `body` in a transaction (`BEGIN` … `COMMIT`; `ROLLBACK` when it throws).

@@ -164,7 +164,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
                 SELECT c.id, c.token, c."user", c.environment, c.attempts, c.apns_id, n.seq, n.id, n.app, n.topic, n.content, n.created_at,
                        c.fallback
                 FROM c JOIN notifications n ON n.seq = c.notification ORDER BY c.id
-                """, [transport, String(now.millisecondsSince1970), String(limit), String(leaseUntil.millisecondsSince1970), node])
+                """, [transport, String(now.millisecondsSince1970), String(limit), String(leaseUntil.millisecondsSince1970), node], prepared: true)
             return try Self.deliveries(r, transport: transport, cache: contents)
         }
         if !claimed.isEmpty { adjust(transport, queued: -claimed.count, inFlight: claimed.count) }
@@ -228,7 +228,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
                 WHERE d.id = c.id AND d.attempts = c.attempt AND d.state = 'sent'
                 RETURNING d.transport, d.state, CASE WHEN c.transport IS NULL THEN d.transport
                                                      ELSE (SELECT o.transport FROM deliveries o WHERE o.id = d.id) END
-                """, params)
+                """, params, prepared: true)
         }
         for i in 0..<changed.count {
             // Column 2 is the row's transport before the update (a reroute moves it to another
@@ -273,7 +273,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
             try db.execute("""
                 UPDATE deliveries d SET lease_until = $3 FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt)
                 WHERE d.id = c.id AND d.attempts = c.attempt AND d.state = 'sent'
-                """, params)
+                """, params, prepared: true)
         }
     }
 
@@ -303,7 +303,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
 
     public func nextDue(transport: String) async throws -> Date? {
         try await pool.run { db in
-            try db.execute("SELECT min(next_attempt_at) FROM deliveries WHERE state = 'queued' AND transport = $1", [transport])
+            try db.execute("SELECT min(next_attempt_at) FROM deliveries WHERE state = 'queued' AND transport = $1", [transport], prepared: true)
                 .optionalInt(0, 0).map { Date(millisecondsSince1970: $0) }
         }
     }

@@ -94,15 +94,13 @@ enum PostgresSchema {
         );
         """,
         // 5: less work per delivery row. No foreign key from deliveries to notifications (each
-        // insert checked it and locked the notification's row; prune deletes both explicitly);
-        // room in each page for the two updates of a delivery (claim, outcome) beside the row.
+        // insert checked it and locked the notification's row; prune deletes both explicitly).
         // The lease index keyed on `lease_until IS NOT NULL` (the same rows: only a `sent` row
         // holds a lease) rather than `state = 'sent'`: with the old predicate the planner read
         // every claimed row (the whole in-flight backlog) for each batch of outcomes instead of
         // looking the batch up by id.
         """
         ALTER TABLE deliveries DROP CONSTRAINT IF EXISTS deliveries_notification_fkey;
-        ALTER TABLE deliveries SET (fillfactor = 70);
         DROP INDEX IF EXISTS deliveries_claimed;
         CREATE INDEX deliveries_leased ON deliveries (lease_until) WHERE lease_until IS NOT NULL
         """,

@@ -62,7 +62,7 @@ final class PostgresTokenStore: TokenStore, Sendable {
             Self.devices(try db.execute("""
                 SELECT \(Self.columns) FROM devices WHERE app = $1 AND "user" = ANY($2::text[]) \(filter)
                 ORDER BY "user", updated_at DESC, token
-                """, [app, list]))
+                """, [app, list], prepared: true))
         }
     }
 

@@ -162,7 +162,6 @@ struct PostgresSharedQueueTests {
         // A database from before the last step: the foreign key of schema step 1 in place.
         _ = try server.query(db, """
             ALTER TABLE deliveries ADD CONSTRAINT deliveries_notification_fkey FOREIGN KEY (notification) REFERENCES notifications (seq) ON DELETE CASCADE;
-            ALTER TABLE deliveries RESET (fillfactor);
             DROP INDEX deliveries_leased;
             CREATE INDEX deliveries_claimed ON deliveries (lease_until) WHERE state = 'sent';
             DELETE FROM herald_schema WHERE version = (SELECT max(version) FROM herald_schema)
@@ -170,7 +169,6 @@ struct PostgresSharedQueueTests {
         #expect(try server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "1")
         _ = try await PostgresStorageDriver().migrate(configuration)
         #expect(try server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "0")
-        #expect(try server.query(db, "SELECT reloptions FROM pg_class WHERE relname = 'deliveries'").contains("fillfactor=70"))
         #expect(try server.query(db, "SELECT indexname FROM pg_indexes WHERE tablename = 'deliveries' ORDER BY 1").split(separator: "\n")
             .map(String.init) == ["deliveries_by_notification", "deliveries_due", "deliveries_leased", "deliveries_parked", "deliveries_pkey"])
 
