@@ -33,6 +33,8 @@ final class PGAcceptWriter: @unchecked Sendable {
     }
 
     private let conninfo: String
+    /// This node (``PostgresDeliveryQueue/nodeID``), stored as the deliveries' `accepted_by`.
+    private let node: String
     private var db: PGConnection?
     private let condition = ConditionLock()
     private var pending: [Operation] = []
@@ -48,9 +50,10 @@ final class PGAcceptWriter: @unchecked Sendable {
     /// nodes' through the coalesced `NOTIFY`).
     private let committed: @Sendable (Set<String>) -> Void
 
-    init(conninfo: String, maxBatch: Int, committed: @escaping @Sendable (Set<String>) -> Void,
+    init(conninfo: String, node: String, maxBatch: Int, committed: @escaping @Sendable (Set<String>) -> Void,
          observe: @escaping @Sendable (Int, Double, Int) -> Void) {
         self.conninfo = conninfo
+        self.node = node
         self.maxBatch = max(1, maxBatch)
         self.committed = committed
         self.observe = observe
@@ -189,7 +192,8 @@ final class PGAcceptWriter: @unchecked Sendable {
             let plain = batch.map { $0.plain! }
             let wake = wakes.take(Set(plain.flatMap(\.wake)), now: DispatchTime.now().uptimeNanoseconds)
             do {
-                try db.execute(Self.batchInsertAndNotify, Self.batchParameters(plain) + [PostgresSchema.channel, PGArray.text(wake)], prepared: true)
+                try db.execute(Self.batchInsertAndNotify, Self.batchParameters(plain, node: node) + [PostgresSchema.channel, PGArray.text(wake)],
+                               prepared: true)
                 committed(Set(plain.flatMap(\.wake)))
                 return .committed(batch.map(\.succeed), statements: db.executed - sentBefore)
             } catch let error as StoreUnavailableError {
@@ -210,7 +214,7 @@ final class PGAcceptWriter: @unchecked Sendable {
         let batched = isolated ? [] : batch.indices.filter { batch[$0].plain != nil }
         if batched.count > 1 {
             do {
-                try db.execute(Self.batchInsert, Self.batchParameters(batched.map { batch[$0].plain! }), prepared: true)
+                try db.execute(Self.batchInsert, Self.batchParameters(batched.map { batch[$0].plain! }, node: node), prepared: true)
                 for i in batched {
                     wake.formUnion(batch[i].plain!.wake)
                     done.append((batch[i].succeed, batch[i].fail))
@@ -271,12 +275,12 @@ extension PGAcceptWriter {
     /// the deliveries' columns each travel as arrays (deliveries name their notification's id).
     static let batchInsert = "WITH n AS (\(insertNotifications)) \(insertDeliveries)"
 
-    /// ``batchInsert`` and the wake-ups (`$16` the channel, `$17` the transports: the parameters
+    /// ``batchInsert`` and the wake-ups (`$17` the channel, `$18` the transports: the parameters
     /// after ``batchParameters``) in one statement: run outside a transaction it commits on its
     /// own, notifications included.
     static let batchInsertAndNotify = """
         WITH n AS (\(insertNotifications)), d AS (\(insertDeliveries) RETURNING 1)
-        SELECT pg_notify($16, t) FROM unnest($17::text[]) AS t
+        SELECT pg_notify($17, t) FROM unnest($18::text[]) AS t
         """
 
     private static let insertNotifications = """
@@ -287,16 +291,17 @@ extension PGAcceptWriter {
 
     private static let insertDeliveries = """
         INSERT INTO deliveries (notification, token, "user", environment, transport, state, attempts,
-                                next_attempt_at, last_reason, apns_id, updated_at, fallback)
+                                next_attempt_at, last_reason, apns_id, updated_at, fallback, accepted_by)
         SELECT n.seq, r.token, r.u, r.env, r.transport, r.state, 0,
-               CASE WHEN r.state = 'queued' THEN n.created_at END, r.reason, r.apns_id, n.created_at, r.fallback
+               CASE WHEN r.state = 'queued' THEN n.created_at END, r.reason, r.apns_id, n.created_at, r.fallback, $16
         FROM unnest($7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[])
             WITH ORDINALITY AS r(nid, token, u, env, transport, state, reason, apns_id, fallback, ord)
         JOIN n ON n.id = r.nid
         ORDER BY r.ord
         """
 
-    static func batchParameters(_ accepts: [PlainAccept]) -> [String?] {
+    /// `$1`–`$15` the notifications' and deliveries' columns as arrays, `$16` this node.
+    static func batchParameters(_ accepts: [PlainAccept], node: String) -> [String?] {
         var params: [String?] = []
         for column in 0..<6 { params.append(PGArray.text(accepts.map { $0.notification[column] })) }
         for column in -1..<8 {
@@ -306,7 +311,7 @@ extension PGAcceptWriter {
             }
             params.append(PGArray.text(values))
         }
-        return params
+        return params + [node]
     }
 }
 

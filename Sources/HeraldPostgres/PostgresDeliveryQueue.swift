@@ -24,6 +24,10 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
     /// This run of this node, written to `deliveries.claimed_by` (for operators; fencing uses the attempt).
     public let nodeID: String
     private let counts = Locked([String: QueueDepth]())
+    /// How long a delivery waits for the node that accepted it before any node claims it (a node
+    /// that died or falls behind). Until then each node claims its own accepts, so the nodes'
+    /// workers do not race for the rows of every commit (see docs/scale-out.md).
+    static let affinity: TimeInterval = 1
     /// The content of this node's own accepts until their deliveries' first claim (no JSON to parse then).
     private let contents = Locked(AcceptedContentCache(limit: 20_000))
 
@@ -38,7 +42,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
         let statements = metrics.counter("herald_queue_accept_statements_total",
                                          help: "Statements (database round trips) the accept writer sent, BEGIN and COMMIT included (PostgreSQL).")
         let wake = Locked<PGListener?>(nil)
-        writer = PGAcceptWriter(conninfo: conninfo, maxBatch: maxCommitBatch, committed: { transports in
+        writer = PGAcceptWriter(conninfo: conninfo, node: nodeID, maxBatch: maxCommitBatch, committed: { transports in
             wake.withLock { $0 }?.wakeLocally(transports)
         }) { n, seconds, sent in
             statements.increment(by: Int64(sent))
@@ -48,10 +52,13 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
         }
         let counts = self.counts
         listener = PGListener(conninfo: conninfo) { db in
+            // Through the two partial indexes (the unfinished rows only), not a scan of the table.
             let r = try db.execute("""
-                SELECT transport, state, count(*) FROM deliveries
-                WHERE state IN ('queued', 'sent') AND transport IS NOT NULL GROUP BY transport, state
-                """)
+                SELECT transport, 'queued', count(*) FROM deliveries WHERE state = 'queued' AND transport IS NOT NULL GROUP BY transport
+                UNION ALL
+                SELECT transport, 'sent', count(*) FROM deliveries
+                WHERE lease_until IS NOT NULL AND state = 'sent' AND transport IS NOT NULL GROUP BY transport
+                """, prepared: true)
             var depth: [String: QueueDepth] = [:]
             for i in 0..<r.count {
                 if r.string(i, 1) == "queued" { depth[r.string(i, 0), default: QueueDepth()].queued += Int(r.int(i, 2)) } else {
@@ -91,7 +98,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
         let d = n.deliveries
         var added: [String: Int] = [:]
         for p in d where p.state == .queued { if let t = p.transport { added[t, default: 0] += 1 } }
-        let since = String(idempotencySince.millisecondsSince1970)
+        let since = String(idempotencySince.millisecondsSince1970), node = nodeID
         // The accept on its own: a key's path, or the fallback when a batch statement fails.
         let store: (PGConnection) throws -> (EnqueueReceipt, [String]) = { [added] db in
             let arrays = [PGArray.text(d.map(\.token)), PGArray.text(d.map(\.user)), PGArray.text(d.map(\.environment.rawValue)),
@@ -109,14 +116,14 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
                     ON CONFLICT (app, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING seq),
                 d AS (
                     INSERT INTO deliveries (notification, token, "user", environment, transport, state, attempts,
-                                            next_attempt_at, last_reason, apns_id, updated_at, fallback)
+                                            next_attempt_at, last_reason, apns_id, updated_at, fallback, accepted_by)
                     SELECT n.seq, r.token, r.u, r.env, r.transport, r.state, 0,
-                           CASE WHEN r.state = 'queued' THEN $7::bigint END, r.reason, r.apns_id, $7::bigint, r.fallback
+                           CASE WHEN r.state = 'queued' THEN $7::bigint END, r.reason, r.apns_id, $7::bigint, r.fallback, $16
                     FROM n, unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[])
                         WITH ORDINALITY AS r(token, u, env, transport, state, reason, apns_id, fallback, ord)
                     ORDER BY r.ord)
                 SELECT seq FROM n
-                """, [n.id, n.app, n.topic, content, n.idempotencyKey, String(d.count), created] + arrays)
+                """, [n.id, n.app, n.topic, content, n.idempotencyKey, String(d.count), created] + arrays + [node])
             if inserted.count == 0, let key = n.idempotencyKey {
                 let first = try db.execute("SELECT id, deliveries FROM notifications WHERE app = $1 AND idempotency_key = $2", [n.app, key])
                 guard first.count == 1 else { throw StoreError("queue: idempotency key \(key) conflicts but its notification is gone; retry") }
@@ -159,12 +166,14 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
                 WITH c AS (
                     UPDATE deliveries SET state = 'sent', parked = false, attempts = attempts + 1, lease_until = $4, updated_at = $2, claimed_by = $5
                     WHERE id IN (SELECT id FROM deliveries WHERE state = 'queued' AND transport = $1 AND next_attempt_at <= $2
+                                 AND (accepted_by IS NULL OR accepted_by = $5 OR next_attempt_at <= $6)
                                  ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED)
                     RETURNING id, notification, token, "user", environment, attempts, apns_id, fallback)
                 SELECT c.id, c.token, c."user", c.environment, c.attempts, c.apns_id, n.seq, n.id, n.app, n.topic, n.content, n.created_at,
                        c.fallback
                 FROM c JOIN notifications n ON n.seq = c.notification ORDER BY c.id
-                """, [transport, String(now.millisecondsSince1970), String(limit), String(leaseUntil.millisecondsSince1970), node], prepared: true)
+                """, [transport, String(now.millisecondsSince1970), String(limit), String(leaseUntil.millisecondsSince1970), node,
+                      String(now.addingTimeInterval(-Self.affinity).millisecondsSince1970)], prepared: true)
             return try Self.deliveries(r, transport: transport, cache: contents)
         }
         if !claimed.isEmpty { adjust(transport, queued: -claimed.count, inFlight: claimed.count) }
@@ -241,7 +250,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
     public func unpark(transport: String, token: String, now: Date) async throws -> Int {
         let n = try await pool.run { db in
             try db.execute("""
-                UPDATE deliveries SET next_attempt_at = $1 WHERE parked AND transport = $2 AND token = $3 AND state = 'queued'
+                UPDATE deliveries SET next_attempt_at = $1, accepted_by = NULL WHERE parked AND transport = $2 AND token = $3 AND state = 'queued'
                 RETURNING id
                 """, [String(now.millisecondsSince1970), transport, token]).count
         }
@@ -286,7 +295,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
                     return PGRows(rows: [], affected: 0)
                 }
                 let r = try db.execute("""
-                    UPDATE deliveries SET state = 'queued', lease_until = NULL, claimed_by = NULL, next_attempt_at = $1, updated_at = $1,
+                    UPDATE deliveries SET state = 'queued', lease_until = NULL, claimed_by = NULL, accepted_by = NULL, next_attempt_at = $1, updated_at = $1,
                         last_reason = 'lease expired before the transport answered'
                     WHERE state = 'sent' AND lease_until <= $1 RETURNING transport
                     """, [ms])
@@ -301,9 +310,17 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
         return r.count
     }
 
+    /// When ``claim(transport:limit:now:leaseUntil:)`` can next take something here: this node's
+    /// own (and unowned) deliveries when due, other nodes' ``affinity`` later.
     public func nextDue(transport: String) async throws -> Date? {
-        try await pool.run { db in
-            try db.execute("SELECT min(next_attempt_at) FROM deliveries WHERE state = 'queued' AND transport = $1", [transport], prepared: true)
+        let node = nodeID, later = String(Int64(Self.affinity * 1000))
+        return try await pool.run { db in
+            try db.execute("""
+                SELECT LEAST(
+                    (SELECT min(next_attempt_at) FROM deliveries WHERE state = 'queued' AND transport = $1
+                     AND (accepted_by IS NULL OR accepted_by = $2)),
+                    (SELECT min(next_attempt_at) FROM deliveries WHERE state = 'queued' AND transport = $1) + $3::bigint)
+                """, [transport, node, later], prepared: true)
                 .optionalInt(0, 0).map { Date(millisecondsSince1970: $0) }
         }
     }

@@ -98,11 +98,13 @@ enum PostgresSchema {
         // The lease index keyed on `lease_until IS NOT NULL` (the same rows: only a `sent` row
         // holds a lease) rather than `state = 'sent'`: with the old predicate the planner read
         // every claimed row (the whole in-flight backlog) for each batch of outcomes instead of
-        // looking the batch up by id.
+        // looking the batch up by id. `accepted_by`: the node that accepted a delivery claims it
+        // first (PostgresDeliveryQueue.affinity); NULL for rows from before, which any node takes.
         """
         ALTER TABLE deliveries DROP CONSTRAINT IF EXISTS deliveries_notification_fkey;
         DROP INDEX IF EXISTS deliveries_claimed;
-        CREATE INDEX deliveries_leased ON deliveries (lease_until) WHERE lease_until IS NOT NULL
+        CREATE INDEX deliveries_leased ON deliveries (lease_until) WHERE lease_until IS NOT NULL;
+        ALTER TABLE deliveries ADD COLUMN accepted_by TEXT
         """,
     ]
 

@@ -49,7 +49,9 @@ struct PostgresSharedQueueTests {
                     group.addTask {
                         var ids: [Int64] = []
                         while true {
-                            let c = try await node.queue.claim(transport: "t", limit: 7, now: self.t0, leaseUntil: self.t0.addingTimeInterval(60))
+                            // Past the accepting node's affinity: every node may take every row.
+                            let c = try await node.queue.claim(transport: "t", limit: 7, now: self.t0.addingTimeInterval(1),
+                                                               leaseUntil: self.t0.addingTimeInterval(60))
                             if c.isEmpty { return ids }
                             ids += c.map(\.delivery.id)
                         }
@@ -59,6 +61,27 @@ struct PostgresSharedQueueTests {
             }
             #expect(claimed.joined().count == 300)
             #expect(Set(claimed.joined()).count == 300)
+        }
+    }
+
+    @Test func aNodeClaimsItsOwnAcceptsFirstAndAnyNodeAfterTheAffinity() async throws {
+        try await withNodes(2) { nodes, _ in
+            let a = nodes[0].queue, b = nodes[1].queue
+            _ = try await a.enqueue(notification("mine", tokens: 2), idempotencySince: t0)
+            // B leaves A's fresh accepts to A, and knows when it may take them.
+            #expect(try await b.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0.addingTimeInterval(60)).isEmpty)
+            #expect(try await b.nextDue(transport: "t") == t0.addingTimeInterval(1))
+            #expect(try await a.nextDue(transport: "t") == t0)
+            let own = try await a.claim(transport: "t", limit: 1, now: t0, leaseUntil: t0.addingTimeInterval(0.5))
+            #expect(own.count == 1)
+            // A lease that ran out makes its delivery anyone's at once.
+            #expect(try await b.reclaimExpiredLeases(now: t0.addingTimeInterval(0.5)) == 1)
+            let reclaimed = try await b.claim(transport: "t", limit: 10, now: t0.addingTimeInterval(0.5), leaseUntil: t0.addingTimeInterval(60))
+            #expect(reclaimed.map(\.delivery.id) == own.map(\.delivery.id))
+            // What A did not claim, B takes once the affinity is over (a node that died or falls behind).
+            let rest = try await b.claim(transport: "t", limit: 10, now: t0.addingTimeInterval(1), leaseUntil: t0.addingTimeInterval(60))
+            #expect(rest.count == 1)
+            #expect(Set((own + rest).map(\.delivery.id)).count == 2)
         }
     }
 
@@ -137,9 +160,10 @@ struct PostgresSharedQueueTests {
                 n.deliveries[0].user = #"u"\,{}"#
                 return n
             }
-            // Claimed by another node: read back from the stored row (no cached copy there).
+            // Claimed by another node (past the accepting node's affinity): read back from the
+            // stored row (no cached copy there).
             _ = try await nodes[0].queue.enqueue(tricky("n1"), idempotencySince: t0)
-            let there = try await nodes[1].queue.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0.addingTimeInterval(60))
+            let there = try await nodes[1].queue.claim(transport: "t", limit: 10, now: t0.addingTimeInterval(1), leaseUntil: t0.addingTimeInterval(60))
             // Claimed by the accepting node: its cached copy for the first claim of each delivery.
             _ = try await nodes[0].queue.enqueue(tricky("n2"), idempotencySince: t0)
             let first = try await nodes[0].queue.claim(transport: "t", limit: 1, now: t0, leaseUntil: t0.addingTimeInterval(60))
@@ -159,11 +183,12 @@ struct PostgresSharedQueueTests {
         let foreignKeys = "SELECT count(*) FROM pg_constraint WHERE conrelid = 'deliveries'::regclass AND contype = 'f'"
         _ = try await PostgresStorageDriver().migrate(configuration)
         #expect(try server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "0")
-        // A database from before the last step: the foreign key of schema step 1 in place.
+        // A database from before the last step: the foreign key of schema step 1 in place, no `accepted_by`.
         _ = try server.query(db, """
             ALTER TABLE deliveries ADD CONSTRAINT deliveries_notification_fkey FOREIGN KEY (notification) REFERENCES notifications (seq) ON DELETE CASCADE;
             DROP INDEX deliveries_leased;
             CREATE INDEX deliveries_claimed ON deliveries (lease_until) WHERE state = 'sent';
+            ALTER TABLE deliveries DROP COLUMN accepted_by;
             DELETE FROM herald_schema WHERE version = (SELECT max(version) FROM herald_schema)
             """)
         #expect(try server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "1")
