@@ -37,6 +37,8 @@ final class PGConnection: @unchecked Sendable {
     private(set) var executed = 0
     /// Statements prepared in this session, by their SQL (see ``execute(_:_:prepared:)``).
     private var prepared: [String: String] = [:]
+    /// Names given so far in this session (a forgotten statement's name is never reused).
+    private var preparedNames = 0
 
     /// Connects (blocking: call on a thread you own).
     init(_ conninfo: String) throws {
@@ -50,6 +52,7 @@ final class PGConnection: @unchecked Sendable {
     private func connect() throws {
         if let conn { PQfinish(conn) }
         prepared = [:]
+        preparedNames = 0
         conn = PQconnectdb(conninfo)
         guard herald_pq_connection_ok(conn) != 0 else {
             let message = conn.map { String(cString: PQerrorMessage($0)) } ?? "out of memory"
@@ -77,7 +80,8 @@ final class PGConnection: @unchecked Sendable {
         if prepared {
             name = self.prepared[sql]
             if name == nil {
-                let fresh = "herald_\(self.prepared.count)"
+                let fresh = "herald_\(preparedNames)"
+                preparedNames += 1
                 executed += 1
                 try check(PQprepare(conn, fresh, sql, Int32(parameters.count), nil)).close()
                 self.prepared[sql] = fresh
