@@ -151,8 +151,9 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
             let r = try db.execute("""
                 WITH c AS (
                     UPDATE deliveries SET state = 'sent', parked = false, attempts = attempts + 1, lease_until = $4, updated_at = $2, claimed_by = $5
-                    WHERE id IN (SELECT id FROM deliveries WHERE state = 'queued' AND transport = $1 AND next_attempt_at <= $2
-                                 ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED)
+                    WHERE id IN (SELECT d.id FROM deliveries d WHERE d.state = 'queued' AND d.transport = $1 AND d.next_attempt_at <= $2
+                                 AND NOT \(Self.streamElsewhere(node: "$5"))
+                                 ORDER BY d.next_attempt_at, d.id LIMIT $3 FOR UPDATE SKIP LOCKED)
                     RETURNING id, notification, token, "user", environment, attempts, apns_id, fallback)
                 SELECT c.id, c.token, c."user", c.environment, c.attempts, c.apns_id, n.seq, n.id, n.app, n.topic, n.content, n.created_at,
                        c.fallback
@@ -162,6 +163,18 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
         }
         if !claimed.isEmpty { adjust(transport, queued: -claimed.count, inFlight: claimed.count) }
         return claimed
+    }
+
+    /// A delivery `d` whose device has a live stream open on another live node and none on this
+    /// one (`node`, a parameter): that node's local transport writes it (``PostgresPresence``).
+    /// No presence row names a push transport, so for those it is one index probe that finds nothing.
+    static func streamElsewhere(node: String) -> String {
+        """
+        EXISTS (SELECT 1 FROM presence p WHERE p.transport = d.transport AND p.device = d.token AND p.node <> \(node)
+                AND p.seen >= now() - make_interval(secs => \(PostgresPresence.timeToLive))
+                AND p.app = (SELECT n.app FROM notifications n WHERE n.seq = d.notification)
+                AND NOT EXISTS (SELECT 1 FROM presence m WHERE m.app = p.app AND m.device = p.device AND m.node = \(node)))
+        """
     }
 
     /// Rows `id, token, user, environment, attempts, apns_id, seq, nid, app, topic, content, created_at, fallback`.
@@ -287,8 +300,13 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
     }
 
     public func nextDue(transport: String) async throws -> Date? {
-        try await pool.run { db in
-            try db.execute("SELECT min(next_attempt_at) FROM deliveries WHERE state = 'queued' AND transport = $1", [transport])
+        let node = nodeID
+        return try await pool.run { db in
+            // What another node's stream will take is not this node's to wait for.
+            try db.execute("""
+                SELECT min(d.next_attempt_at) FROM deliveries d
+                WHERE d.state = 'queued' AND d.transport = $1 AND NOT \(Self.streamElsewhere(node: "$2"))
+                """, [transport, node])
                 .optionalInt(0, 0).map { Date(millisecondsSince1970: $0) }
         }
     }
