@@ -118,9 +118,17 @@ final class PGConnection: @unchecked Sendable {
     /// is signalled; returns the notifications' payloads.
     func waitForNotifications(timeoutMilliseconds: Int32, wake: PGWakeSignal? = nil) throws -> [String] {
         if !isOpen { throw lost("connection closed") }
+        // Notifications that came in during this connection's last statement are already read.
+        let early = notifications()
+        if !early.isEmpty { return early }
         let ready = wake.map { herald_pq_wait_readable_or(conn, $0.fd, timeoutMilliseconds) } ?? herald_pq_wait_readable(conn, timeoutMilliseconds)
         if ready < 0 { throw lost("poll failed") }
         if PQconsumeInput(conn) == 0 || !isOpen { throw lost(String(cString: PQerrorMessage(conn)).trimmed) }
+        return notifications()
+    }
+
+    /// The payloads of the notifications libpq has read.
+    private func notifications() -> [String] {
         var payloads: [String] = []
         while let n = PQnotifies(conn) {
             payloads.append(String(cString: n.pointee.extra))
