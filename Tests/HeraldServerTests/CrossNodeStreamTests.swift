@@ -80,10 +80,14 @@ import Testing
             stream = nil
             #expect(await eventually(timeout: 20) { await Self.metric(a, "herald_presence_remote_devices") == 0 })
             let after = try await Self.send(a, "after")
-            #expect(await eventually(timeout: 20) { (a.ledger() + b.ledger()).count == 1 })
-            let final = try await a.client.get("/v1/notifications/\(after)")
-            #expect((final.json?["deliveries"]?.arrayValue ?? []).map { "\($0["transport"]?.stringValue ?? "-") \($0["state"]?.stringValue ?? "-")" }
-                    == ["push delivered"])
+            func routes() async -> [String] {
+                let final = try? await a.client.get("/v1/notifications/\(after)")
+                return (final?.json?["deliveries"]?.arrayValue ?? []).map { "\($0["transport"]?.stringValue ?? "-") \($0["state"]?.stringValue ?? "-")" }
+            }
+            let delivered = await eventually(timeout: 20) { await routes() == ["push delivered"] }
+            let seen = await routes()
+            #expect(delivered, "\(seen)")
+            #expect((a.ledger() + b.ledger()).count == 1)
         }
     }
 
