@@ -92,6 +92,7 @@ final class PostgresPresence: PresenceDirectory, @unchecked Sendable {
     func stop() {
         lock.lock()
         stopped = true
+        lock.broadcast()
         lock.unlock()
         wake.signal()
         lock.lock()
