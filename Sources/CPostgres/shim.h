@@ -2,6 +2,9 @@
 #define HERALD_CPOSTGRES_SHIM_H
 #include <libpq-fe.h>
 #include <poll.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 /// Typed shims: the enum values libpq returns, as plain ints Swift can compare without casts.
 static inline int herald_pq_connection_ok(const PGconn *conn) {
@@ -31,4 +34,23 @@ static inline int herald_pq_wait_readable(const PGconn *conn, int timeout_ms) {
     int r = poll(&p, 1, timeout_ms);
     return r < 0 ? -1 : (r > 0 ? 1 : 0);
 }
+
+/// Waits up to `timeout_ms` for the connection's socket or `wake_fd` (an eventfd) to be
+/// readable: a bitmask (1 the socket, 2 the eventfd, which is drained), 0 on timeout, -1 on error.
+static inline int herald_pq_wait_readable_or(const PGconn *conn, int wake_fd, int timeout_ms) {
+    struct pollfd p[2] = { { .fd = PQsocket(conn), .events = POLLIN, .revents = 0 },
+                           { .fd = wake_fd, .events = POLLIN, .revents = 0 } };
+    if (p[0].fd < 0) return -1;
+    int r = poll(p, 2, timeout_ms);
+    if (r < 0) return -1;
+    int bits = (p[0].revents ? 1 : 0) | (p[1].revents & POLLIN ? 2 : 0);
+    if (bits & 2) { uint64_t n; (void)!read(wake_fd, &n, sizeof n); }
+    return bits;
+}
+
+/// A non-blocking, close-on-exec eventfd for ``herald_pq_wait_readable_or`` (-1 on error).
+static inline int herald_wake_fd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+/// Makes `herald_pq_wait_readable_or` on `fd` return.
+static inline void herald_wake(int fd) { uint64_t one = 1; (void)!write(fd, &one, sizeof one); }
 #endif

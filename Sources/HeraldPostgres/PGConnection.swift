@@ -162,11 +162,21 @@ final class PGConnection: @unchecked Sendable {
 
     // MARK: LISTEN
 
-    /// Waits up to `timeout` ms for notifications on a `LISTEN`ing connection; returns their payloads.
-    func waitForNotifications(timeoutMilliseconds: Int32) throws -> [String] {
+    /// Waits up to `timeout` ms for notifications on a `LISTEN`ing connection, or until `wake`
+    /// is signalled; returns the notifications' payloads.
+    func waitForNotifications(timeoutMilliseconds: Int32, wake: PGWakeSignal? = nil) throws -> [String] {
         if !isOpen { throw lost("connection closed") }
-        if herald_pq_wait_readable(conn, timeoutMilliseconds) < 0 { throw lost("poll failed") }
+        // Notifications that came in during this connection's last statement are already read.
+        let early = notifications()
+        if !early.isEmpty { return early }
+        let ready = wake.map { herald_pq_wait_readable_or(conn, $0.fd, timeoutMilliseconds) } ?? herald_pq_wait_readable(conn, timeoutMilliseconds)
+        if ready < 0 { throw lost("poll failed") }
         if PQconsumeInput(conn) == 0 || !isOpen { throw lost(String(cString: PQerrorMessage(conn)).trimmed) }
+        return notifications()
+    }
+
+    /// The payloads of the notifications libpq has read.
+    private func notifications() -> [String] {
         var payloads: [String] = []
         while let n = PQnotifies(conn) {
             payloads.append(String(cString: n.pointee.extra))
@@ -201,6 +211,17 @@ extension String {
 
 /// Encodes values as a PostgreSQL array literal (`{"a","b",NULL}`), for `unnest($1::text[])`:
 /// one parameter carries any number of rows.
+/// Interrupts a thread waiting in ``PGConnection/waitForNotifications(timeoutMilliseconds:wake:)`` (an eventfd).
+final class PGWakeSignal: Sendable {
+    let fd: Int32
+
+    init() { fd = herald_wake_fd() }
+    deinit { close(fd) }
+
+    /// Makes the wait return (now, or at once when it starts).
+    func signal() { herald_wake(fd) }
+}
+
 enum PGArray {
     static func text(_ values: [String?]) -> String {
         // Bytes, not unicode scalars: only `"` and `\` need escaping, both ASCII (appending scalar

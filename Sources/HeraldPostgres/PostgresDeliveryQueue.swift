@@ -26,7 +26,8 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
     private let counts = Locked([String: QueueDepth]())
     /// How long a delivery waits for the node that accepted it before any node claims it (a node
     /// that died or falls behind). Until then each node claims its own accepts, so the nodes'
-    /// workers do not race for the rows of every commit (see docs/scale-out.md).
+    /// workers do not race for the rows of every commit (see docs/scale-out.md). A delivery to a
+    /// device whose stream is open on this node is this node's at once (``streamHere(node:)``).
     static let affinity: TimeInterval = 1
     /// The content of this node's own accepts until their deliveries' first claim (no JSON to parse then).
     private let contents = Locked(AcceptedContentCache(limit: 20_000))
@@ -165,9 +166,10 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
             let r = try db.execute("""
                 WITH c AS (
                     UPDATE deliveries SET state = 'sent', parked = false, attempts = attempts + 1, lease_until = $4, updated_at = $2, claimed_by = $5
-                    WHERE id IN (SELECT id FROM deliveries WHERE state = 'queued' AND transport = $1 AND next_attempt_at <= $2
-                                 AND (accepted_by IS NULL OR accepted_by = $5 OR next_attempt_at <= $6)
-                                 ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED)
+                    WHERE id IN (SELECT d.id FROM deliveries d WHERE d.state = 'queued' AND d.transport = $1 AND d.next_attempt_at <= $2
+                                 AND (d.accepted_by IS NULL OR d.accepted_by = $5 OR d.next_attempt_at <= $6 OR \(Self.streamHere(node: "$5")))
+                                 AND NOT \(Self.streamElsewhere(node: "$5"))
+                                 ORDER BY d.next_attempt_at, d.id LIMIT $3 FOR UPDATE SKIP LOCKED)
                     RETURNING id, notification, token, "user", environment, attempts, apns_id, fallback)
                 SELECT c.id, c.token, c."user", c.environment, c.attempts, c.apns_id, n.seq, n.id, n.app, n.topic, n.content, n.created_at,
                        c.fallback
@@ -178,6 +180,27 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
         }
         if !claimed.isEmpty { adjust(transport, queued: -claimed.count, inFlight: claimed.count) }
         return claimed
+    }
+
+    /// A delivery `d` whose device has a live stream open on another live node and none on this
+    /// one (`node`, a parameter): that node's local transport writes it (``PostgresPresence``).
+    /// No presence row names a push transport, so for those it is one index probe that finds nothing.
+    static func streamElsewhere(node: String) -> String {
+        """
+        EXISTS (SELECT 1 FROM presence p WHERE p.transport = d.transport AND p.device = d.token AND p.node <> \(node)
+                AND p.seen >= now() - make_interval(secs => \(PostgresPresence.timeToLive))
+                AND p.app = (SELECT n.app FROM notifications n WHERE n.seq = d.notification)
+                AND NOT EXISTS (SELECT 1 FROM presence m WHERE m.app = p.app AND m.device = p.device AND m.node = \(node)))
+        """
+    }
+
+    /// A delivery `d` whose device has a live stream open on this node (`node`, a parameter): this
+    /// node claims it at once whichever node accepted it (see ``affinity``).
+    static func streamHere(node: String) -> String {
+        """
+        EXISTS (SELECT 1 FROM presence m WHERE m.transport = d.transport AND m.device = d.token AND m.node = \(node)
+                AND m.app = (SELECT n.app FROM notifications n WHERE n.seq = d.notification))
+        """
     }
 
     /// Rows `id, token, user, environment, attempts, apns_id, seq, nid, app, topic, content, created_at, fallback`.
@@ -315,11 +338,14 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
     public func nextDue(transport: String) async throws -> Date? {
         let node = nodeID, later = String(Int64(Self.affinity * 1000))
         return try await pool.run { db in
+            // What another node's stream will take is not this node's to wait for.
             try db.execute("""
                 SELECT LEAST(
-                    (SELECT min(next_attempt_at) FROM deliveries WHERE state = 'queued' AND transport = $1
-                     AND (accepted_by IS NULL OR accepted_by = $2)),
-                    (SELECT min(next_attempt_at) FROM deliveries WHERE state = 'queued' AND transport = $1) + $3::bigint)
+                    (SELECT min(d.next_attempt_at) FROM deliveries d WHERE d.state = 'queued' AND d.transport = $1
+                     AND (d.accepted_by IS NULL OR d.accepted_by = $2 OR \(Self.streamHere(node: "$2")))
+                     AND NOT \(Self.streamElsewhere(node: "$2"))),
+                    (SELECT min(d.next_attempt_at) FROM deliveries d WHERE d.state = 'queued' AND d.transport = $1
+                     AND NOT \(Self.streamElsewhere(node: "$2"))) + $3::bigint)
                 """, [transport, node, later], prepared: true)
                 .optionalInt(0, 0).map { Date(millisecondsSince1970: $0) }
         }

@@ -16,6 +16,9 @@ enum PostgresSchema {
     /// The channel of `LISTEN/NOTIFY` wake-ups; the payload is a transport name.
     static let channel = "herald_queue"
 
+    /// The channel of presence changes; the payload is the node that changed its streams.
+    static let presenceChannel = "herald_presence"
+
     static let steps: [String] = [
         // 1: devices, notifications, deliveries.
         """
@@ -92,6 +95,19 @@ enum PostgresSchema {
             seq BIGINT NOT NULL,
             PRIMARY KEY (app, "user")
         );
+        """,
+        // 4: presence (PostgresPresence): which node each device's live stream is open on.
+        """
+        CREATE TABLE presence (
+            app TEXT NOT NULL,
+            device TEXT NOT NULL,
+            node TEXT NOT NULL,
+            "user" TEXT NOT NULL,
+            transport TEXT NOT NULL,
+            seen TIMESTAMPTZ NOT NULL DEFAULT now(),
+            PRIMARY KEY (app, device, node)
+        );
+        CREATE INDEX presence_by_device ON presence (transport, device)
         """,
         // 5: less work per delivery row. No foreign key from deliveries to notifications (each
         // insert checked it and locked the notification's row; prune deletes both explicitly).

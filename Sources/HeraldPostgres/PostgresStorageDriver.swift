@@ -36,7 +36,9 @@ public struct PostgresStorageDriver: StorageDriver {
         let pool = PGPool(conninfo: conninfo, size: configuration.storage.pool)
         let queue = PostgresDeliveryQueue(conninfo: conninfo, pool: pool, maxCommitBatch: configuration.server.maxCommitBatch,
                                           metrics: metrics)
-        return OpenStorage(tokens: PostgresTokenStore(pool: pool), queue: queue, inbox: PostgresInboxStore(pool: pool)) {
+        let presence = PostgresPresence(conninfo: conninfo, nodeID: queue.nodeID, metrics: metrics)
+        return OpenStorage(tokens: PostgresTokenStore(pool: pool), queue: queue, inbox: PostgresInboxStore(pool: pool), presence: presence) {
+            presence.stop()
             await queue.close()
             await pool.close()
         }

@@ -103,3 +103,13 @@ public struct TestSetupError: Error, CustomStringConvertible, Sendable {
     public var description: String
     public init(_ description: String) { self.description = description }
 }
+
+/// Waits (real time, polling every 5 ms) until `condition` holds; returns whether it did.
+public func eventually(timeout: TimeInterval = 60, _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let end = Date().addingTimeInterval(timeout)
+    while Date() < end {
+        if try await condition() { return true }
+        try? await Task.sleep(nanoseconds: 5_000_000)
+    }
+    return try await condition()
+}

@@ -1,6 +1,7 @@
 import Foundation
 import HeraldCore
 @testable import HeraldServer
+import HeraldTestKit
 import Testing
 #if canImport(Glibc)
 import Glibc

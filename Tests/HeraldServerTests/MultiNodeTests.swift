@@ -59,13 +59,14 @@ import Testing
     ///     call once done (as in ``DurabilityTests``) for `holdMicroseconds` (default 600 s: its
     ///     claims stay out until it is killed).
     ///   - lease: `server.lease`.
+    ///   - configuration: the nodes' configuration (default: ``config(url:lease:)``).
     static func startNodes(_ count: Int, url: String, held: Int? = nil, holdMicroseconds: Int = 600_000_000,
-                           lease: String = "3s") async throws -> [Node] {
+                           lease: String = "3s", configuration: String? = nil) async throws -> [Node] {
         var nodes: [Node] = []
         var children: [(ChildProcess, TemporaryDirectory)] = []
         for i in 0..<count {
             let dir = try TemporaryDirectory(prefix: "herald-node\(i)")
-            let path = try dir.write("config.json", config(url: url, lease: lease))
+            let path = try dir.write("config.json", configuration ?? config(url: url, lease: lease))
             let herald = ["serve", "--config", path]
             if i == held {
                 let ledger = dir.file("deliveries.jsonl")

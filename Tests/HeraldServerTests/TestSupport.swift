@@ -183,16 +183,6 @@ extension Trait where Self == StopsDaemons {
     static var stopsDaemons: StopsDaemons { StopsDaemons() }
 }
 
-/// Waits (real time) until `condition` holds; returns whether it did.
-func eventually(timeout: TimeInterval = 60, _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let end = Date().addingTimeInterval(timeout)
-    while Date() < end {
-        if try await condition() { return true }
-        try? await Task.sleep(nanoseconds: 5_000_000)
-    }
-    return try await condition()
-}
-
 /// A transport with a ledger: it claims to have accepted `accepted` before a restart.
 final class LedgerTransport: DeliveryLedger, Sendable {
     let name: String

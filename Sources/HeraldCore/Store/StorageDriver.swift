@@ -39,13 +39,17 @@ public struct OpenStorage: Sendable {
     public var queue: any DeliveryQueue
     /// The inbox log that streams replay from (issue 13).
     public var inbox: any InboxStore
+    /// Which node each live stream is open on (several nodes on one database).
+    public var presence: any PresenceDirectory
     private let onClose: @Sendable () async -> Void
 
     /// - Parameter onClose: closes the queue and the inbox and releases what ``StorageDriver/open(_:metrics:exclusive:)`` took.
-    public init(tokens: any TokenStore, queue: any DeliveryQueue, inbox: any InboxStore, onClose: @escaping @Sendable () async -> Void) {
+    public init(tokens: any TokenStore, queue: any DeliveryQueue, inbox: any InboxStore,
+                presence: any PresenceDirectory = SingleNodePresence(), onClose: @escaping @Sendable () async -> Void) {
         self.tokens = tokens
         self.queue = queue
         self.inbox = inbox
+        self.presence = presence
         self.onClose = onClose
     }
 

@@ -84,6 +84,9 @@ public final class Daemon: Sendable {
     private let deliveryMetrics: DeliveryMetrics
     private let initial: DaemonConfiguration
     let running = Locked<Running?>(nil)
+    /// Each app's local transport, for the stream hub's presence hook (which runs under the
+    /// hub's lock, so it must not take `running`'s).
+    private let localTransports = Locked<[String: String]>([:])
     let pool = WorkerPool()
     private let deadTokens: DeadTokenPoller
     private let reloading = Locked(false)
@@ -119,7 +122,7 @@ public final class Daemon: Sendable {
     public var queue: (any DeliveryQueue)? { running.withLock { $0?.queue } }
 
     /// Event streams open now (`GET /v1/stream`).
-    public var openStreams: Int { running.withLock { $0?.streams.count } ?? 0 }
+    public var openStreams: Int { running.withLock { $0?.streams }?.count ?? 0 }
 
     /// The port the API listens on (0 before ``start()``).
     public var port: Int { running.withLock { $0?.server.port } ?? 0 }
@@ -144,8 +147,9 @@ public final class Daemon: Sendable {
         // Another node enqueued (PostgreSQL LISTEN/NOTIFY): wake those workers now, not at their next poll.
         (queue as? any QueueWakeSource)?.onWake { [weak self] names in self?.pool.wake(names) }
         let lookups = CoalescingTokenStore(store)
+        noteLocalTransports(config)
         let streams = makeStreamHub(storage)
-        let snapshot = RuntimeSnapshot(configuration: config, store: lookups, presence: streams)
+        let snapshot = RuntimeSnapshot(configuration: config, store: lookups, presence: ClusterPresence(local: streams, directory: storage.presence))
         let api = API(API.Dependencies(
             snapshot: { [weak self] in self?.running.withLock { $0?.snapshot } ?? snapshot },
             queue: queue, store: store, clock: options.clock,
@@ -198,15 +202,28 @@ public final class Daemon: Sendable {
                          streams: running.withLock { $0?.streams })
     }
 
-    /// The stream hub over the storage's inbox; a device that connects has its parked
-    /// deliveries made due and its app's local worker woken.
+    private func noteLocalTransports(_ c: HeraldConfiguration) {
+        var map: [String: String] = [:]
+        for (id, app) in c.apps { if let local = c.localTransport(app: app) { map[id] = local } }
+        localTransports.withLock { $0 = map }
+    }
+
+    /// The stream hub over the storage's inbox; a device that connects is recorded in the
+    /// storage's presence directory (other nodes leave its local deliveries to this one), has its
+    /// parked deliveries made due and its app's local worker woken.
     private func makeStreamHub(_ storage: OpenStorage) -> StreamHub {
-        let queue = storage.queue
+        let queue = storage.queue, presence = storage.presence
         return StreamHub(inbox: storage.inbox, clock: options.clock, logger: logger, metrics: metrics,
                          maxPerUser: { [weak self] app in self?.configuration.app(app)?.inbox.maxPerUser ?? 100 },
                          unpark: { [weak self] app, device in
                              guard let self, let c = Optional(self.configuration), let a = c.app(app),
                                    let local = c.localTransport(app: a) else { return }
+                             do {
+                                 try await presence.published()
+                             } catch {
+                                 self.logger.warning("cannot tell the other nodes about a stream yet; until the database takes it, they may route its notifications to the push fallback",
+                                                     ["device": Redact.token(device), "error": String(describing: error)])
+                             }
                              do {
                                  if try await queue.unpark(transport: local, token: device, now: self.options.clock.now) > 0 {
                                      self.pool.wake([local])
@@ -215,7 +232,12 @@ public final class Daemon: Sendable {
                                  self.logger.warning("cannot release the parked deliveries of a device that connected; they go at their due time",
                                                      ["device": Redact.token(device), "error": String(describing: error)])
                              }
-                         })
+                         },
+                         opened: { [localTransports] app, user, device in
+                             guard let local = localTransports.withLock({ $0[app] }) else { return }
+                             presence.connected(app: app, user: user, device: device, transport: local)
+                         },
+                         closed: { app, device in presence.disconnected(app: app, device: device) })
     }
 
     private func buildTransport(_ spec: TransportSpec) -> any Transport {
@@ -316,11 +338,13 @@ public final class Daemon: Sendable {
             }
         }
 
-        let snapshot = RuntimeSnapshot(configuration: new, store: lookups, presence: running.withLock { $0?.streams })
+        let presence: (any Presence)? = running.withLock { r in r.map { ClusterPresence(local: $0.streams, directory: $0.storage.presence) } }
+        let snapshot = RuntimeSnapshot(configuration: new, store: lookups, presence: presence)
         running.withLock { r in
             r?.current = next
             r?.snapshot = snapshot
         }
+        noteLocalTransports(new)
         logHandler.update(level: new.log.level, format: new.log.format)
         var retired: [TransportWorker] = []
         for name in removed + changed {

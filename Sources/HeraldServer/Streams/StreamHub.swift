@@ -63,6 +63,8 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
     private let logger: Logger
     private let maxPerUser: @Sendable (String) -> Int
     private let unpark: @Sendable (_ app: String, _ device: String) async -> Void
+    private let opened: @Sendable (_ app: String, _ user: String, _ device: String) -> Void
+    private let closed: @Sendable (_ app: String, _ device: String) -> Void
     private let state = Locked(State())
     private let deviceOrder = KeyedAsyncLock<Key>()
     private let open: Gauge
@@ -72,14 +74,20 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
     /// - Parameters:
     ///   - maxPerUser: the app's `inbox.maxPerUser`.
     ///   - unpark: makes the parked deliveries of a device that just connected due now.
+    ///   - opened: a stream opened (called in order with `closed`, under the hub's lock: keep it short).
+    ///   - closed: the device's last stream closed (likewise).
     public init(inbox: any InboxStore, clock: any WallClock, logger: Logger, metrics: MetricsRegistry,
                 maxPerUser: @escaping @Sendable (String) -> Int,
-                unpark: @escaping @Sendable (_ app: String, _ device: String) async -> Void) {
+                unpark: @escaping @Sendable (_ app: String, _ device: String) async -> Void,
+                opened: @escaping @Sendable (_ app: String, _ user: String, _ device: String) -> Void = { _, _, _ in },
+                closed: @escaping @Sendable (_ app: String, _ device: String) -> Void = { _, _ in }) {
         self.inbox = inbox
         self.clock = clock
         self.logger = logger.labeled("streams")
         self.maxPerUser = maxPerUser
         self.unpark = unpark
+        self.opened = opened
+        self.closed = closed
         open = metrics.gauge("herald_streams_open", help: "Event streams open (GET /v1/stream).")
         events = metrics.counter("herald_stream_events_total", help: "Notifications written to live streams.")
         replayed = metrics.counter("herald_stream_replayed_total", help: "Inbox entries replayed to reconnecting streams.")
@@ -120,6 +128,7 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
             s.connections[key, default: []].append(connection)
             s.byUser[app, default: [:]][user, default: []].insert(device)
             s.closedAt[key] = nil
+            opened(app, user, device)
         }
         open.add(1)
         return connection
@@ -177,9 +186,10 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
                 s.byUser[key.app]?[connection.user]?.remove(key.device)
                 if s.byUser[key.app]?[connection.user]?.isEmpty == true { s.byUser[key.app]?[connection.user] = nil }
                 s.closedAt[key] = clock.now
-            } else {
-                s.connections[key] = list
+                closed(key.app, key.device)
+                return true
             }
+            s.connections[key] = list
             return true
         }
         if removed { open.add(-1) }
