@@ -37,6 +37,9 @@ struct AcceptedContentCache {
         }
     }
 
+    /// Forgets `id` (its accept stored nothing).
+    mutating func remove(_ id: String) { entries[id] = nil }
+
     /// The content and payload of `id`, counting one of its deliveries as claimed.
     mutating func claim(_ id: String) -> (NotificationContent, [UInt8])? {
         guard let entry = entries[id] else { return nil }

@@ -133,19 +133,28 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
             return (EnqueueReceipt(id: n.id, deliveries: d.count, replayed: false), added.keys.sorted())
         }
         let receipt: EnqueueReceipt
-        if n.idempotencyKey == nil {
-            let plain = PGAcceptWriter.PlainAccept(
-                notification: [n.id, n.app, n.topic, content, String(d.count), created],
-                deliveries: d.map { [$0.token, $0.user, $0.environment.rawValue, $0.transport, $0.state.rawValue, $0.reason, $0.apnsID.lowercasedString, $0.fallback] },
-                wake: added.keys.sorted())
-            receipt = try await writer.accept(plain, result: EnqueueReceipt(id: n.id, deliveries: d.count, replayed: false), fallback: store)
-        } else {
-            receipt = try await writer.perform(store)
+        // Cached before the commit: this node's workers are woken by the commit itself and may
+        // claim before this accept returns. Taken out again when nothing was stored under the id.
+        let waiting = added.values.reduce(0, +)
+        if waiting > 0 { contents.withLock { $0.insert(n.id, n.content, unclaimed: waiting) } }
+        do {
+            if n.idempotencyKey == nil {
+                let plain = PGAcceptWriter.PlainAccept(
+                    notification: [n.id, n.app, n.topic, content, String(d.count), created],
+                    deliveries: d.map { [$0.token, $0.user, $0.environment.rawValue, $0.transport, $0.state.rawValue, $0.reason, $0.apnsID.lowercasedString, $0.fallback] },
+                    wake: added.keys.sorted())
+                receipt = try await writer.accept(plain, result: EnqueueReceipt(id: n.id, deliveries: d.count, replayed: false), fallback: store)
+            } else {
+                receipt = try await writer.perform(store)
+            }
+        } catch {
+            if waiting > 0 { contents.withLock { $0.remove(n.id) } }
+            throw error
         }
-        if !receipt.replayed {
+        if receipt.replayed {
+            if waiting > 0 { contents.withLock { $0.remove(n.id) } }
+        } else {
             for (t, k) in added { adjust(t, queued: k) }
-            let waiting = added.values.reduce(0, +)
-            if waiting > 0 { contents.withLock { $0.insert(n.id, n.content, unclaimed: waiting) } }
         }
         return receipt
     }

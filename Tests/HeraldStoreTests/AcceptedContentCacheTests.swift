@@ -15,6 +15,9 @@ struct AcceptedContentCacheTests {
         #expect(cache.claim("n1")?.0 == content)
         #expect(cache.claim("n1") == nil)
         #expect(cache.count == 0)
+        cache.insert("failed", content, unclaimed: 1)
+        cache.remove("failed")
+        #expect(cache.claim("failed") == nil)
     }
 
     @Test func entriesAnotherNodeClaimedLeaveOldestFirstAtTheLimit() {
