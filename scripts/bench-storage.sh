@@ -4,10 +4,15 @@
 # on one PostgreSQL database; database round trips per accepted notification; duplicates across
 # the three nodes' ledgers. PostgreSQL (Debian's package) runs in a temporary folder on a free
 # loopback port, with fsync on, as the `postgres` user when run as root.
+# BENCH_ROUNDS rounds (default 3), each on fresh databases, the setups interleaved; the ratios
+# are printed per round and as their median (a shared machine's speed drifts between setups).
+# Each round also runs one node with a third of the connections: the load one of three nodes sees.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HERALD=${HERALD:-.build/release/herald}
 DURATION=${BENCH_DURATION:-10}
+ROUNDS=${BENCH_ROUNDS:-3}
+CONNECTIONS=128
 metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" 'index($0, m) == 1 { s += $NF } END { printf "%d", s }'; }
 wrk_rate() { awk '/^Requests\/sec/ { print int($2) }'; }
 
@@ -60,7 +65,8 @@ node_pids() { cat "$work"/*/pid 2>/dev/null; }
 run() { # label database ports...; accepts for DURATION spread over the nodes, then waits for the drain
   local label=$1 db=$2; shift 2
   local ports=("$@") n=$#
-  [ -n "$db" ] && sql "$db" "SELECT pg_stat_statements_reset()" > /dev/null
+  # Each setup starts from a checkpoint, so no checkpoint of an earlier setup's writes lands in its load.
+  [ -n "$db" ] && sql "$db" "SELECT pg_stat_statements_reset()" > /dev/null && sql "$db" "CHECKPOINT" > /dev/null
   curl -s -o /dev/null -H 'Content-Type: application/json' \
     -d '{"app":"com.example.app","user":"solo","token":"00000000000000000000000000000000000000000000000000000000000000aa"}' "http://127.0.0.1:${ports[0]}/v1/devices"
   local a0=0 d0=0 s0=0 p
@@ -71,7 +77,7 @@ run() { # label database ports...; accepts for DURATION spread over the nodes, t
   local h0 g0; h0=$(cpu $(node_pids)); g0=$(cpu $(server_pids))
   local t0; t0=$(date +%s.%N)
   local loads=()
-  for p in "${ports[@]}"; do wrk -t1 -c$(( 128 / n )) -d"${DURATION}s" -s scripts/wrk/accept.lua "http://127.0.0.1:$p/v1/notifications" > "$work/wrk-$p.txt" & loads+=($!); done
+  for p in "${ports[@]}"; do wrk -t1 -c$(( CONNECTIONS / n )) -d"${DURATION}s" -s scripts/wrk/accept.lua "http://127.0.0.1:$p/v1/notifications" > "$work/wrk-$p.txt" & loads+=($!); done
   wait "${loads[@]}"
   local a1=0 s1=0
   for p in "${ports[@]}"; do a1=$(( a1 + $(metric "$p" herald_notifications_accepted_total) )); s1=$(( s1 + $(metric "$p" herald_queue_accept_statements_total) )); done
@@ -100,22 +106,37 @@ run() { # label database ports...; accepts for DURATION spread over the nodes, t
   echo "$(( accepted / DURATION ))"> "$work/last-rate"
 }
 
-echo "== bench_storage (loopback, wrk -c128 over the nodes, ${DURATION}s, $(nproc) cores, log transport; SQLite synchronous=full, PostgreSQL fsync on)"
-sqlite=$(node "$work/sqlite" '{"path": "herald.db", "synchronous": "full"}')
-run "1 node, SQLite" "" "$sqlite"; r_sqlite=$(cat "$work/last-rate")
-stop_node "$work/sqlite"
-as_pg "$bin/psql" -h 127.0.0.1 -p "$port" -U herald -d postgres -qc "CREATE DATABASE one" > /dev/null
-as_pg "$bin/psql" -h 127.0.0.1 -p "$port" -U herald -d postgres -qc "CREATE DATABASE three" > /dev/null
-for d in one three; do sql "$d" "CREATE EXTENSION pg_stat_statements" > /dev/null; done
-one=$(node "$work/pg1" "{\"driver\": \"postgresql\", \"url\": \"postgresql://herald@127.0.0.1:$port/one\"}")
-run "1 node, PostgreSQL" one "$one"; r_one=$(cat "$work/last-rate")
-stop_node "$work/pg1"
-a=$(node "$work/pgA" "{\"driver\": \"postgresql\", \"url\": \"postgresql://herald@127.0.0.1:$port/three\"}")
-b=$(node "$work/pgB" "{\"driver\": \"postgresql\", \"url\": \"postgresql://herald@127.0.0.1:$port/three\"}")
-c=$(node "$work/pgC" "{\"driver\": \"postgresql\", \"url\": \"postgresql://herald@127.0.0.1:$port/three\"}")
-run "3 nodes, one PostgreSQL" three "$a" "$b" "$c"; r_three=$(cat "$work/last-rate")
-lines=$(cat "$work"/pg{A,B,C}/deliveries.jsonl | wc -l)
-unique=$(cat "$work"/pg{A,B,C}/deliveries.jsonl | grep -o '"apns-id":"[^"]*"' | sort -u | wc -l)
-printf "  %-34s %9s   (target >= 0.5)\n" "PostgreSQL / SQLite, one node" "$(awk -v a=$r_one -v b=$r_sqlite 'BEGIN { printf "%.2f", a / b }')"
-printf "  %-34s %9s   (target >= 0.9)\n" "three nodes / one node, PostgreSQL" "$(awk -v a=$r_three -v b=$r_one 'BEGIN { printf "%.2f", a / b }')"
-printf "  %-34s %9s   (%s ledger lines, %s distinct apns-ids)\n" "duplicates across the 3 ledgers" "$(( lines - unique ))" "$lines" "$unique"
+echo "== bench_storage (loopback, wrk -c128 over the nodes, ${DURATION}s, $(nproc) cores, log transport; SQLite synchronous=full, PostgreSQL fsync on; $ROUNDS rounds)"
+median() { sort -g | awk '{ v[NR] = $1 } END { printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+pg_ratios=() node_ratios=() third_ratios=()
+for round in $(seq "$ROUNDS"); do
+  echo "  round $round"
+  sqlite=$(node "$work/sqlite$round" '{"path": "herald.db", "synchronous": "full"}')
+  run "1 node, SQLite" "" "$sqlite"; r_sqlite=$(cat "$work/last-rate")
+  stop_node "$work/sqlite$round"
+  for d in one$round third$round three$round; do
+    as_pg "$bin/psql" -h 127.0.0.1 -p "$port" -U herald -d postgres -qc "CREATE DATABASE $d" > /dev/null
+    sql "$d" "CREATE EXTENSION pg_stat_statements" > /dev/null
+  done
+  one=$(node "$work/pg1-$round" "{\"driver\": \"postgresql\", \"url\": \"postgresql://herald@127.0.0.1:$port/one$round\"}")
+  run "1 node, PostgreSQL" "one$round" "$one"; r_one=$(cat "$work/last-rate")
+  stop_node "$work/pg1-$round"
+  third=$(node "$work/pgT-$round" "{\"driver\": \"postgresql\", \"url\": \"postgresql://herald@127.0.0.1:$port/third$round\"}")
+  CONNECTIONS=43 run "1 node, PostgreSQL, 43 connections" "third$round" "$third"; r_third=$(cat "$work/last-rate")
+  stop_node "$work/pgT-$round"
+  nodes=()
+  for n in A B C; do nodes+=("$(node "$work/pg$n-$round" "{\"driver\": \"postgresql\", \"url\": \"postgresql://herald@127.0.0.1:$port/three$round\"}")"); done
+  run "3 nodes, one PostgreSQL" "three$round" "${nodes[@]}"; r_three=$(cat "$work/last-rate")
+  for n in A B C; do stop_node "$work/pg$n-$round"; done
+  for d in one$round third$round three$round; do as_pg "$bin/psql" -h 127.0.0.1 -p "$port" -U herald -d postgres -qc "DROP DATABASE $d" > /dev/null; done
+  lines=$(cat "$work"/pg{A,B,C}-"$round"/deliveries.jsonl | wc -l)
+  unique=$(cat "$work"/pg{A,B,C}-"$round"/deliveries.jsonl | grep -o '"apns-id":"[^"]*"' | sort -u | wc -l)
+  pg_ratios+=("$(awk -v a="$r_one" -v b="$r_sqlite" 'BEGIN { printf "%.2f", a / b }')")
+  node_ratios+=("$(awk -v a="$r_three" -v b="$r_one" 'BEGIN { printf "%.2f", a / b }')")
+  third_ratios+=("$(awk -v a="$r_third" -v b="$r_one" 'BEGIN { printf "%.2f", a / b }')")
+  printf "    PG / SQLite %s   3 nodes / 1 node %s   (1 node at 43 connections / 1 node %s)   duplicates %s of %s\n" \
+    "${pg_ratios[-1]}" "${node_ratios[-1]}" "${third_ratios[-1]}" "$(( lines - unique ))" "$lines"
+done
+printf "  %-34s %9s   (target >= 0.5; rounds: %s)\n" "PostgreSQL / SQLite, one node" "$(printf '%s\n' "${pg_ratios[@]}" | median)" "${pg_ratios[*]}"
+printf "  %-34s %9s   (target >= 0.9; rounds: %s)\n" "three nodes / one node, PostgreSQL" "$(printf '%s\n' "${node_ratios[@]}" | median)" "${node_ratios[*]}"
+printf "  %-34s %9s   (rounds: %s)\n" "one node at 43 connections / 128" "$(printf '%s\n' "${third_ratios[@]}" | median)" "${third_ratios[*]}"
