@@ -6,7 +6,9 @@
 # loopback port, with fsync on, as the `postgres` user when run as root.
 # BENCH_ROUNDS rounds (default 3), each on fresh databases, the setups interleaved; the ratios
 # are printed per round and as their median (a shared machine's speed drifts between setups).
-# Each round also runs one node with a third of the connections: the load one of three nodes sees.
+# Each round also runs one node with a third of the connections (the concurrency one of three
+# nodes sees), and the three nodes with three times the connections (each node's concurrency
+# that of the single node): what three nodes lose at 128 is per-node concurrency or coordination.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HERALD=${HERALD:-.build/release/herald}
@@ -108,7 +110,7 @@ run() { # label database ports...; accepts for DURATION spread over the nodes, t
 
 echo "== bench_storage (loopback, wrk -c128 over the nodes, ${DURATION}s, $(nproc) cores, log transport; SQLite synchronous=full, PostgreSQL fsync on; $ROUNDS rounds)"
 median() { sort -g | awk '{ v[NR] = $1 } END { printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-pg_ratios=() node_ratios=() third_ratios=()
+pg_ratios=() node_ratios=() third_ratios=() equal_ratios=()
 for round in $(seq "$ROUNDS"); do
   echo "  round $round"
   sqlite=$(node "$work/sqlite$round" '{"path": "herald.db", "synchronous": "full"}')
@@ -127,6 +129,7 @@ for round in $(seq "$ROUNDS"); do
   nodes=()
   for n in A B C; do nodes+=("$(node "$work/pg$n-$round" "{\"driver\": \"postgresql\", \"url\": \"postgresql://herald@127.0.0.1:$port/three$round\"}")"); done
   run "3 nodes, one PostgreSQL" "three$round" "${nodes[@]}"; r_three=$(cat "$work/last-rate")
+  CONNECTIONS=384 run "3 nodes, 384 connections" "three$round" "${nodes[@]}"; r_equal=$(cat "$work/last-rate")
   for n in A B C; do stop_node "$work/pg$n-$round"; done
   for d in one$round third$round three$round; do as_pg "$bin/psql" -h 127.0.0.1 -p "$port" -U herald -d postgres -qc "DROP DATABASE $d" > /dev/null; done
   lines=$(cat "$work"/pg{A,B,C}-"$round"/deliveries.jsonl | wc -l)
@@ -134,9 +137,11 @@ for round in $(seq "$ROUNDS"); do
   pg_ratios+=("$(awk -v a="$r_one" -v b="$r_sqlite" 'BEGIN { printf "%.2f", a / b }')")
   node_ratios+=("$(awk -v a="$r_three" -v b="$r_one" 'BEGIN { printf "%.2f", a / b }')")
   third_ratios+=("$(awk -v a="$r_third" -v b="$r_one" 'BEGIN { printf "%.2f", a / b }')")
-  printf "    PG / SQLite %s   3 nodes / 1 node %s   (1 node at 43 connections / 1 node %s)   duplicates %s of %s\n" \
-    "${pg_ratios[-1]}" "${node_ratios[-1]}" "${third_ratios[-1]}" "$(( lines - unique ))" "$lines"
+  equal_ratios+=("$(awk -v a="$r_equal" -v b="$r_one" 'BEGIN { printf "%.2f", a / b }')")
+  printf "    PG / SQLite %s   3 nodes / 1 node %s   (1 node at 43 connections / 1 node %s; 3 nodes at 384 / 1 node at 128 %s)   duplicates %s of %s\n" \
+    "${pg_ratios[-1]}" "${node_ratios[-1]}" "${third_ratios[-1]}" "${equal_ratios[-1]}" "$(( lines - unique ))" "$lines"
 done
 printf "  %-34s %9s   (target >= 0.5; rounds: %s)\n" "PostgreSQL / SQLite, one node" "$(printf '%s\n' "${pg_ratios[@]}" | median)" "${pg_ratios[*]}"
 printf "  %-34s %9s   (target >= 0.9; rounds: %s)\n" "three nodes / one node, PostgreSQL" "$(printf '%s\n' "${node_ratios[@]}" | median)" "${node_ratios[*]}"
 printf "  %-34s %9s   (rounds: %s)\n" "one node at 43 connections / 128" "$(printf '%s\n' "${third_ratios[@]}" | median)" "${third_ratios[*]}"
+printf "  %-34s %9s   (rounds: %s)\n" "3 nodes at 3 x 128 / 1 node at 128" "$(printf '%s\n' "${equal_ratios[@]}" | median)" "${equal_ratios[*]}"
