@@ -96,4 +96,26 @@ struct PostgresPresenceTests {
         await node.close()
         #expect(try PostgresServer.shared().query(db, "SELECT count(*) FROM presence").trimmingCharacters(in: .whitespacesAndNewlines) == "0")
     }
+
+    @Test(.timeLimit(.minutes(2))) func streamsRecordedWhileTheDatabaseWasDownAreWrittenWhenItReturns() async throws {
+        let server = try PostgresServer.startPrivate()
+        let url = try server.createDatabase()
+        let db = String(url.split(separator: "/").last!)
+        let node = try await PostgresStorageDriver().open(try shared.configuration(url: url), metrics: MetricsRegistry(), exclusive: true)
+        func rows() -> String { ((try? server.query(db, "SELECT string_agg(device, ',' ORDER BY device) FROM presence")) ?? "?")
+            .trimmingCharacters(in: .whitespacesAndNewlines) }
+        node.presence.connected(app: "app", user: "u", device: "d1", transport: "live")
+        try await node.presence.published()
+        #expect(rows() == "d1")
+
+        try server.stop()
+        node.presence.connected(app: "app", user: "u", device: "d2", transport: "live")
+        node.presence.disconnected(app: "app", device: "d1")
+        await #expect(throws: (any Error).self, "the database cannot take it now") { try await node.presence.published() }
+        try server.restart()
+        // The presence thread reconnects and rewrites this node's rows: d2, and no longer d1.
+        #expect(await eventually(timeout: 30) { rows() == "d2" }, "\(rows())")
+        try await node.presence.published()
+        await node.close()
+    }
 }
