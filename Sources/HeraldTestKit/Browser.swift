@@ -289,19 +289,9 @@ enum WebDriverHTTP {
     }
 
     private static func exchange(port: Int, _ method: String, _ path: String, body: JSONValue?, timeout: Int) throws -> Answer {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw Browser.Failure("socket failed: \(String(cString: strerror(errno)))") }
+        let fd: Int32
+        do { fd = try Loopback.connect(port: port, receiveTimeout: timeout) } catch { throw Browser.Failure("chromedriver: \(error)") }
         defer { close(fd) }
-        var limit = timeval(tv_sec: timeout, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard rc == 0 else { throw Browser.Failure("connect to chromedriver on 127.0.0.1:\(port) failed: \(String(cString: strerror(errno)))") }
         let payload = Array((body?.jsonString ?? "").utf8)
         var request = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
         if body != nil { request += "Content-Type: application/json; charset=utf-8\r\nContent-Length: \(payload.count)\r\n" }

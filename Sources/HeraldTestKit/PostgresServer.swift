@@ -43,7 +43,7 @@ public final class PostgresServer: Sendable {
         guard initdb.status == 0 else { throw TestSetupError("initdb failed: \(initdb.stderr)") }
         var port = 0
         for _ in 0..<5 {
-            port = Self.freePort()
+            port = try Self.freePort()
             let start = try Self.asOwner(["\(bin)/pg_ctl", "-D", data, "-l", folder + "/server.log", "-w", "-t", "60", "-o",
                                           "-p \(port) -k \(folder) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300", "start"])
             if start.status == 0 { break }
@@ -123,17 +123,8 @@ public final class PostgresServer: Sendable {
         return ProcessResult(status: (status >> 8) & 0xff, stdout: text, stderr: text)
     }
 
-    private static func freePort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = 0
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-        return Int(UInt16(bigEndian: addr.sin_port))
+    private static func freePort() throws(TestSetupError) -> Int {
+        do { return try Loopback.freePort() } catch { throw TestSetupError(error.description) }
     }
 }
 

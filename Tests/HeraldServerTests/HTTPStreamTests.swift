@@ -255,23 +255,7 @@ final class RawClient: @unchecked Sendable {
     init(port: Int, receiveBuffer: Int? = nil) throws {
         // CLOEXEC: a child another test spawns meanwhile must not inherit the socket (its copy
         // would keep the connection open after close(), and the server would never see it go).
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw Failure(description: "socket: \(String(cString: strerror(errno)))") }
-        if var size = receiveBuffer.map(Int32.init) {
-            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        }
-        var timeout = timeval(tv_sec: 20, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard rc == 0 else {
-            let reason = String(cString: strerror(errno))
-            Glibc.close(fd)
-            throw Failure(description: "connect to 127.0.0.1:\(port): \(reason)")
-        }
+        fd = try Loopback.connect(port: port, receiveBuffer: receiveBuffer)
     }
 
     deinit { close() }

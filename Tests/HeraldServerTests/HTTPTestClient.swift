@@ -47,17 +47,8 @@ struct HTTPTestClient {
 
     func blockingRequest(_ method: String, _ path: String, body: [UInt8] = [], contentType: String? = nil,
                          headers: [String: String] = [:]) throws -> Response {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw Failure(description: "socket failed") }
+        let fd = try Loopback.connect(port: port)
         defer { close(fd) }
-        var timeout = timeval(tv_sec: 20, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard rc == 0 else { throw Failure(description: "connect to 127.0.0.1:\(port) failed: \(String(cString: strerror(errno)))") }
         var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
         if let key { head += "Authorization: Bearer \(key)\r\n" }
         if let contentType { head += "Content-Type: \(contentType)\r\n" }

@@ -192,19 +192,7 @@ final class SynapseProcess: Sendable {
         return (log.split(separator: "\n").suffix(15) + out.split(separator: "\n").suffix(15)).joined(separator: "\n")
     }
 
-    private static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard ok else { throw HTTPTestClient.Failure(description: "no free port: \(String(cString: strerror(errno)))") }
-        return Int(UInt16(bigEndian: addr.sin_port))
-    }
+    private static func freePort() throws -> Int { try Loopback.freePort() }
 }
 
 /// The few Client-Server API calls the test makes.

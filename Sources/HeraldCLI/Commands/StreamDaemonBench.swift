@@ -204,19 +204,7 @@ extension StreamDaemonBench.Run {
         return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
     }
 
-    func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard ok else { throw StreamDaemonBench.Failure(description: "no free port: \(String(cString: strerror(errno)))") }
-        return Int(UInt16(bigEndian: addr.sin_port))
-    }
+    func freePort() throws -> Int { try Loopback.freePort() }
 
     /// One value of the daemon's /metrics (0 when absent).
     func metric(port: Int, _ name: String) throws -> Double {
@@ -237,17 +225,8 @@ extension StreamDaemonBench.Run {
 /// One blocking HTTP/1.1 exchange on a new loopback connection (the benchmark's own requests).
 enum BenchHTTP {
     static func exchange(port: Int, _ request: String) throws -> (status: Int, text: String) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw StreamDaemonBench.Failure(description: "socket: \(String(cString: strerror(errno)))") }
+        let fd = try Loopback.connect(port: port, receiveTimeout: 30)
         defer { close(fd) }
-        var timeout = timeval(tv_sec: 30, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard rc == 0 else { throw StreamDaemonBench.Failure(description: "connect to 127.0.0.1:\(port): \(String(cString: strerror(errno)))") }
         let bytes = Array(request.utf8)
         var sent = 0
         while sent < bytes.count {
