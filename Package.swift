@@ -35,7 +35,7 @@ let package = Package(
 
         // MARK: Core, store, crypto
         .target(name: "HeraldCore", path: "Sources/HeraldCore"),
-        .target(name: "HeraldStore", dependencies: ["HeraldCore", "CSQLite"], path: "Sources/HeraldStore"),
+        .target(name: "HeraldSQLite", dependencies: ["HeraldCore", "CSQLite"], path: "Sources/HeraldSQLite"),
         .target(name: "HeraldPostgres", dependencies: ["HeraldCore", "CPostgres"], path: "Sources/HeraldPostgres"),
         .target(name: "HeraldCrypto", dependencies: ["HeraldCore", "COpenSSL"], path: "Sources/HeraldCrypto"),
         .target(name: "APNsBinaryProtocol", path: "Sources/APNsBinaryProtocol"),
@@ -54,10 +54,10 @@ let package = Package(
 
         // MARK: CLI and executable
         .target(name: "HeraldCLI",
-                dependencies: ["HeraldCore", "HeraldStore", "HeraldCrypto", "HeraldServer", "HeraldSimulator", "APNsBinaryProtocol"],
+                dependencies: ["HeraldCore", "HeraldSQLite", "HeraldCrypto", "HeraldServer", "HeraldSimulator", "APNsBinaryProtocol"],
                 path: "Sources/HeraldCLI"),
         .executableTarget(name: "herald",
-                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldStore", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
+                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldSQLite", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
                                          "HeraldAPNsBinary"],
                           path: "Sources/herald"),
 
@@ -65,10 +65,14 @@ let package = Package(
         .target(name: "HeraldTestKit", dependencies: ["HeraldCore", "HeraldSimulator", "APNsBinaryProtocol"], path: "Sources/HeraldTestKit"),
 
         // MARK: Tests (mirror the modules)
-        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldStore", "HeraldLogTransport", "HeraldLocalTransport", "HeraldTestKit"],
+        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldSQLite", "HeraldLogTransport", "HeraldLocalTransport", "HeraldTestKit"],
                     path: "Tests/HeraldCoreTests"),
-        .testTarget(name: "HeraldStoreTests", dependencies: ["HeraldStore", "HeraldPostgres", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"],
-                    path: "Tests/HeraldStoreTests"),
+        .testTarget(name: "HeraldSQLiteTests", dependencies: ["HeraldSQLite", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"],
+                    path: "Tests/HeraldSQLiteTests"),
+        .testTarget(name: "HeraldPostgresTests", dependencies: ["HeraldPostgres", "HeraldCore", "HeraldTestKit"],
+                    path: "Tests/HeraldPostgresTests"),
+        .testTarget(name: "StorageContractTests", dependencies: ["HeraldSQLite", "HeraldPostgres", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"],
+                    path: "Tests/StorageContractTests"),
         .testTarget(name: "HeraldCryptoTests", dependencies: ["HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldCryptoTests"),
         .testTarget(name: "LogTransportTests", dependencies: ["HeraldLogTransport", "HeraldCore", "HeraldTestKit"],
@@ -77,16 +81,16 @@ let package = Package(
                     path: "Tests/HeraldCLITests"),
         .testTarget(name: "HeraldSimulatorTests", dependencies: ["HeraldSimulator", "HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldSimulatorTests"),
-        .testTarget(name: "HeraldServerTests", dependencies: ["HeraldServer", "HeraldStore", "HeraldPostgres", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
+        .testTarget(name: "HeraldServerTests", dependencies: ["HeraldServer", "HeraldSQLite", "HeraldPostgres", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
                                                            "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldLocalTransport", "HeraldCrypto"],
                     path: "Tests/HeraldServerTests"),
-        .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldCore", "HeraldCrypto", "HeraldStore",
+        .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldCore", "HeraldCrypto", "HeraldSQLite",
                                                         "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/APNsHTTP2Tests"),
         .testTarget(name: "APNsBinaryProtocolTests", dependencies: ["APNsBinaryProtocol", "HeraldTestKit"],
                     path: "Tests/APNsBinaryProtocolTests"),
         .testTarget(name: "APNsBinaryTests", dependencies: ["HeraldAPNsBinary", "APNsBinaryProtocol", "HeraldCore", "HeraldCrypto",
-                                                         "HeraldStore", "HeraldSimulator", "HeraldTestKit"],
+                                                         "HeraldSQLite", "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/APNsBinaryTests"),
     ]
 )
