@@ -10,6 +10,8 @@ public final class P256PrivateKey: Sendable {
     let key: PKey
     /// The public half.
     public let publicKey: P256PublicKey
+    /// An ES256 signing key over the same key (for VAPID JWTs).
+    public let signingKey: ES256SigningKey
 
     /// Loads the key from a PEM file.
     public convenience init(pemFile path: String) throws(CryptoError) {
@@ -75,6 +77,7 @@ public final class P256PrivateKey: Sendable {
     private init(key: PKey, source: String) throws(CryptoError) {
         self.key = key
         publicKey = try P256PublicKey(publicHalfOf: key, source: source)
+        signingKey = try ES256SigningKey(key: key, source: source)
     }
 
     /// Makes a new random key pair.
@@ -102,12 +105,6 @@ public final class P256PrivateKey: Sendable {
     public var pemRepresentation: String {
         let bytes = memoryBIOOutput { PEM_write_bio_PrivateKey($0, key.raw, nil, nil, 0, nil, nil) == 1 } ?? []
         return String(decoding: bytes, as: UTF8.self)
-    }
-
-    /// An ES256 signing key over the same key (for VAPID JWTs).
-    public var signingKey: ES256SigningKey {
-        // The key is P-256 and its public half exports: nothing can fail here.
-        try! ES256SigningKey(key: key, source: "the P-256 key")
     }
 
     /// The ECDH shared secret with `peer` (`EVP_PKEY_derive`): the 32-byte x-coordinate of the
