@@ -14,9 +14,15 @@
 #include <openssl/rand.h>
 #include <openssl/provider.h>
 #include <openssl/core_names.h>
+#include <openssl/kdf.h>
+#include <openssl/param_build.h>
+#include <openssl/bn.h>
+#include <openssl/rsa.h>
+#include <openssl/hmac.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <time.h>
 
 /* Macros and cast-heavy calls that do not import into Swift, plus the few C callbacks
@@ -178,4 +184,165 @@ static inline int herald_ssl_set_expected_host(SSL *ssl, const char *host) {
 /* The reason of an OpenSSL error code, e.g. ERR_GET_REASON for PKCS#12 MAC failures. */
 static inline int herald_err_get_reason(unsigned long e) { return ERR_GET_REASON(e); }
 static inline int herald_err_get_lib(unsigned long e) { return ERR_GET_LIB(e); }
+/* ---- FCM HTTP v1 and Web Push: RSA key generation, HKDF, raw P-256 keys ----
+   OSSL_PARAM arrays point into their arguments, so they are built here, where those pointers
+   stay valid for the whole call. */
+
+/* A fresh RSA key of `bits` bits (public exponent 65537), or NULL. */
+static inline EVP_PKEY *herald_rsa_generate(unsigned int bits) {
+    EVP_PKEY *pkey = NULL;
+    EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, "RSA", NULL);
+    if (ctx != NULL && EVP_PKEY_keygen_init(ctx) == 1 && EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, (int)bits) == 1) {
+        if (EVP_PKEY_generate(ctx, &pkey) != 1) pkey = NULL;
+    }
+    EVP_PKEY_CTX_free(ctx);
+    return pkey;
+}
+
+/* A fresh P-256 key pair, or NULL. */
+static inline EVP_PKEY *herald_p256_generate(void) {
+    EVP_PKEY *pkey = NULL;
+    EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
+    if (ctx != NULL && EVP_PKEY_keygen_init(ctx) == 1 && EVP_PKEY_CTX_set_group_name(ctx, "prime256v1") == 1) {
+        if (EVP_PKEY_generate(ctx, &pkey) != 1) pkey = NULL;
+    }
+    EVP_PKEY_CTX_free(ctx);
+    return pkey;
+}
+
+/* HKDF with SHA-256 through EVP_KDF (`kdf` is a fetched "HKDF"). `mode` is one of
+   EVP_KDF_HKDF_MODE_EXTRACT_AND_EXPAND, _EXTRACT_ONLY (outlen must be 32) or _EXPAND_ONLY (`key` is
+   the PRK). Returns 1 on success. */
+static inline int herald_hkdf_sha256(EVP_KDF *kdf, int mode,
+                                     const unsigned char *key, size_t keylen,
+                                     const unsigned char *salt, size_t saltlen,
+                                     const unsigned char *info, size_t infolen,
+                                     unsigned char *out, size_t outlen) {
+    static const unsigned char empty[1] = { 0 };
+    EVP_KDF_CTX *ctx = EVP_KDF_CTX_new(kdf);
+    if (ctx == NULL) return 0;
+    OSSL_PARAM params[6];
+    int n = 0;
+    params[n++] = OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)"SHA256", 0);
+    params[n++] = OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode);
+    params[n++] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)(key != NULL ? key : empty), keylen);
+    if (mode != EVP_KDF_HKDF_MODE_EXPAND_ONLY) {
+        params[n++] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, (void *)(salt != NULL ? salt : empty), saltlen);
+    }
+    if (mode != EVP_KDF_HKDF_MODE_EXTRACT_ONLY) {
+        params[n++] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, (void *)(info != NULL ? info : empty), infolen);
+    }
+    params[n] = OSSL_PARAM_construct_end();
+    int ok = EVP_KDF_derive(ctx, out, outlen, params);
+    EVP_KDF_CTX_free(ctx);
+    return ok == 1;
+}
+
+/* A P-256 key pair from the raw 32-byte private scalar `d` (big-endian); the public point is
+   computed from it. `*status` is 1 on success, -1 when d is 0 or not below the group order, 0 on
+   an OpenSSL failure. */
+static inline EVP_PKEY *herald_p256_from_private(const unsigned char *d, size_t dlen, int *status) {
+    EVP_PKEY *pkey = NULL;
+    EVP_PKEY_CTX *ctx = NULL;
+    OSSL_PARAM_BLD *bld = NULL;
+    OSSL_PARAM *params = NULL;
+    EC_POINT *pub = NULL;
+    unsigned char point[65];
+    *status = 0;
+    EC_GROUP *group = EC_GROUP_new_by_curve_name(NID_X9_62_prime256v1);
+    BIGNUM *priv = BN_secure_new();
+    if (group == NULL || priv == NULL || BN_bin2bn(d, (int)dlen, priv) == NULL) goto done;
+    if (BN_is_zero(priv) || BN_cmp(priv, EC_GROUP_get0_order(group)) >= 0) { *status = -1; goto done; }
+    pub = EC_POINT_new(group);
+    if (pub == NULL || EC_POINT_mul(group, pub, priv, NULL, NULL, NULL) != 1) goto done;
+    if (EC_POINT_point2oct(group, pub, POINT_CONVERSION_UNCOMPRESSED, point, sizeof point, NULL) != sizeof point) goto done;
+    bld = OSSL_PARAM_BLD_new();
+    if (bld == NULL
+        || OSSL_PARAM_BLD_push_utf8_string(bld, OSSL_PKEY_PARAM_GROUP_NAME, "prime256v1", 0) != 1
+        || OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_PRIV_KEY, priv) != 1
+        || OSSL_PARAM_BLD_push_octet_string(bld, OSSL_PKEY_PARAM_PUB_KEY, point, sizeof point) != 1) goto done;
+    params = OSSL_PARAM_BLD_to_param(bld);
+    ctx = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
+    if (params == NULL || ctx == NULL || EVP_PKEY_fromdata_init(ctx) != 1
+        || EVP_PKEY_fromdata(ctx, &pkey, EVP_PKEY_KEYPAIR, params) != 1) { pkey = NULL; goto done; }
+    *status = 1;
+done:
+    EVP_PKEY_CTX_free(ctx);
+    OSSL_PARAM_free(params);
+    OSSL_PARAM_BLD_free(bld);
+    EC_POINT_free(pub);
+    BN_clear_free(priv);
+    EC_GROUP_free(group);
+    OPENSSL_cleanse(point, sizeof point);
+    return pkey;
+}
+
+/* A P-256 public key from an encoded point (the caller checks that it is the 65-byte uncompressed
+   form); NULL unless the point is on the curve and passes EVP_PKEY_public_check. */
+static inline EVP_PKEY *herald_p256_from_public(const unsigned char *pt, size_t len) {
+    EVP_PKEY *pkey = NULL;
+    OSSL_PARAM params[3];
+    params[0] = OSSL_PARAM_construct_utf8_string(OSSL_PKEY_PARAM_GROUP_NAME, (char *)"prime256v1", 0);
+    params[1] = OSSL_PARAM_construct_octet_string(OSSL_PKEY_PARAM_PUB_KEY, (void *)pt, len);
+    params[2] = OSSL_PARAM_construct_end();
+    EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
+    if (ctx == NULL || EVP_PKEY_fromdata_init(ctx) != 1 || EVP_PKEY_fromdata(ctx, &pkey, EVP_PKEY_PUBLIC_KEY, params) != 1) {
+        EVP_PKEY_CTX_free(ctx);
+        return NULL;
+    }
+    EVP_PKEY_CTX_free(ctx);
+    EVP_PKEY_CTX *check = EVP_PKEY_CTX_new_from_pkey(NULL, pkey, NULL);
+    int ok = check != NULL && EVP_PKEY_public_check(check) == 1;
+    EVP_PKEY_CTX_free(check);
+    if (!ok) { EVP_PKEY_free(pkey); return NULL; }
+    return pkey;
+}
+
+/* The encoded public point of an EC key (uncompressed, 65 bytes for P-256); returns its length or 0. */
+static inline size_t herald_ec_public_point(const EVP_PKEY *pkey, unsigned char *out, size_t outlen) {
+    size_t len = 0;
+    if (EVP_PKEY_get_octet_string_param(pkey, OSSL_PKEY_PARAM_ENCODED_PUBLIC_KEY, out, outlen, &len) != 1) return 0;
+    return len;
+}
+
+/* The private scalar of an EC key, left-padded to `outlen` bytes; returns 1 on success. */
+static inline int herald_ec_private_scalar(const EVP_PKEY *pkey, unsigned char *out, size_t outlen) {
+    BIGNUM *priv = NULL;
+    if (EVP_PKEY_get_bn_param(pkey, OSSL_PKEY_PARAM_PRIV_KEY, &priv) != 1) return 0;
+    int ok = BN_bn2binpad(priv, out, (int)outlen) == (int)outlen;
+    BN_clear_free(priv);
+    return ok;
+}
+
+/* ECDH (`EVP_PKEY_derive`) of `priv` with `peer`; returns the secret's length or 0. */
+static inline size_t herald_ecdh(EVP_PKEY *priv, EVP_PKEY *peer, unsigned char *out, size_t outlen) {
+    EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_pkey(NULL, priv, NULL);
+    size_t len = outlen;
+    int ok = ctx != NULL && EVP_PKEY_derive_init(ctx) == 1 && EVP_PKEY_derive_set_peer(ctx, peer) == 1
+        && EVP_PKEY_derive(ctx, out, &len) == 1;
+    EVP_PKEY_CTX_free(ctx);
+    return ok ? len : 0;
+}
+
+/* AES-128-GCM in one call: 12-byte IV, 16-byte tag. `encrypt` 1 seals (writes `tag`), 0 opens
+   (checks `tag`). Returns 1 on success, 0 on failure (for opening: authentication failed). */
+static inline int herald_aes128gcm(int encrypt, const unsigned char *key, const unsigned char *iv,
+                                   const unsigned char *aad, size_t aadlen,
+                                   const unsigned char *in, size_t inlen, unsigned char *out, unsigned char *tag) {
+    static const unsigned char empty[1] = { 0 };
+    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+    if (ctx == NULL) return 0;
+    int ok = 0, len = 0;
+    if (inlen > INT_MAX || aadlen > INT_MAX) goto done;
+    if (EVP_CipherInit_ex(ctx, EVP_aes_128_gcm(), NULL, key, iv, encrypt) != 1) goto done;
+    if (aadlen > 0 && EVP_CipherUpdate(ctx, NULL, &len, aad, (int)aadlen) != 1) goto done;
+    if (EVP_CipherUpdate(ctx, out, &len, in != NULL ? in : empty, (int)inlen) != 1) goto done;
+    if (!encrypt && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, 16, (void *)tag) != 1) goto done;
+    if (EVP_CipherFinal_ex(ctx, out + len, &len) != 1) goto done;
+    if (encrypt && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, 16, tag) != 1) goto done;
+    ok = 1;
+done:
+    EVP_CIPHER_CTX_free(ctx);
+    return ok;
+}
 #endif

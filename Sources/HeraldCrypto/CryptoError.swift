@@ -20,6 +20,9 @@ public struct CryptoError: Error, CustomStringConvertible, Sendable {
         case tls(String)
         /// The TCP connection could not be made (refused, unreachable, name not found, timed out).
         case connectionFailed(String)
+        /// Authenticated decryption failed: the ciphertext or its tag was altered, or another
+        /// key or nonce was used.
+        case authenticationFailed
         /// Anything else (an OpenSSL internal failure).
         case other(String)
     }

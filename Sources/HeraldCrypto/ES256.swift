@@ -22,7 +22,7 @@ public final class ES256SigningKey: Sendable {
         try self.init(bytes: Array(pem.utf8), source: "the PEM key text")
     }
 
-    private init(bytes: [UInt8], source: String) throws(CryptoError) {
+    private convenience init(bytes: [UInt8], source: String) throws(CryptoError) {
         let key: PKey
         do {
             key = try loadPrivateKey(bytes, source: source, passphrase: nil)
@@ -30,6 +30,11 @@ public final class ES256SigningKey: Sendable {
             throw CryptoError(.invalidFormat("encrypted key"),
                               "\(source) is an encrypted key; ES256 keys must be unencrypted PEM, as Apple's .p8 files are")
         }
+        try self.init(key: key, source: source)
+    }
+
+    /// Wraps an already-loaded key (checked here to be P-256).
+    init(key: PKey, source: String) throws(CryptoError) {
         try ES256SigningKey.checkP256(key.raw, source: source)
         self.key = key
         guard let pem = memoryBIOOutput({ PEM_write_bio_PUBKEY($0, key.raw) == 1 }) else {
@@ -38,13 +43,17 @@ public final class ES256SigningKey: Sendable {
         publicKeyPEM = String(decoding: pem, as: UTF8.self)
     }
 
-    static func checkP256(_ key: OpaquePointer, source: String) throws(CryptoError) {
+    /// Refuses a key that is not on P-256. `purpose` ends the description (default: for APNs);
+    /// `hint` says where a right key comes from.
+    static func checkP256(_ key: OpaquePointer, source: String,
+                          purpose: String = "APNs needs P-256 (prime256v1)",
+                          hint: String = "Create an APNs key in the Apple Developer portal or") throws(CryptoError) {
         let described = describeKey(key)
         guard described.isEC, described.curve == "prime256v1" else {
-            let what = "\(described.text); APNs needs P-256 (prime256v1)"
+            let what = "\(described.text); \(purpose)"
             throw CryptoError(.unsupportedKey(what),
-                              "\(source) holds an \(what). Create an APNs key in the Apple Developer portal "
-                              + "or with `openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256`")
+                              "\(source) holds an \(what). \(hint) "
+                              + "with `openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256`")
         }
     }
 
@@ -100,6 +109,11 @@ public final class ES256VerifyingKey: Sendable {
         }
         key = PKey(raw)
         try ES256SigningKey.checkP256(raw, source: source)
+    }
+
+    /// Wraps a key already known to be P-256 (a ``P256PublicKey``'s).
+    init(key: PKey) {
+        self.key = key
     }
 
     /// Whether `signature` (64-byte raw `R || S`) is a valid ES256 signature of `message`.

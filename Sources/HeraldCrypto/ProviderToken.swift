@@ -14,12 +14,8 @@ public enum ProviderToken {
     ///   - teamID: the 10-character Apple Developer team id (`iss`).
     ///   - issuedAt: the issue time (`iat`), truncated to whole seconds.
     public static func make(keyID: String, teamID: String, issuedAt: Date, key: ES256SigningKey) throws(CryptoError) -> String {
-        let seconds = Int64(issuedAt.timeIntervalSince1970.rounded(.down))
-        let header = #"{"alg":"ES256","kid":\#(jsonString(keyID))}"#
-        let claims = #"{"iss":\#(jsonString(teamID)),"iat":\#(seconds)}"#
-        let signingInput = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(claims.utf8))
-        let signature = try key.sign(Array(signingInput.utf8))
-        return signingInput + "." + Base64URL.encode(signature)
+        let claims: JWTClaims = ["iss": .string(teamID), "iat": JWTClaims.seconds(issuedAt)]
+        return try JWT.sign(claims, key: key, keyID: keyID, type: nil)
     }
 
     /// The parts of a JWT, decoded but not verified.
@@ -69,24 +65,5 @@ public enum ProviderToken {
 
     private static func jsonObject(_ bytes: [UInt8]) -> [String: JSONValue]? {
         (try? JSONValue.parse(bytes))?.objectValue
-    }
-
-    /// A JSON string literal for `text`.
-    static func jsonString(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
     }
 }

@@ -214,3 +214,18 @@ final class TestServerThread<T: Sendable>: @unchecked Sendable {
         return result
     }
 }
+
+/// Bytes from hex text (spaces allowed), for known-answer vectors.
+func hexBytes(_ text: String) -> [UInt8] {
+    let digits = Array(text.filter { !$0.isWhitespace })
+    precondition(digits.count % 2 == 0, "odd hex")
+    return stride(from: 0, to: digits.count, by: 2).map { UInt8(String(digits[$0...$0 + 1]), radix: 16)! }
+}
+
+/// Bytes from base64url text with whitespace removed (RFCs wrap long values).
+func b64(_ text: String) -> [UInt8] {
+    Base64URL.decode(text.filter { !$0.isWhitespace })!
+}
+
+/// Lower-case hex of `bytes`.
+func hexString(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
