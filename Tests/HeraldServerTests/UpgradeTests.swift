@@ -112,10 +112,10 @@ struct UpgradeManifest: Decodable {
     /// client's receive timeout (20 s), so a read waiting for an event that never comes fails
     /// instead of being kept alive by heartbeats (the fixture was made with 1 s, so that the old
     /// daemon saw erin's stream close at once).
-    static func config(_ fixture: String) throws -> Data {
-        let data = try Data(contentsOf: URL(fileURLWithPath: "\(fixture)/config.json"))
+    static func config(_ fixture: String, _ name: String) throws -> Data {
+        let data = try Data(contentsOf: URL(fileURLWithPath: "\(fixture)/\(name)"))
         guard var root = try JSONSerialization.jsonObject(with: data) as? [String: Any],
-              var api = root["api"] as? [String: Any] else { throw TestSetupError("\(fixture)/config.json: no api section") }
+              var api = root["api"] as? [String: Any] else { throw TestSetupError("\(fixture)/\(name): no api section") }
         var streams = api["streams"] as? [String: Any] ?? [:]
         streams["heartbeat"] = "60s"
         api["streams"] = streams
@@ -136,7 +136,7 @@ struct UpgradeManifest: Decodable {
         try FileManager.default.createDirectory(atPath: dir.file("certs"), withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: certs.caFile, toPath: dir.file("certs/ca.pem"))
         try FileManager.default.copyItem(atPath: certs.authKey, toPath: dir.file("certs/AuthKey_ABC123DEFG.p8"))
-        try Self.config(fixture).write(to: URL(fileURLWithPath: dir.file("config.json")))
+        try Self.config(fixture, manifest.config).write(to: URL(fileURLWithPath: dir.file("config.json")))
 
         let apns = try HTTP2SimulatorHarness.tokenAuth()
         defer { apns.stop() }
@@ -171,6 +171,8 @@ struct UpgradeManifest: Decodable {
         try await expectIdempotencyKeysAnswerTheOriginal(manifest, client, apns)
         try await expectDevicesKept(manifest, client)
         for n in manifest.notifications { try await expectFinalStates(n, client) }
+        let ready = try await client.get("/readyz")
+        #expect(ready.json?["status"]?.stringValue == "ready", "\(ready)")
 
         if let postgres {
             let version = Int(try postgres.server.query(postgres.database, "SELECT max(version) FROM herald_schema")
