@@ -72,7 +72,7 @@ import Testing
         #expect(unknown.stdout.isEmpty)
 
         let noSecret = try f.run(["--app", "com.example.other", "--user", "u", "--device", Self.device])
-        #expect(noSecret.status == 2)
+        #expect(noSecret.status == 3)
         #expect(noSecret.stderr.contains("app com.example.other has no clientSecret, so it cannot have client tokens"))
 
         let badDevice = try f.run(["--app", "com.example.app", "--user", "u", "--device", "xyz"])

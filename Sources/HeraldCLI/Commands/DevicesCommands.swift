@@ -21,6 +21,7 @@ enum DevicesCommands {
         let configuration = try context.loadConfiguration(arguments)
         let app = try context.app(try arguments.required("app", command: command), in: configuration, command: command)
         let user = try arguments.required("user", command: command)
+        if let problem = FieldLimits.userProblem(user) { throw .usage("--user: \(problem)", command: command) }
         let token: String
         do { token = try DeviceToken.normalize(try arguments.required("token", command: command)) } catch let e as CLIError {
             throw e
