@@ -107,8 +107,8 @@ public enum ClientToken {
     /// Order: structure and `alg`, then the signature (a token whose signature fails but whose
     /// `app` claim names another app is reported as ``ClientTokenError/wrongApp(issuedFor:expected:)``,
     /// the more useful reason), then the claims, `app`, `iat` (at most ``maxClockSkew`` ahead of
-    /// `now`), the lifetime `exp` − `iat` (1 s to ``maxLifetime``, as minting allows, whoever
-    /// signed it) and `exp`.
+    /// `now`), `exp`, and the lifetime `exp` − `iat` (1 s to ``maxLifetime``, as minting allows,
+    /// whoever signed it).
     /// - Parameters:
     ///   - secret: the `clientSecret` of `app`.
     ///   - app: the app the stream is for; the token's `app` claim must equal it.
@@ -143,9 +143,9 @@ public enum ClientToken {
         let expiresAt = try secondsClaim(payload, "exp")
         guard claimedApp == app else { throw .wrongApp(issuedFor: claimedApp, expected: app) }
         guard issuedAt.timeIntervalSince(now) <= maxClockSkew else { throw .issuedInFuture(at: issuedAt) }
+        guard now < expiresAt else { throw .expired(at: expiresAt) }
         let lifetime = expiresAt.timeIntervalSince(issuedAt)
         guard lifetime >= 1, lifetime <= maxLifetime else { throw .lifetimeOutOfRange(seconds: Int64(lifetime)) }
-        guard now < expiresAt else { throw .expired(at: expiresAt) }
         if let problem = FieldLimits.userProblem(user) { throw .malformed("claim \"sub\": \(problem)") }
         let device: String
         do { device = try DeviceToken.normalize(rawDevice) } catch { throw .malformed("claim \"device\": \(error)") }
