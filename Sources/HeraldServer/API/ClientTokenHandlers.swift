@@ -39,14 +39,12 @@ extension API {
         }
     }
 
-    /// The one rule on who may hold a client token for a device, for minting and for streams: a
-    /// device the store knows belongs to its registered user only (a device it does not know,
-    /// such as a browser's installation id, to whoever holds a token for it).
+    /// Who may hold a client token for a device, for minting and for streams: the one rule,
+    /// ``TokenStore/clientTokenOwnerProblem(app:device:user:)``, asked of the daemon's store.
     /// - Returns: what is wrong (names no secret), or `nil` when `user` may have the device.
     /// - Throws: ``StoreUnavailableError`` (answered 503) when the store cannot be asked.
     func deviceOwnerProblem(app: String, device: String, user: String) async throws -> String? {
-        guard let known = try await dependencies.store.device(app: app, token: device), known.user != user else { return nil }
-        return "device \(Redact.token(device)) belongs to another user"
+        try await dependencies.store.clientTokenOwnerProblem(app: app, device: device, user: user)
     }
 
     /// The claims of the client token on `request` for `app` (see ``ClientTokenAuthenticator``),
