@@ -49,6 +49,7 @@ public enum HeraldCLI {
         --config PATH (default: $HERALD_CONFIG, else ./config.json).
         Run 'herald <command> --help' for its options.
 
+
         """
         return text + CLIError.exitCodes
     }
