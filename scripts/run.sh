@@ -17,12 +17,17 @@ mkdir -p var
 scripts/make-test-certs.sh var/certs
 
 # A secret from the environment, else from var/<file> (made on first run, mode 600).
+# Appends to `exports` the line another terminal needs to use the same secret.
+exports=""
 secret() {
   local name=$1 file=var/$2 bytes=$3
   if [ -z "${!name:-}" ]; then
     [ -s "$file" ] || { openssl rand -hex "$bytes" > "$file"; chmod 600 "$file"; }
     export "$name=$(cat "$file")"
     echo "run: $name in $file (export $name to choose your own)" >&2
+    exports+=" $name=\$(cat $file)"
+  else
+    exports+=" $name=<the value you exported>"
   fi
 }
 secret HERALD_API_KEY api-key 24
@@ -47,8 +52,13 @@ done
 
 "$herald" check --config "$config" --quiet
 cat >&2 <<HINT
-run: APNs simulator on 127.0.0.1:2197 (records to var/apns-received.jsonl); starting the daemon.
-In another terminal:
+run: APNs simulator on 127.0.0.1:2197 (records to var/apns-received.jsonl); starting the daemon
+     (API on 127.0.0.1:8080, Matrix push gateway on 127.0.0.1:8090).
+In another terminal, in this folder; for the CLI (herald check, devices, send, client-token, ...),
+which reads config.json and so needs both secrets:
+  export$exports
+  export PATH="\$PWD/.build/release:\$PATH"
+Then, over the API:
   KEY=\$(cat var/api-key)
   curl -s -H "Authorization: Bearer \$KEY" -H 'Content-Type: application/json' \\
        -d '{"app":"com.example.app","user":"demo-user","token":"0000000000000000000000000000000000000000000000000000000000000001"}' \\

@@ -115,7 +115,32 @@ public struct APNsBinaryConfiguration: TransportConfiguration {
         if let feedbackInterval { c.feedbackInterval = feedbackInterval > 0 ? feedbackInterval : nil }
         if let proofInterval { c.proofInterval = proofInterval }
         if let timeout { c.timeout = timeout }
+        if let warning = c.retiredByApple(node) { node.warning(warning) }
         return c
+    }
+
+    /// Apple's hosts for the binary API, which Apple switched off for providers on 31 March 2021.
+    static let appleHosts: Set<String> = ["gateway.push.apple.com", "gateway.sandbox.push.apple.com",
+                                          "feedback.push.apple.com", "feedback.sandbox.push.apple.com"]
+
+    /// A warning when this transport's gateway is Apple's (the default): Apple switched the legacy binary provider API off on 31 March 2021. It gives
+    /// the equivalent `apns-http2` section with the same certificate (certificate auth works on
+    /// HTTP/2), ready to paste; a passphrase is never printed.
+    func retiredByApple(_ node: ConfigNode) -> String? {
+        guard Self.appleHosts.contains(endpoint.host.lowercased()) else { return nil }
+        var w = JSONWriter(capacity: 256)
+        w.object { o in
+            o.string("type", "apns-http2")
+            o.string("environment", apnsEnvironment.rawValue)
+            // As written in the section (relative paths stay relative to the config's folder).
+            for key in ["p12File", "certFile", "keyFile"] { o.string(key, node.value[key]?.stringValue) }
+            if node.has("passphrase") { o.string("passphrase", "<your passphrase, as in \(node.path).passphrase>") }
+        }
+        let name = node.path.hasPrefix("transports.") ? String(node.path.dropFirst("transports.".count)) : node.path
+        return "Apple switched off the legacy binary provider API on 31 March 2021: \(endpoint) and \(feedbackEndpoint) "
+            + "no longer accept providers, so this transport cannot deliver to Apple (apns-binary is for gateways that still "
+            + "speak the protocol). Certificate auth works on HTTP/2; the equivalent section, with the same certificate, is: "
+            + "\"\(name)\": \(w.string)"
     }
 
     private static func hostPort(_ node: ConfigNode, _ key: String, defaultPort: Int) -> HostPort? {

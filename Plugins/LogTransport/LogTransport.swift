@@ -8,7 +8,9 @@ import HeraldCore
 /// (headers and payload) without a network. Every delivery is `delivered` once its line is
 /// written: handed to the operating system (it survives a crash of Herald) and, when the host
 /// asks for durable writes (`storage.synchronous: "full"`), fsynced (it survives a power loss
-/// as the queue's commit does). After ``shutdown()`` nothing is written: a late batch gets
+/// as the queue's commit does). A file that cannot be synced (`/dev/null`, a pipe, a terminal:
+/// `fsync` fails with `EINVAL`, `ENOTSUP` or `EROFS`) is written without `fsync`, and the log
+/// says once that the ledger is not durable on it. After ``shutdown()`` nothing is written: a late batch gets
 /// `retry`, never a write to a descriptor that may by then belong to another file.
 ///
 /// ```json
@@ -36,14 +38,16 @@ public final class LogTransport: TransportPlugin {
     /// The file's descriptor (opened with O_APPEND), or standard output; `nil` once shut down.
     private let fd: Locked<Int32?>
     private let clock: any WallClock
-    private let durable: Bool
+    /// Whether each write is fsynced: durable writes asked for, a file named, and one that can be synced.
+    private let syncs: Locked<Bool>
+    private let logger: Logger
     private let fsyncs: Counter
 
     public init(name: String, configuration: Configuration, context: TransportContext) throws {
         self.name = name
         self.configuration = configuration
         self.clock = context.clock
-        self.durable = context.durableWrites && configuration.path != nil
+        self.logger = context.logger
         fsyncs = context.metrics.counter("herald_log_fsyncs_total", help: "fsync calls of the log transport's file (with durable writes).",
                                          labels: [("transport", name)])
         let fd: Int32
@@ -63,6 +67,25 @@ public final class LogTransport: TransportPlugin {
             fd = STDOUT_FILENO
         }
         self.fd = Locked(fd)
+        self.syncs = Locked(context.durableWrites && configuration.path != nil)
+        if syncs.withLock({ $0 }) && fsync(fd) != 0 {
+            let error = errno
+            if Self.cannotSync(error) { notSyncable(error) }  // else the first write reports it
+        }
+    }
+
+    /// Whether `error` from `fsync` means the file cannot be synced (a character device, pipe
+    /// or terminal), not that a write was lost.
+    static func cannotSync(_ error: Int32) -> Bool {
+        error == EINVAL || error == ENOTSUP || error == EOPNOTSUPP || error == EROFS
+    }
+
+    /// Stops fsyncing a file that cannot be synced, saying so once.
+    private func notSyncable(_ error: Int32) {
+        let first = syncs.withLock { s -> Bool in defer { s = false }; return s }
+        guard first else { return }
+        logger.warning("log file cannot be synced; writing without fsync: the ledger is not durable on this file",
+                       ["transport": name, "path": configuration.summary, "fsync": String(cString: strerror(error))])
     }
 
     public var preferredBatchSize: Int { 1000 }
@@ -82,18 +105,30 @@ public final class LogTransport: TransportPlugin {
         return batch.map { .delivered(apnsID: $0.apnsID.lowercasedString) }
     }
 
-    /// Appends `bytes` (and fsyncs them with durable writes); nil when written, else why not.
+    /// Appends `bytes` (and fsyncs them with durable writes, on a file that can be synced); nil
+    /// when written, else why not.
     private func write(_ bytes: [UInt8]) -> String? {
-        fd.withLock { fd in
+        var unsyncable: Int32? = nil
+        let failure: String? = fd.withLock { fd in
             guard let fd else { return "the transport was shut down" }
             guard FileDescriptorOutput.write(bytes, to: fd) else { return String(cString: strerror(errno)) }
-            if durable {
-                guard fsync(fd) == 0 else { return "fsync: \(String(cString: strerror(errno)))" }
-                fsyncs.increment()
+            if syncs.withLock({ $0 }) {
+                if fsync(fd) == 0 {
+                    fsyncs.increment()
+                } else {
+                    let error = errno
+                    guard Self.cannotSync(error) else { return "fsync: \(String(cString: strerror(error)))" }
+                    unsyncable = error
+                }
             }
             return nil
         }
+        if let unsyncable { notSyncable(unsyncable) }
+        return failure
     }
+
+    /// Whether writes are fsynced (false without durable writes, or on a file that cannot be synced).
+    public var fsyncsWrites: Bool { syncs.withLock { $0 } }
 
     /// The JSON line written for one delivery: headers Herald would send and the payload.
     public static func line(for d: Delivery, transport: String, time: String) -> [UInt8] {

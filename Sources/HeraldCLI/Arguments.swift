@@ -116,21 +116,37 @@ struct ParsedArguments: Sendable {
     }
 }
 
-/// Why a command stopped; decides the exit code.
+/// Why a command stopped; decides the exit code, which means the same for every command
+/// (``exitCodes``).
 enum CLIError: Error, CustomStringConvertible {
-    /// Bad command line: exit 2, with a pointer to `--help`.
+    /// Bad command line or input (an option, a value, a token, an app that is not configured):
+    /// exit 2, with a pointer to `--help`.
     case usage(String, command: String)
-    /// Bad configuration: exit 2; one line per problem.
+    /// Bad configuration or set-up (config file missing or invalid, a credential check failed,
+    /// the store cannot be opened, the daemon cannot start): exit 3; one line per problem.
     case configuration([String])
-    /// The command ran and failed: exit 1.
+    /// The command ran and part or all of its work failed (a delivery not delivered, a device
+    /// not found, the store failing mid-way): exit 1.
     case runtime(String)
 
     var exitCode: Int32 {
         switch self {
-        case .usage, .configuration: return 2
         case .runtime: return 1
+        case .usage: return 2
+        case .configuration: return 3
         }
     }
+
+    /// The exit codes, as `--help` and the README give them.
+    static let exitCodes = """
+        Exit codes (the same for every command):
+          0  done: every delivery delivered, every check passed
+          1  the command ran, but some of its work failed: a delivery rejected, invalid_token,
+             expired or failed; a device not found; the store failing mid-way
+          2  usage or input error: an unknown option, a bad value or token, an unknown app
+          3  configuration or set-up error: config.json missing or invalid, a credential check
+             failed, the store cannot be opened, the daemon cannot start
+        """
 
     var description: String {
         switch self {

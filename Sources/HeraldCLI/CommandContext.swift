@@ -26,11 +26,22 @@ struct CommandContext: Sendable {
             }
             return configuration
         } catch {
-            var lines = error.warnings.map { "\(path): warning: \($0)" }
-            lines += error.errors.map { "\(path): \($0)" }
-            lines.append("herald: the configuration has \(error.errors.count) error\(error.errors.count == 1 ? "" : "s")")
-            throw .configuration(lines)
+            throw .configuration(Self.configurationErrorLines(path: path, error))
         }
+    }
+
+    /// The lines that report a configuration that cannot be used: its warnings, every error with
+    /// its JSON path, and, when there is no file, where Herald looked and how to name another.
+    static func configurationErrorLines(path: String, _ error: ConfigurationError) -> [String] {
+        var lines = error.warnings.map { "\(path): warning: \($0)" }
+        lines += error.errors.map { "\(path): \($0)" }
+        if !FileManager.default.fileExists(atPath: path) {
+            lines.append("herald: no configuration file at \(path); give its path with --config PATH, or set HERALD_CONFIG "
+                         + "(without either, Herald reads ./config.json in the current folder)")
+        } else {
+            lines.append("herald: the configuration has \(error.errors.count) error\(error.errors.count == 1 ? "" : "s")")
+        }
+        return lines
     }
 
     /// A logger per the configuration; the CLI shows warnings and worse unless `--verbose`.
@@ -45,7 +56,7 @@ struct CommandContext: Sendable {
         do {
             return try await storage.driver(for: configuration).openTokenStore(configuration)
         } catch {
-            throw .runtime("cannot open the store: \(error)")
+            throw .configuration(["herald: cannot open the store: \(error)"])
         }
     }
 

@@ -48,9 +48,10 @@ public enum HeraldCLI {
         Commands that read the configuration (check, devices, client-token, send, prune, feedback, serve) take
         --config PATH (default: $HERALD_CONFIG, else ./config.json).
         Run 'herald <command> --help' for its options.
-        Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.
+
+
         """
-        return text
+        return text + CLIError.exitCodes
     }
 
     /// Runs the command line `arguments` (without the program name); returns the exit code.

@@ -21,8 +21,8 @@ extension ClientToken {
     public static let defaultLifetime: TimeInterval = 3600
     /// The longest lifetime a minted token may have: 30 days.
     public static let maxLifetime: TimeInterval = 30 * 86_400
-    /// The longest user id accepted, in bytes (as for device registration).
-    public static let maxUserBytes = 256
+    /// The longest user id accepted, in bytes (``FieldLimits/userIDBytes``, as everywhere).
+    public static let maxUserBytes = FieldLimits.userIDBytes.upperBound
 
     /// Mints a token for one user's device of `app`, as `herald client-token` and
     /// `POST /v1/client-tokens` do: one set of rules for both.
@@ -36,10 +36,7 @@ extension ClientToken {
             throw ClientTokenIssueError(field: "app", message: "app \(app.id) has no clientSecret, so it cannot have client tokens; "
                                         + "add \"clientSecret\": \"${CLIENT_SECRET}\" (at least \(AppConfiguration.minimumClientSecretBytes) bytes) to its entry in the config")
         }
-        guard !user.isEmpty else { throw ClientTokenIssueError(field: "user", message: "must not be empty") }
-        guard user.utf8.count <= maxUserBytes else {
-            throw ClientTokenIssueError(field: "user", message: "must be at most \(maxUserBytes) bytes")
-        }
+        if let problem = FieldLimits.userProblem(user) { throw ClientTokenIssueError(field: "user", message: problem) }
         let normalized: String
         do { normalized = try DeviceToken.normalize(device) } catch {
             throw ClientTokenIssueError(field: "device", message: "\(error) (a device id is the APNs token, or an installation id "

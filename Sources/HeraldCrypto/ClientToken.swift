@@ -44,6 +44,11 @@ public enum ClientTokenError: Error, Sendable, Equatable, CustomStringConvertibl
     case wrongApp(issuedFor: String, expected: String)
     /// A required claim is absent.
     case missingClaim(String)
+    /// `iat` is later than the verifier's clock allows (``ClientToken/maxClockSkew`` ahead).
+    case issuedInFuture(at: Date)
+    /// `exp` − `iat` is longer than the longest lifetime minting allows (``ClientToken/maxLifetime``),
+    /// or `exp` is not after `iat`: whoever signed it, Herald would not have.
+    case lifetimeOutOfRange(seconds: Int64)
 
     public var description: String {
         switch self {
@@ -56,6 +61,12 @@ public enum ClientTokenError: Error, Sendable, Equatable, CustomStringConvertibl
         case .wrongApp(let issued, let expected):
             return "client token was issued for app \(issued), not \(expected)"
         case .missingClaim(let name): return "client token has no \"\(name)\" claim"
+        case .issuedInFuture(let at):
+            return "client token is issued at \(at.iso8601), more than \(Int(ClientToken.maxClockSkew)) s ahead of this server's clock; "
+                + "check the minting clock and mint a new one"
+        case .lifetimeOutOfRange(let seconds):
+            return "client token lifetime (exp - iat) is \(seconds) s; it must be between 1 s and \(Int(ClientToken.maxLifetime)) s "
+                + "(\(Int(ClientToken.maxLifetime / 86_400)) days); mint a new one"
         }
     }
 }
@@ -70,6 +81,9 @@ public enum ClientTokenError: Error, Sendable, Equatable, CustomStringConvertibl
 public enum ClientToken {
     /// The longest token ``verify(_:secret:app:now:)`` reads (bytes).
     public static let maxLength = 4096
+    /// How far ahead of the verifier's clock a token's `iat` may be (seconds): clocks of the
+    /// minting backend and Herald may differ a little, a token from the future is forged.
+    public static let maxClockSkew: TimeInterval = 60
 
     private static let header = Base64URL.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8))
 
@@ -92,7 +106,9 @@ public enum ClientToken {
     ///
     /// Order: structure and `alg`, then the signature (a token whose signature fails but whose
     /// `app` claim names another app is reported as ``ClientTokenError/wrongApp(issuedFor:expected:)``,
-    /// the more useful reason), then the claims, `app` and `exp`.
+    /// the more useful reason), then the claims, `app`, `iat` (at most ``maxClockSkew`` ahead of
+    /// `now`), `exp`, and the lifetime `exp` − `iat` (1 s to ``maxLifetime``, as minting allows,
+    /// whoever signed it).
     /// - Parameters:
     ///   - secret: the `clientSecret` of `app`.
     ///   - app: the app the stream is for; the token's `app` claim must equal it.
@@ -126,13 +142,20 @@ public enum ClientToken {
         let issuedAt = try secondsClaim(payload, "iat")
         let expiresAt = try secondsClaim(payload, "exp")
         guard claimedApp == app else { throw .wrongApp(issuedFor: claimedApp, expected: app) }
+        guard issuedAt.timeIntervalSince(now) <= maxClockSkew else { throw .issuedInFuture(at: issuedAt) }
         guard now < expiresAt else { throw .expired(at: expiresAt) }
+        let lifetime = expiresAt.timeIntervalSince(issuedAt)
+        guard lifetime >= 1, lifetime <= maxLifetime else { throw .lifetimeOutOfRange(seconds: Int64(lifetime)) }
+        if let problem = FieldLimits.userProblem(user) { throw .malformed("claim \"sub\": \(problem)") }
         let device: String
         do { device = try DeviceToken.normalize(rawDevice) } catch { throw .malformed("claim \"device\": \(error)") }
         return ClientTokenClaims(user: user, app: claimedApp, device: device, issuedAt: issuedAt, expiresAt: expiresAt)
     }
 
     // MARK: Parts
+
+    /// 9999-12-31T23:59:59Z: the latest time a claim may name (keeps the arithmetic exact).
+    private static let latestSeconds = 253_402_300_799
 
     private static func seconds(_ date: Date) -> Int64 { Int64(date.timeIntervalSince1970.rounded(.down)) }
 
@@ -154,7 +177,9 @@ public enum ClientToken {
 
     private static func secondsClaim(_ payload: [String: JSONValue], _ name: String) throws(ClientTokenError) -> Date {
         guard let value = payload[name], value != .null else { throw .missingClaim(name) }
-        guard let n = value.intValue else { throw .malformed("claim \"\(name)\" must be a whole number of seconds since 1970") }
+        guard let n = value.intValue, n >= 0, n <= latestSeconds else {
+            throw .malformed("claim \"\(name)\" must be a whole number of seconds since 1970, before the year 10000")
+        }
         return Date(timeIntervalSince1970: TimeInterval(n))
     }
 }

@@ -49,7 +49,8 @@ import Testing
         """, routes: #"["legacy"]"#)
         defer { f.dir.remove() }
         let send = try f.run(["send", "--app", "com.example.app", "--token", f.token(1), "--token", f.token(2), "--alert", "hi", "--json"])
-        #expect(send.status == 0, "\(send.stderr)")  // it ran; each device says how it ended
+        #expect(send.status == 1, "\(send.stderr)")  // it ran; each device says how it ended, and none was delivered
+        #expect(send.stderr.contains("herald: 2 of 2 devices not delivered (2 failed)"), "\(send.stderr)")
         let lines = try send.lines.map { try JSONValue.parse($0) }
         #expect(lines.count == 2)
         for line in lines {
@@ -119,8 +120,46 @@ import Testing
         #expect(check.stdout.contains("ok: topic com.example.app (the certificate's UID)"))
         #expect(check.stdout.contains("ok: certificate valid until "))
         let wrong = try Run.herald(["check", "--config", f.config], environment: f.env.merging(["P12_PASS": "hunter2-wrong"]) { $1 })
-        #expect(wrong.status == 2)
+        #expect(wrong.status == 3)
         #expect(wrong.stderr.contains("transports.legacy.passphrase: wrong passphrase"))
         #expect(!wrong.stderr.contains("hunter2-wrong"))
+    }
+
+    /// Issue 24, item 17: Apple switched the binary provider API off on 31 March 2021. `herald
+    /// check` warns when a transport points at Apple's hosts (the defaults), and prints the
+    /// equivalent apns-http2 section with the same certificate, which works when pasted.
+    @Test func checkWarnsThatApplesBinaryAPIIsOffAndPrintsThePasteableHTTP2Section() throws {
+        let certs = try TestCertificates.shared()
+        let f = try CLIFixture(extraTransports: """
+        , "legacy": {"type": "apns-binary", "environment": "production", "p12File": "\(certs.clientP12)", "passphrase": "${P12_PASS}"}
+        """, routes: #"["legacy"]"#)
+        defer { f.dir.remove() }
+        let check = try run(f, ["check"])
+        let output = check.stdout + check.stderr
+        let warning = try #require(check.stderr.split(separator: "\n").first { $0.contains("warning: transports.legacy: Apple switched off") },
+                                   "\(output)")
+        #expect(warning.contains("the legacy binary provider API on 31 March 2021: gateway.push.apple.com:2195 and feedback.push.apple.com:2196 no longer accept providers"))
+        let placeholder = "<your passphrase, as in transports.legacy.passphrase>"
+        let section = #""legacy": {"type":"apns-http2","environment":"production","p12File":"\#(certs.clientP12)","passphrase":"\#(placeholder)"}"#
+        #expect(warning.hasSuffix("the equivalent section, with the same certificate, is: " + section), "\(warning)")
+        #expect(!output.contains(try TestCertificates.shared().p12Passphrase), "the passphrase is never printed")
+
+        // Pasted in place of the binary section (with the passphrase put back), it is a valid apns-http2 transport.
+        let pasted = section.replacingOccurrences(of: placeholder, with: "${P12_PASS}")
+        let config = try String(contentsOfFile: f.config, encoding: .utf8)
+        let start = try #require(config.range(of: #""legacy": {"type": "apns-binary""#))
+        let end = try #require(config[start.lowerBound...].range(of: #""${P12_PASS}"}"#))
+        try (config[..<start.lowerBound] + pasted + config[end.upperBound...]).write(toFile: f.config, atomically: true, encoding: .utf8)
+        let after = try run(f, ["check"])
+        #expect((after.stdout + after.stderr).contains("  legacy: apns-http2 production"), "\(after.stdout)\(after.stderr)")
+        #expect(!(after.stdout + after.stderr).contains("switched off"))
+        #expect(!after.stderr.contains("configuration has"), "\(after.stderr)")
+
+        // A binary transport pointed at another gateway (a simulator, a provider's relay) is not warned about.
+        let gateway = try BinarySimulatorHarness.gateway()
+        defer { gateway.stop() }
+        let local = try Self.fixture(gateway: gateway)
+        defer { local.dir.remove() }
+        #expect(!(try run(local, ["check"]).stderr.contains("switched off")))
     }
 }

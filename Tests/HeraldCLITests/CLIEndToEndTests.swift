@@ -79,7 +79,7 @@ struct CLIFixture {
         defer { f.dir.remove() }
         let file = try f.dir.write("tokens.txt", "# campaign\n" + (1...300).map { f.token($0) }.joined(separator: "\n") + "\n\nnot-hex\n")
         let result = try f.run(["send", "--app", "com.example.app", "--tokens-file", file, "--alert", "Sale!"])
-        #expect(result.status == 0)
+        #expect(result.status == 1)  // one line was not a token: reported, and the exit code says not everything was delivered
         #expect(result.stdout.contains("301 devices: 300 delivered, 1 rejected"))
         #expect(try f.deliveries.count == 300)
     }
@@ -114,7 +114,7 @@ struct CLIFixture {
         #expect(!result.stdout.contains("cli-test-key"))
     }
 
-    @Test func brokenConfigListsEveryErrorAndExitsTwo() throws {
+    @Test func brokenConfigListsEveryErrorAndExitsThree() throws {
         let dir = try TemporaryDirectory(prefix: "herald-cli")
         defer { dir.remove() }
         let config = try dir.write("broken.json", """
@@ -123,7 +123,7 @@ struct CLIFixture {
          "api": {"keys": [{"id": "k", "secret": "${HERALD_TEST_UNSET_VARIABLE}", "scopes": ["send"]}]}}
         """)
         let result = try Run.herald(["check", "--config", config], directory: dir.path)
-        #expect(result.status == 2)
+        #expect(result.status == 3)
         let expected = [
             "\(config): transports.apns.type: unknown transport type \"apns-h3\"; known: ",
             "\(config): apps.a.routes[0]: unknown transport \"apnz\"; defined: apns, dry",
@@ -162,6 +162,46 @@ struct CLIFixture {
         #expect(group.status == 0 && group.stderr.isEmpty && group.stdout.contains("herald devices add"))
     }
 
+    /// Issue 24: an exit code means one thing for every command (0 done, 1 some work failed,
+    /// 2 usage or input, 3 configuration or set-up).
+    @Test func exitCodesMeanOneThingAcrossCommands() throws {
+        let f = try CLIFixture()
+        defer { f.dir.remove() }
+        // 0: everything delivered.
+        #expect(try f.run(["devices", "add", "--app", "com.example.app", "--user", "alice", "--token", f.token(1)]).status == 0)
+        #expect(try f.run(["send", "--app", "com.example.app", "--user", "alice", "--alert", "x"]).status == 0)
+        // 1: the send ran, and every delivery was rejected (tokens from a file are data, reported per device).
+        let file = try f.dir.write("bad.txt", "xyz\nnot-a-token\n")
+        let rejected = try f.run(["send", "--app", "com.example.app", "--tokens-file", file, "--alert", "x", "--json"])
+        #expect(rejected.status == 1, "\(rejected.stdout)\(rejected.stderr)")
+        #expect(rejected.lines.count == 2 && rejected.lines.allSatisfy { $0.contains(#""outcome":"rejected""#) }, "\(rejected.stdout)")
+        #expect(rejected.stderr.contains("herald: 2 of 2 devices not delivered (2 rejected)"), "\(rejected.stderr)")
+        let some = try f.run(["send", "--app", "com.example.app", "--user", "alice", "--tokens-file", file, "--alert", "x"])
+        #expect(some.status == 1)
+        #expect(some.stderr.contains("herald: 2 of 3 devices not delivered (2 rejected)"), "\(some.stderr)")
+        // 2: the same bad token on the command line is an input error, for send as for devices add.
+        let sendToken = try f.run(["send", "--app", "com.example.app", "--token", "xyz", "--alert", "x"])
+        let addToken = try f.run(["devices", "add", "--app", "com.example.app", "--user", "a", "--token", "xyz"])
+        #expect(sendToken.status == 2 && addToken.status == 2)
+        #expect(sendToken.stderr.contains("herald send: --token: device token has a character that is not hexadecimal: \"x\""), "\(sendToken.stderr)")
+        let longUser = try f.run(["devices", "add", "--app", "com.example.app", "--user", String(repeating: "u", count: 257), "--token", f.token(2)])
+        #expect(longUser.status == 2 && longUser.stderr.contains("--user: must be at most 256 bytes, found 257"), "\(longUser.stderr)")
+        // 1: a device that is not there.
+        #expect(try f.run(["devices", "remove", "--app", "com.example.app", "--token", f.token(7)]).status == 1)
+        // 3: a configuration that cannot be used, for every command that reads it.
+        try "{\"storge\": {}}".write(toFile: f.config, atomically: true, encoding: .utf8)
+        for command in [["check"], ["devices", "list"], ["send", "--app", "com.example.app", "--user", "a", "--alert", "x"],
+                        ["client-token", "--app", "com.example.app", "--user", "a", "--device", f.token(1)], ["serve"]] {
+            let r = try f.run(command)
+            #expect(r.status == 3, "\(command): \(r.stderr)")
+            #expect(r.stderr.contains("storge: unknown top-level key; did you mean \"storage\"?"), "\(command): \(r.stderr)")
+        }
+        // The codes are in --help.
+        let help = try Run.herald(["--help"])
+        #expect(help.stdout.contains("Exit codes (the same for every command):"))
+        #expect(help.stdout.contains("3  configuration or set-up error"))
+    }
+
     @Test func helpForEveryCommand() throws {
         let top = try Run.herald(["--help"])
         #expect(top.status == 0)
@@ -187,8 +227,11 @@ struct CLIFixture {
         let empty = try TemporaryDirectory(prefix: "herald-empty")
         defer { empty.remove() }
         let missing = try Run.herald(["check"], environment: ["HERALD_CONFIG": ""], directory: empty.path)
-        #expect(missing.status == 2)
+        #expect(missing.status == 3)
         #expect(missing.stderr.contains("config.json: no such file"), "\(missing.stderr)")
+        // Where Herald looked and the two ways to name another file.
+        #expect(missing.stderr.contains("herald: no configuration file at config.json; give its path with --config PATH, or set HERALD_CONFIG"),
+                "\(missing.stderr)")
     }
 
     @Test func pruneDeletesOldInvalidDevices() async throws {

@@ -52,7 +52,7 @@ import Testing
         {"type": "apns-http2", "environment": "production", "p12File": "\(certs.clientP12)", "passphrase": "hunter2-wrong"}
         """)
         let result = try Run.herald(["check", "--config", path])
-        #expect(result.status == 2)
+        #expect(result.status == 3)
         #expect(result.stderr.contains("\(path): transports.apns.passphrase: "))
         #expect(result.stderr.contains("wrong passphrase"))
         #expect(!result.stderr.contains("hunter2-wrong"))
@@ -66,7 +66,7 @@ import Testing
         {"type": "apns-http2", "environment": "sandbox", "keyFile": "\(certs.p384Key)", "keyId": "ABC123DEFG", "teamId": "DEF123GHIJ"}
         """)
         let result = try Run.herald(["check", "--config", path])
-        #expect(result.status == 2)
+        #expect(result.status == 3)
         #expect(result.stderr.contains("\(path): transports.apns.keyFile: "))
         #expect(result.stderr.contains("secp384r1") && result.stderr.contains("P-256"))
     }

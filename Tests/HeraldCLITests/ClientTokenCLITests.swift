@@ -72,7 +72,7 @@ import Testing
         #expect(unknown.stdout.isEmpty)
 
         let noSecret = try f.run(["--app", "com.example.other", "--user", "u", "--device", Self.device])
-        #expect(noSecret.status == 2)
+        #expect(noSecret.status == 3)
         #expect(noSecret.stderr.contains("app com.example.other has no clientSecret, so it cannot have client tokens"))
 
         let badDevice = try f.run(["--app", "com.example.app", "--user", "u", "--device", "xyz"])
@@ -113,5 +113,20 @@ import Testing
         #expect(help.stdout.contains("--ttl DURATION"))
         let main = try Run.herald(["--help"], directory: f.dir.path)
         #expect(main.stdout.contains("  client-token "))
+    }
+
+    /// Issue 24, item 13: the CLI mints under the rule the API and the stream apply.
+    @Test func aDeviceOfAnotherUserIsRefused() throws {
+        let f = try Fixture()
+        defer { f.dir.remove() }
+        let add = try Run.herald(["devices", "add", "--app", "com.example.app", "--user", "alice", "--token", Self.device, "--config", f.config],
+                                 environment: ["CLIENT_SECRET": Self.secret], directory: f.dir.path)
+        #expect(add.status == 0, "\(add.stderr)")
+        let mallory = try f.run(["--app", "com.example.app", "--user", "mallory", "--device", Self.device])
+        #expect(mallory.status == 2)
+        #expect(mallory.stdout.isEmpty)
+        #expect(mallory.stderr.contains("herald client-token: --device: device 01234567…cdef belongs to another user")
+                || mallory.stderr.contains("belongs to another user"), "\(mallory.stderr)")
+        #expect(try f.run(["--app", "com.example.app", "--user", "alice", "--device", Self.device]).status == 0)
     }
 }

@@ -30,7 +30,7 @@ import Testing
 
     @Test func errorsNameTheirPath() throws {
         let r = try check(#"{"apps": {"im.vector.app.ios.prod": {"app": "com.example.app", "defaultPayload": {"aps": {"url-args": []}}}}}"#)
-        #expect(r.status == 2)
+        #expect(r.status == 3)
         #expect(r.stderr.contains(#"matrix.apps["im.vector.app.ios.prod"].defaultPayload.aps.url-args: Herald does not send this aps key"#), "\(r.stderr)")
     }
 

@@ -171,14 +171,68 @@ let minimal = """
     @Test func unknownKeysAreWarnedWithSuggestions() throws {
         let c = try parse("""
         {"apps": {"a": {"routes": ["dry"], "maxDevicePerUser": 3}}, "transports": {"dry": {"type": "log", "pth": "x"}},
-         "log": {"levle": "debug"}, "extra": true}
+         "log": {"levle": "debug"}}
         """)
         let w = c.warnings.map(\.description)
         #expect(w.contains("apps.a.maxDevicePerUser: unknown key, ignored; did you mean \"maxDevicesPerUser\"?"))
         #expect(w.contains("transports.dry.pth: unknown key, ignored; did you mean \"path\"?"))
         #expect(w.contains("log.levle: unknown key, ignored; did you mean \"level\"?"))
-        #expect(w.contains("extra: unknown key, ignored"))
-        #expect(w.count == 4)
+        #expect(w.count == 3)
+    }
+
+    /// Issue 24, item 16: a misspelt section would run Herald on defaults (`"storge"`: a new,
+    /// empty database in the default place), so an unknown top-level key is an error.
+    @Test func anUnknownTopLevelKeyIsAnErrorWithASuggestion() {
+        let typo = errors("""
+        {"storge": {"path": "/srv/herald/herald.db"}, "apps": {"a": {"routes": ["dry"]}}, "transports": {"dry": {"type": "log"}}}
+        """)
+        let known = "(known: storage, apps, transports, api, log, delivery, server, matrix; an unknown section is refused "
+            + "rather than ignored, so that a misspelt one does not run Herald on defaults)"
+        #expect(typo == ["storge: unknown top-level key; did you mean \"storage\"? \(known)"])
+        let far = errors(minimal.replacingOccurrences(of: "}}}", with: "}}, \"extra\": true, \"zzz\": {}}"))
+        #expect(far == ["extra: unknown top-level key \(known)", "zzz: unknown top-level key \(known)"])
+        // Not reported a second time as a warning, and every known section is accepted.
+        do {
+            _ = try parse(#"{"storge": {}, "apps": {"a": {"routes": ["dry"]}}, "transports": {"dry": {"type": "log"}}}"#)
+            Issue.record("a configuration with an unknown top-level key was accepted")
+        } catch {
+            #expect(error.warnings.isEmpty, "\(error.warnings)")
+        }
+        #expect(errors(minimal.replacingOccurrences(of: "}}}", with: #"}}, "log": {}, "delivery": {}, "server": {}, "api": {}, "storage": {}}"#)).isEmpty)
+    }
+
+    /// Issue 24, item 15: two keys with one secret would authenticate as whichever came last.
+    @Test func twoAPIKeysWithTheSameSecretAreRefusedNamingBothIds() {
+        let secret = "the-same-secret-0123456789"
+        let e = errors(minimal.replacingOccurrences(of: "}}}", with: """
+        }}, "api": {"keys": [{"id": "admin", "secret": "${A}", "scopes": ["admin"]},
+                             {"id": "devices", "secret": "${B}", "scopes": ["devices"]},
+                             {"id": "other", "secret": "another-secret-0123456789", "scopes": ["send"]}]}}
+        """), environment: ["A": secret, "B": secret])
+        #expect(e == ["api.keys: keys \"admin\" and \"devices\" have the same secret; give each key its own "
+                      + "(a request would be authenticated as one of them, with its scopes)"])
+        #expect(!e.joined().contains(secret))
+        #expect(errors(minimal.replacingOccurrences(of: "}}}", with: """
+        }}, "api": {"keys": [{"id": "admin", "secret": "${A}", "scopes": ["admin"]}, {"id": "devices", "secret": "${B}", "scopes": ["devices"]}]}}
+        """), environment: ["A": secret, "B": secret + "x"]).isEmpty)
+    }
+
+    /// Issue 24, item 14: an app id has the same bound as everywhere (FieldLimits.appIDBytes).
+    @Test func anAppIdOverTheBoundIsRefused() {
+        let long = String(repeating: "a", count: FieldLimits.appIDBytes.upperBound + 1)
+        #expect(errors(minimal.replacingOccurrences(of: "com.example.app", with: long))
+                == ["apps.\(long): app id must be at most 256 bytes, found 257"])
+        #expect(errors(minimal.replacingOccurrences(of: "com.example.app", with: String(repeating: "a", count: 256))).isEmpty)
+    }
+
+    /// Issue 24, item 14: a notification's `users` have the bound `/v1/devices` has.
+    @Test func aNotificationsUsersHaveTheUserIdBound() throws {
+        func issues(_ users: [String]) -> [String] {
+            let json: JSONValue = ["app": "a", "users": .array(users.map { .string($0) }), "alert": "x"]
+            do { _ = try NotificationRequest.fromAPI(json); return [] } catch { return error.issues.map(\.description) }
+        }
+        #expect(issues(["alice", String(repeating: "u", count: 10_000)]) == ["users[1]: must be at most 256 bytes, found 10000"])
+        #expect(issues([String(repeating: "u", count: 256)]).isEmpty)
     }
 
     @Test func secretsNeverAppearInErrors() {

@@ -139,8 +139,8 @@ import Testing
         #expect(error(forge(header: header, payload: #"{"sub":"a","app":"com.example.app","iat":1,"exp":1800000000}"#))
                 == .missingClaim("device"))
         #expect(error(forge(header: header, payload: #"{"sub":"a","app":"com.example.app","device":"00112233445566778899aabbccddeeff","iat":1,"exp":"tomorrow"}"#))
-                == .malformed("claim \"exp\" must be a whole number of seconds since 1970"))
-        #expect(error(forge(header: header, payload: #"{"sub":"a","app":"com.example.app","device":"not hex!","iat":1,"exp":1800000000}"#))
+                == .malformed("claim \"exp\" must be a whole number of seconds since 1970, before the year 10000"))
+        #expect(error(forge(header: header, payload: #"{"sub":"a","app":"com.example.app","device":"not hex!","iat":1700000000,"exp":1700003600}"#))
                 == .malformed("claim \"device\": device token has a character that is not hexadecimal: \"n\""))
         #expect(ClientTokenError.missingClaim("exp").description == "client token has no \"exp\" claim")
     }
@@ -180,5 +180,49 @@ import Testing
         #expect(field("alice", Self.device, 0) == "ttl")
         #expect(field("alice", Self.device, 31 * 86_400) == "ttl")
         #expect(field("alice", Self.device, 30 * 86_400) == nil)
+    }
+
+    // MARK: Times bounded whoever signed (issue 24, item 12)
+
+    func token(iat: Int64, exp: Int64, user: String = "alice") -> String {
+        forge(header: #"{"alg":"HS256","typ":"JWT"}"#,
+              payload: #"{"sub":"\#(user)","app":"com.example.app","device":"\#(Self.device)","iat":\#(iat),"exp":\#(exp)}"#)
+    }
+
+    @Test func anIssuedAtMoreThanAMinuteAheadIsRefused() {
+        let now = Self.issued  // 1_700_000_000
+        // Ten years ahead, correctly signed with the app's secret: refused, naming the time.
+        let future = token(iat: 1_700_000_000 + 10 * 365 * 86_400, exp: 1_700_000_000 + 10 * 365 * 86_400 + 3600)
+        #expect(error(future, now: now) == .issuedInFuture(at: Date(timeIntervalSince1970: 1_700_000_000 + 10 * 365 * 86_400)))
+        // 61 s ahead is refused; 60 s ahead (clock skew) is accepted.
+        #expect(error(token(iat: 1_700_000_061, exp: 1_700_003_600), now: now) == .issuedInFuture(at: Date(timeIntervalSince1970: 1_700_000_061)))
+        #expect(error(token(iat: 1_700_000_060, exp: 1_700_003_600), now: now) == nil)
+        #expect(ClientTokenError.issuedInFuture(at: Date(timeIntervalSince1970: 1_700_000_061)).description
+                .hasPrefix("client token is issued at 2023-11-14T22:14:21"))
+        #expect(ClientTokenError.issuedInFuture(at: Date(timeIntervalSince1970: 1_700_000_061)).description
+                .contains("more than 60 s ahead of this server's clock"))
+    }
+
+    @Test func aLifetimeLongerThanMintingAllowsIsRefused() {
+        let now = Self.issued.addingTimeInterval(10)
+        // exp 9999-12-31: a valid signature, but no minting would have made it.
+        #expect(error(token(iat: 1_700_000_000, exp: 253_402_300_799), now: now) == .lifetimeOutOfRange(seconds: 253_402_300_799 - 1_700_000_000))
+        // 30 days and a second is refused, 30 days exactly is accepted (ClientToken.maxLifetime).
+        #expect(error(token(iat: 1_700_000_000, exp: 1_700_000_000 + 30 * 86_400 + 1), now: now) == .lifetimeOutOfRange(seconds: 30 * 86_400 + 1))
+        #expect(error(token(iat: 1_700_000_000, exp: 1_700_000_000 + 30 * 86_400), now: now) == nil)
+        // exp not after iat is no lifetime at all.
+        #expect(error(token(iat: 1_700_000_000, exp: 1_700_000_000), now: Self.issued.addingTimeInterval(-10)) == .lifetimeOutOfRange(seconds: 0))
+        // Times past the year 9999 (which would overflow the arithmetic) are malformed, not a crash.
+        #expect(error(token(iat: 1_700_000_000, exp: Int64.max), now: now)
+                == .malformed("claim \"exp\" must be a whole number of seconds since 1970, before the year 10000"))
+        #expect(ClientTokenError.lifetimeOutOfRange(seconds: 2_592_001).description
+                == "client token lifetime (exp - iat) is 2592001 s; it must be between 1 s and 2592000 s (30 days); mint a new one")
+    }
+
+    @Test func aSubjectLongerThanAUserIdMayBeIsRefused() {
+        let long = String(repeating: "u", count: FieldLimits.userIDBytes.upperBound + 1)
+        #expect(error(token(iat: 1_700_000_000, exp: 1_700_003_600, user: long))
+                == .malformed("claim \"sub\": must be at most 256 bytes, found 257"))
+        #expect(error(token(iat: 1_700_000_000, exp: 1_700_003_600, user: String(repeating: "u", count: 256))) == nil)
     }
 }

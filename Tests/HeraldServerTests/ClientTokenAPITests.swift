@@ -119,4 +119,54 @@ import Testing
         #expect(unknown?.status == 400)
         #expect(unknown?.field == "app")
     }
+
+    // MARK: Issue 24, items 12 and 13
+
+    /// A token with these times, signed with the app's real secret (as a backend with a wrong
+    /// clock, or one holding the secret and minting its own, would).
+    static func forged(iat: Date, exp: Date, user: String = "alice", device: String = device) -> String {
+        ClientToken.sign(ClientTokenClaims(user: user, app: LocalDeliveryTests.app, device: device, issuedAt: iat, expiresAt: exp),
+                         secret: Secret(LocalDeliveryTests.secret))
+    }
+
+    @Test func aStreamRefusesTokensFromTheFutureOrLivingTooLong() async throws {
+        let (d, _) = try await LocalDeliveryTests.start(policy: "local-first")
+        func open(_ token: String) async throws -> HTTPTestClient.Response {
+            try await HTTPTestClient(port: d.port).get("/v1/stream?app=\(LocalDeliveryTests.app)&access_token=\(token)")
+        }
+        let now = Date()
+        let future = try await open(Self.forged(iat: now.addingTimeInterval(10 * 365 * 86_400), exp: now.addingTimeInterval(10 * 365 * 86_400 + 3600)))
+        #expect(future.status == 401, "\(future)")
+        #expect(future.json?["error"]?["code"]?.stringValue == "invalid_client_token")
+        #expect(future.json?["error"]?["message"]?.stringValue?.contains("ahead of this server's clock") == true, "\(future)")
+        let forever = try await open(Self.forged(iat: now, exp: Date(timeIntervalSince1970: 253_402_300_799)))
+        #expect(forever.status == 401, "\(forever)")
+        #expect(forever.json?["error"]?["message"]?.stringValue?.hasPrefix("client token lifetime (exp - iat) is") == true, "\(forever)")
+        // A token minted by the API itself opens the stream (the bounds refuse only what minting cannot make).
+        let minted = try await d.client.post("/v1/client-tokens", #"{"app":"\#(LocalDeliveryTests.app)","user":"alice","device":"\#(Self.device)","ttl":2592000}"#)
+        #expect(minted.status == 201, "\(minted)")
+        let stream = try await StreamClient(port: d.port, query: "app=\(LocalDeliveryTests.app)", token: minted.json?["token"]?.stringValue ?? "")
+        #expect(stream.status == 200, "\(stream.head)")
+    }
+
+    @Test func mintingForAnotherUsersDeviceIsRefusedAsTheStreamWouldRefuseIt() async throws {
+        let (d, _) = try await LocalDeliveryTests.start(policy: "local-first")
+        let app = LocalDeliveryTests.app
+        let device = String(repeating: "ab", count: 32)
+        let registered = try await d.client.post("/v1/devices", #"{"app":"\#(app)","user":"alice","token":"\#(device)"}"#)
+        #expect(registered.status == 201, "\(registered)")
+        let mallory = try await d.client.post("/v1/client-tokens", #"{"app":"\#(app)","user":"mallory","device":"\#(device.uppercased())"}"#)
+        #expect(mallory.status == 403, "\(mallory)")
+        #expect(mallory.json?["error"]?["code"]?.stringValue == "device_of_another_user")
+        #expect(mallory.json?["token"] == nil)
+        #expect(mallory.json?["error"]?["message"]?.stringValue?.contains("belongs to another user") == true)
+        // The stream applies the same rule to a token signed elsewhere for mallory.
+        let stream = try await HTTPTestClient(port: d.port)
+            .get("/v1/stream?app=\(app)&access_token=\(Self.forged(iat: Date(), exp: Date().addingTimeInterval(600), user: "mallory", device: device))")
+        #expect(stream.status == 401)
+        #expect(stream.json?["error"]?["message"]?.stringValue?.contains("belongs to another user") == true)
+        // The device's own user, and a device the store does not know (a browser's installation id), are minted.
+        #expect(try await d.client.post("/v1/client-tokens", #"{"app":"\#(app)","user":"alice","device":"\#(device)"}"#).status == 201)
+        #expect(try await d.client.post("/v1/client-tokens", #"{"app":"\#(app)","user":"mallory","device":"\#(Self.device)"}"#).status == 201)
+    }
 }

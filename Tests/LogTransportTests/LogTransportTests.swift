@@ -117,4 +117,63 @@ import Testing
         #expect(relaxed.value("herald_log_fsyncs_total", labels: [("transport", "dry")]) == 0)
         await fast.shutdown()
     }
+
+    /// Issue 24, item 18: `/dev/null`, a pipe or a terminal cannot be synced (`fsync` fails with
+    /// EINVAL). That is not a failed write: every delivery is delivered, without fsync, and the
+    /// log says once that the ledger is not durable on that file.
+    func deliversWithoutFsync(path: String, read: (() -> String)? = nil) async throws {
+        let logs = RecordingLogHandler()
+        let metrics = MetricsRegistry()
+        let transport = try LogTransport(name: "dry", configuration: .init(path: path),
+                                         context: TransportContext(logger: Logger(label: "test", level: .debug, handler: logs),
+                                                                   metrics: metrics, durableWrites: true))
+        for n in 1...3 {
+            let outcomes = await transport.deliver([Self.delivery(Int64(n))])
+            #expect(outcomes.count == 1 && outcomes.allSatisfy { if case .delivered = $0 { true } else { false } },
+                    "\(path): \(outcomes)")
+        }
+        #expect(!transport.fsyncsWrites)
+        #expect(metrics.value("herald_log_fsyncs_total", labels: [("transport", "dry")]) == 0)
+        let warnings = logs.records.filter { $0.message.contains("the ledger is not durable on this file") }
+        #expect(warnings.count == 1, "\(logs.text)")
+        #expect(warnings.first?.level == .warning)
+        #expect(logs.text.contains("fsync=\"Invalid argument\""), "\(logs.text)")
+        if let read { #expect(read().split(separator: "\n").count == 3) }
+        await transport.shutdown()
+    }
+
+    @Test func devNullIsWrittenWithoutFsyncAndSaysSoOnce() async throws {
+        try await deliversWithoutFsync(path: "/dev/null")
+    }
+
+    @Test func aPipeIsWrittenWithoutFsyncAndSaysSoOnce() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let fifo = dir.file("deliveries.fifo")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        // A reader first, so that the transport's open for writing does not wait for one.
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        #expect(reader >= 0)
+        defer { close(reader) }
+        try await deliversWithoutFsync(path: fifo) {
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            let n = read(reader, &buffer, buffer.count)
+            return n > 0 ? String(decoding: buffer[..<n], as: UTF8.self) : ""
+        }
+    }
+
+    /// A regular file is still fsynced with durable writes, and nothing is said.
+    @Test func aRegularFileIsStillFsynced() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let logs = RecordingLogHandler()
+        let transport = try LogTransport(name: "dry", configuration: .init(path: dir.file("d.jsonl")),
+                                         context: TransportContext(logger: Logger(label: "test", level: .debug, handler: logs),
+                                                                   durableWrites: true))
+        #expect(transport.fsyncsWrites)
+        _ = await transport.deliver([Self.delivery()])
+        #expect(transport.fsyncsWrites)
+        #expect(logs.records.isEmpty, "\(logs.text)")
+        await transport.shutdown()
+    }
 }

@@ -19,6 +19,7 @@ enum ClientTokenCommand {
         Prints the token on one line. It is signed with the app's clientSecret and carries the
         claims sub, app, device, iat and exp; a client sends it to GET /v1/stream as
         "Authorization: Bearer <token>" or ?access_token=<token>. POST /v1/client-tokens does the same over the API.
+        A device registered to another user is refused (exit 2), as the stream would refuse its token.
         """)
 
     static let command = HeraldCLI.Command(spec: spec) { arguments, context throws(CLIError) in
@@ -34,12 +35,22 @@ enum ClientTokenCommand {
             }
             lifetime = seconds
         }
+        let minted: (token: String, claims: ClientTokenClaims)
         do throws(ClientTokenIssueError) {
-            let minted = try ClientToken.issue(app: app, user: user, device: device, lifetime: lifetime, now: Date())
-            context.console.out(minted.token)
+            minted = try ClientToken.issue(app: app, user: user, device: device, lifetime: lifetime, now: Date())
         } catch {
             if error.field == "app" { throw .configuration(["herald \(name): \(error.message)"]) }
             throw .usage("--\(error.field): \(error.message)", command: name)
         }
+        // The rule POST /v1/client-tokens and the stream apply: not a token every stream would refuse.
+        let store = try await context.openStore(configuration)
+        let problem: String?
+        do { problem = try await store.clientTokenOwnerProblem(app: app.id, device: minted.claims.device, user: user) } catch {
+            throw .runtime("cannot check the device's user: \(error)")
+        }
+        if let problem {
+            throw .usage("--device: \(problem); a client token is minted for the user the device is registered to", command: name)
+        }
+        context.console.out(minted.token)
     }
 }

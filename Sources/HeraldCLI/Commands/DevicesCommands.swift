@@ -21,6 +21,7 @@ enum DevicesCommands {
         let configuration = try context.loadConfiguration(arguments)
         let app = try context.app(try arguments.required("app", command: command), in: configuration, command: command)
         let user = try arguments.required("user", command: command)
+        if let problem = FieldLimits.userProblem(user) { throw .usage("--user: \(problem)", command: command) }
         let token: String
         do { token = try DeviceToken.normalize(try arguments.required("token", command: command)) } catch let e as CLIError {
             throw e
@@ -90,6 +91,9 @@ enum DevicesCommands {
         let command = "devices list"
         let configuration = try context.loadConfiguration(arguments)
         if let a = arguments.value("app") { _ = try context.app(a, in: configuration, command: command) }
+        if let user = arguments.value("user"), let problem = FieldLimits.userProblem(user) {
+            throw .usage("--user: \(problem)", command: command)
+        }
         let limit = try arguments.int("limit", command: command, in: 1...10_000_000)
         let store = try await context.openStore(configuration)
         let devices: [Device]

@@ -91,7 +91,7 @@ enum FeedbackCommand {
             }
         }
         if sources == 0 && failures.isEmpty {
-            throw .runtime("no configured transport has a feedback service (apns-binary has one)")
+            throw .configuration(["herald: no configured transport has a feedback service (apns-binary has one)"])
         }
         if !failures.isEmpty { throw .runtime("cannot read the feedback service of " + failures.joined(separator: "; ")) }
     }

@@ -39,7 +39,9 @@ enum SendCommand {
         ],
         discussion: """
         Outcomes: delivered, invalid_token (the token is marked invalid in the store), rejected,
-        expired, failed. Exit code 0 when the send ran, even if some devices failed.
+        expired, failed. Exit code 0 when every device was delivered (--dry-run: when every
+        token can be planned), 1 when any was not (each is still reported), 2 for a usage or
+        input error (a --token that is not a device token included), 3 for a configuration error.
         Deliveries go through the daemon's delivery engine (same retries, expiry and timestamp
         rule). A transport whose credentials are refused pauses; its devices end failed with
         the reason. --tokens-file is streamed 5,000 tokens at a time in bounded memory (about
@@ -51,9 +53,14 @@ enum SendCommand {
         let command = "send"
         let configuration = try context.loadConfiguration(arguments)
         let app = try context.app(try arguments.required("app", command: command), in: configuration, command: command)
-        let tokens = arguments.all("token")
+        var tokens: [String] = []
+        for raw in arguments.all("token") {
+            // Input given on the command line is checked as `devices add` checks it: a usage error.
+            do { tokens.append(try DeviceToken.normalize(raw)) } catch { throw .usage("--token: \(error)", command: command) }
+        }
         let file = try arguments.value("tokens-file").map { (path: String) throws(CLIError) in try TokenFile(path: path) }
         let users = arguments.all("user")
+        for user in users { if let problem = FieldLimits.userProblem(user) { throw .usage("--user: \(problem)", command: command) } }
         if users.isEmpty && tokens.isEmpty && file == nil {
             throw .usage("give at least one --user, --token or --tokens-file", command: command)
         }
@@ -102,6 +109,9 @@ enum SendCommand {
                 console.out("payload: \(String(decoding: APNsPayload.encode(content), as: UTF8.self))")
                 console.out("\(plan.deliveries.count) deliveries planned, \(plan.reports.count) refused, \(plan.skippedOverLimit) over the per-user limit, \(plan.duplicates) duplicates")
             }
+            if !plan.reports.isEmpty {
+                throw .runtime("\(plan.reports.count) of \(plan.reports.count + plan.deliveries.count) devices would not be sent to (see above)")
+            }
             return
         }
 
@@ -110,8 +120,9 @@ enum SendCommand {
         let dispatcher = Dispatcher(configuration: configuration, store: store, transports: started,
                                     unavailable: unavailable, logger: logger, metrics: metrics)
         if let file {
-            try await sendBulk(request, file: file, dispatcher: dispatcher, started: started, json: json, console: console,
-                               stderrIsTerminal: context.console.stderrIsTerminal)
+            let counts = try await sendBulk(request, file: file, dispatcher: dispatcher, started: started, json: json, console: console,
+                                            stderrIsTerminal: context.console.stderrIsTerminal)
+            try requireAllDelivered(counts)
             return
         }
         let plan: DispatchPlan
@@ -136,12 +147,24 @@ enum SendCommand {
             console.out(tally(counts, seconds: Date().timeIntervalSince(start)))
             if plan.skippedOverLimit > 0 { console.out("\(plan.skippedOverLimit) devices skipped: over maxDevicesPerUser (\(app.maxDevicesPerUser))") }
         }
+        var counts: [DeliveryState: Int] = [:]
+        for r in reports { counts[r.outcome, default: 0] += 1 }
+        try requireAllDelivered(counts)
+    }
+
+    /// Exit 1 (``CLIError/runtime(_:)``) unless every device was delivered, naming how many were not.
+    static func requireAllDelivered(_ counts: [DeliveryState: Int]) throws(CLIError) {
+        let total = counts.values.reduce(0, +)
+        let notDelivered = total - counts[.delivered, default: 0]
+        guard notDelivered > 0 else { return }
+        let parts = DeliveryState.finalStates.filter { $0 != .delivered }.compactMap { o in counts[o].map { "\($0) \(o.rawValue)" } }
+        throw .runtime("\(notDelivered) of \(total) device\(total == 1 ? "" : "s") not delivered (\(parts.joined(separator: ", ")))")
     }
 
     /// `--tokens-file`: the file is read and sent in chunks, each device forgotten once its
     /// outcome is printed, so memory stays bounded whatever the number of tokens.
     static func sendBulk(_ request: NotificationRequest, file: TokenFile, dispatcher: Dispatcher, started: [String: any Transport],
-                         json: Bool, console: Console, stderrIsTerminal: Bool) async throws(CLIError) {
+                         json: Bool, console: Console, stderrIsTerminal: Bool) async throws(CLIError) -> [DeliveryState: Int] {
         let total = (!json && stderrIsTerminal) ? file.count() + request.tokens.count : 0
         let progress = total > 1 ? ProgressBar(total: total, console: console) : nil
         let start = Date()
@@ -157,6 +180,7 @@ enum SendCommand {
         }
         for t in started.values { await t.shutdown() }
         if !json { console.out(tally(counts, seconds: Date().timeIntervalSince(start))) }
+        return counts
     }
 
     /// One device's outcome for the terminal.

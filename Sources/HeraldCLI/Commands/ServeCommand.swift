@@ -34,7 +34,8 @@ enum ServeCommand {
                            matrix.listen or server.connectionLimit/connectionTimeout/maxCommitBatch,
                            is refused and logged; the running configuration stays.
 
-        Exit codes: 0 after a signal, 1 when the daemon cannot start, 2 for a bad configuration.
+        Exit codes: 0 after a signal, 1 when the daemon stopped on a failure, 2 for a usage error,
+        3 for a bad configuration or a daemon that cannot start (port taken, store unavailable).
         """)
 
     static let command = HeraldCLI.Command(spec: spec) { arguments, context throws(CLIError) in
@@ -43,10 +44,7 @@ enum ServeCommand {
         do throws(ConfigurationError) {
             configuration = try DaemonConfiguration.load(path: path, registry: context.registry, environment: context.environment)
         } catch {
-            var lines = error.warnings.map { "\(path): warning: \($0)" }
-            lines += error.errors.map { "\(path): \($0)" }
-            lines.append("herald: the configuration has \(error.errors.count) error\(error.errors.count == 1 ? "" : "s")")
-            throw .configuration(lines)
+            throw .configuration(CommandContext.configurationErrorLines(path: path, error))
         }
         for warning in configuration.configuration.warnings { context.console.err("\(path): warning: \(warning)") }
         let daemon = Daemon(configuration: configuration, registry: context.registry, storage: context.storage,
@@ -54,7 +52,7 @@ enum ServeCommand {
         do throws(DaemonError) {
             try await daemon.start()
         } catch {
-            throw .runtime(error.message)
+            throw .configuration(["herald: \(error.message)"])
         }
         let code = await daemon.runUntilSignalled()
         if code != 0 { throw .runtime("the daemon stopped with code \(code)") }

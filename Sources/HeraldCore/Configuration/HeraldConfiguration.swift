@@ -92,6 +92,7 @@ public struct HeraldConfiguration: Sendable {
         let server = ServerConfiguration(node: root.child("server"), transports: transports)
         let matrix = MatrixConfiguration(node: root.child("matrix"), heraldApps: Set(apps.keys))
         AppConfiguration.checkLocalRoutes(apps, transports: transportsNode?.value, context: context)
+        checkDocument(root)
         context.reportUnknownKeys()
 
         guard context.errors.isEmpty else {
@@ -373,6 +374,7 @@ public struct APIConfiguration: Sendable, Equatable {
                 }
                 if let id, let secret { keys.append(Key(id: id, secret: secret, scopes: scopes)) }
             }
+            Self.checkDistinctSecrets(keys, at: keysNode)
         }
         if let m = node.int("maxBodyBytes", in: 1024...(64 << 20)) { maxBodyBytes = m }
         if let d = node.bool("demo") { demo = d }

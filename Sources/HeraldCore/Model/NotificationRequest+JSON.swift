@@ -32,6 +32,7 @@ extension NotificationRequest {
         }
         let app = root.string("app", required: true)
         let users = readStrings(root, "users")
+        FieldLimits.checkUsers(root, "users")
         let tokens = readStrings(root, "tokens")
         let content = NotificationContent.read(from: root)
         var key: String? = nil

@@ -217,7 +217,7 @@ public final class API: Sendable {
             case .userDevices(let user): response = try await userDevices(user, request)
             case .sendNotification: response = try await sendNotification(request)
             case .notificationStatus(let id): response = try await notificationStatus(id)
-            case .mintClientToken: response = try mintClientToken(request)
+            case .mintClientToken: response = try await mintClientToken(request)
             case .ready: response = await ready()
             case .health, .metrics, .demo: response = APIError.notFound("unreachable").response
             }

@@ -4,7 +4,10 @@ import HeraldCrypto
 
 /// `POST /v1/client-tokens`: mints a client token for one user's device (scope `devices`).
 extension API {
-    func mintClientToken(_ request: HTTPRequest) throws -> HTTPResponse {
+    /// Mints a client token. A device the store knows must belong to the token's user (the
+    /// stream's rule, ``deviceOwnerProblem(app:device:user:)``): 403 `device_of_another_user`
+    /// rather than a token that every stream would refuse.
+    func mintClientToken(_ request: HTTPRequest) async throws -> HTTPResponse {
         let json = try parseBody(request)
         guard case .object = json else { throw APIError.invalid(nil, "expected a JSON object, found \(json.typeDescription)") }
         let configuration = dependencies.snapshot().configuration
@@ -24,12 +27,24 @@ extension API {
         } catch {
             throw APIError.invalid(error.field, error.message)
         }
+        if let problem = try await deviceOwnerProblem(app: app.id, device: minted.claims.device, user: minted.claims.user) {
+            throw APIError(status: 403, code: "device_of_another_user", message: "device: \(problem); a client token is minted "
+                           + "for the user the device is registered to (POST /v1/devices moves it)")
+        }
         apiLogger.info("client token minted", ["app": app.id, "user": user!, "device": Redact.token(minted.claims.device),
                                                "expires_at": minted.claims.expiresAt.iso8601])
         return HTTPResponse.json(201, headers: [("Cache-Control", "no-store")]) { o in
             o.string("token", minted.token)
             o.string("expires_at", minted.claims.expiresAt.iso8601)
         }
+    }
+
+    /// Who may hold a client token for a device, for minting and for streams: the one rule,
+    /// ``TokenStore/clientTokenOwnerProblem(app:device:user:)``, asked of the daemon's store.
+    /// - Returns: what is wrong (names no secret), or `nil` when `user` may have the device.
+    /// - Throws: ``StoreUnavailableError`` (answered 503) when the store cannot be asked.
+    func deviceOwnerProblem(app: String, device: String, user: String) async throws -> String? {
+        try await dependencies.store.clientTokenOwnerProblem(app: app, device: device, user: user)
     }
 
     /// The claims of the client token on `request` for `app` (see ``ClientTokenAuthenticator``),

@@ -21,7 +21,7 @@ extension API {
         let app = try app(appID, field: "app", in: configuration)
         let token: String
         do { token = try DeviceToken.normalize(rawToken!) } catch { throw APIError.invalid("token", error.description) }
-        if user!.utf8.count > 256 { throw APIError.invalid("user", "must be at most 256 bytes") }
+        if let problem = FieldLimits.userProblem(user!) { throw APIError.invalid("user", problem) }
 
         var env = environment
         let transport: String
@@ -65,6 +65,7 @@ extension API {
     }
 
     func userDevices(_ user: String, _ request: HTTPRequest) async throws -> HTTPResponse {
+        if let problem = FieldLimits.userProblem(user) { throw APIError.invalid("user", problem) }
         var appID: String? = nil
         if let a = request.query["app"] { appID = try app(a, field: "app", in: dependencies.snapshot().configuration).id }
         let devices = try await dependencies.store.listDevices(app: appID, user: user, limit: 10_000)

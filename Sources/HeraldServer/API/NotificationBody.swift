@@ -33,7 +33,9 @@ extension StrictJSON.Parser {
         try members(depth: 1) { p, name in
             switch name {
             case "app": app = try p.check(app, p.text())
-            case "users": users = try p.check(users, p.targets())
+            case "users":
+                users = try p.check(users, p.targets())
+                if users!.contains(where: { FieldLimits.userProblem($0) != nil }) { throw Unusual() }  // the full reader names it
             case "tokens": tokens = try p.check(tokens, p.targets())
             case "idempotency_key":
                 key = try p.check(key, p.text())

@@ -43,8 +43,8 @@ extension API {
             return Self.clientTokenError("device claim: \(error)")
         }
         do {
-            if let known = try await deps.store.device(app: appID, token: device), known.user != claims.user {
-                return Self.clientTokenError("device \(Redact.token(device)) belongs to another user")
+            if let problem = try await deviceOwnerProblem(app: appID, device: device, user: claims.user) {
+                return Self.clientTokenError(problem)
             }
         } catch {
             return APIError(status: 503, code: "store_unavailable", message: "cannot check the device: \(error)", retryAfter: 1).response
