@@ -33,6 +33,27 @@ typedef void *(*herald_mhd_request_line_callback)(void *cls, const char *uri, st
 /** Called on the server thread for each accepted socket, before any byte is read: MHD_NO closes it. */
 typedef enum MHD_Result (*herald_mhd_accept_callback)(void *cls, const struct sockaddr *address, socklen_t length);
 
+/** Where the daemon's messages that Herald acts on go (see herald_mhd_log). */
+typedef struct herald_mhd_log_target {
+    /** Called on the server thread when libmicrohttpd is about to refuse a request for its
+        Content-Length (not digits, or more than 64 bits), before it queues its own answer. */
+    void (*length_refused)(void *cls);
+    void *cls;
+} herald_mhd_log_target;
+
+/** libmicrohttpd's logger: every message but the Content-Length refusals is dropped.
+    libmicrohttpd 0.9.75 answers a request whose Content-Length is malformed ("abc", "-1") or
+    does not fit 64 bits with its own 400 or 413, and writes that answer's status line and headers
+    twice (transmit_error_response_len builds them, then the START_REPLY state builds them again),
+    the second copy inside the body. No callback of the library runs for that request; its log
+    message, written just before, is the one place Herald hears of it (parse_connection_headers). */
+static inline void herald_mhd_log(void *cls, const char *format, va_list ap) {
+    (void)ap;
+    const herald_mhd_log_target *target = (const herald_mhd_log_target *)cls;
+    if (target == NULL || format == NULL) return;
+    if (strstr(format, "Content-Length' header. Closing connection.") != NULL) target->length_refused(target->cls);
+}
+
 /** Starts a daemon with one internal polling thread, suspend/resume, and Herald's callbacks.
     poll(), not epoll. libmicrohttpd 0.9.75's MHD_epoll() drains events with
     `while (MAX_EVENTS == num_events) epoll_wait(..., MAX_EVENTS (128), timeout_ms)` where timeout_ms
@@ -51,10 +72,13 @@ static inline struct MHD_Daemon *herald_mhd_start(const herald_mhd_options *o,
                                                   MHD_NotifyConnectionCallback notify, void *notify_cls,
                                                   herald_mhd_unescape_callback unescape, void *unescape_cls,
                                                   herald_mhd_request_line_callback request_line, void *request_line_cls,
-                                                  herald_mhd_accept_callback accept, void *accept_cls) {
-    unsigned int flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;
+                                                  herald_mhd_accept_callback accept, void *accept_cls,
+                                                  const herald_mhd_log_target *log) {
+    unsigned int flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (o->address->sa_family == AF_INET6) flags |= MHD_USE_IPv6;
     return MHD_start_daemon(flags, 0, accept, accept_cls, access, access_cls,
+                            /* First: options before it would log with the default (stderr) logger. */
+                            MHD_OPTION_EXTERNAL_LOGGER, herald_mhd_log, (void *)log,
                             MHD_OPTION_SOCK_ADDR, o->address,
                             MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned int)o->connection_limit,
@@ -65,6 +89,11 @@ static inline struct MHD_Daemon *herald_mhd_start(const herald_mhd_options *o,
                             MHD_OPTION_UNESCAPE_CALLBACK, unescape, unescape_cls,
                             MHD_OPTION_URI_LOG_CALLBACK, request_line, request_line_cls,
                             MHD_OPTION_END);
+}
+
+/** Writes `length` bytes to a socket without blocking or SIGPIPE; returns what send() returns. */
+static inline ssize_t herald_send_now(int fd, const void *bytes, size_t length) {
+    return send(fd, bytes, length, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 /** Iterates every request header (name as the client sent it, value). */

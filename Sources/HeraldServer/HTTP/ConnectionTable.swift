@@ -170,6 +170,11 @@ struct ConnectionTable {
         return late.compactMap { id, reason in shed(id).map { ($0, reason) } }
     }
 
+    /// The connections whose request's headers are not complete yet (as far as the table knows).
+    var receivingHeaders: [(id: UInt, fd: Int32)] {
+        entries.compactMap { id, e in (e.phase == .waiting || e.phase == .headers) && !e.shed ? (id, e.fd) : nil }
+    }
+
     private static func sheddable(_ phase: Phase) -> Bool { phase == .waiting || phase == .headers || phase == .body }
 
     private mutating func shed(_ id: UInt) -> Int32? {

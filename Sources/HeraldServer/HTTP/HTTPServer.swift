@@ -99,6 +99,8 @@ public final class HTTPServer: @unchecked Sendable {
     private let refusedPerAddress: Counter
     /// Closes connections past their deadlines (``ConnectionTable/overdue(now:)``) until stopped.
     private let reaper = Locked<Task<Void, Never>?>(nil)
+    /// The library's logger's target (``lengthRefused()``), freed after the daemon stops.
+    private var logTarget: UnsafeMutablePointer<herald_mhd_log_target>?
 
     private struct State {
         var table: ConnectionTable
@@ -154,6 +156,7 @@ public final class HTTPServer: @unchecked Sendable {
         for stream in registry.all { stream.abort(reason: .serverStopping) }
         for _ in 0..<2_000 where registry.count > 0 { usleep(5_000) }
         MHD_stop_daemon(daemon)
+        logTarget?.deallocate()
     }
 
     /// Binds `address` and starts serving; returns the port (useful with port 0).
@@ -166,6 +169,11 @@ public final class HTTPServer: @unchecked Sendable {
         let length = socklen_t(Int32(storage.ss_family) == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
         let me = Unmanaged.passUnretained(self).toOpaque()
         let options = self.options
+        let log = logTarget ?? UnsafeMutablePointer<herald_mhd_log_target>.allocate(capacity: 1)
+        log.initialize(to: herald_mhd_log_target(length_refused: { cls in
+            Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue().lengthRefused()
+        }, cls: me))
+        logTarget = log
         let d: OpaquePointer? = withUnsafePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
                 // The library's own limit leaves room above ours: a connection past connectionLimit is
@@ -198,7 +206,7 @@ public final class HTTPServer: @unchecked Sendable {
                 }, me, { cls, address, _ in
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
                     return herald_mhd_result(server.admits(address) ? 1 : 0)
-                }, me)
+                }, me, log)
             }
         }
         guard let d else {
@@ -282,7 +290,7 @@ public final class HTTPServer: @unchecked Sendable {
                 // and the connection is closed (a proxy in front may have framed it differently).
                 return answerAtOnce(connection, request, Self.ambiguousLength(problem))
             }
-            if let length = framing.contentLength, let n = Int(length), n > options.maxBodyBytes {
+            if let length = framing.contentLength, Int(length).map({ $0 > options.maxBodyBytes }) ?? true {
                 // Refuse before reading the body; libmicrohttpd closes the connection afterwards.
                 request.bodyTooLarge = true
                 state.withLock { $0.table.busy(id) }
@@ -541,6 +549,37 @@ public final class HTTPServer: @unchecked Sendable {
         let needed = options.connectionLimit + options.maxStreams + 128
         if limit.rlim_cur != rlim_t.max, limit.rlim_cur < rlim_t(needed) {
             logger.warning("open-file limit \(limit.rlim_cur) is below the \(needed) descriptors that connectionLimit (\(options.connectionLimit)) and maxStreams (\(options.maxStreams)) need; raise it (ulimit -n, LimitNOFILE= in systemd) or lower the limits")
+        }
+    }
+
+    /// libmicrohttpd is refusing a request for its `Content-Length` (see `herald_mhd_log` in the
+    /// shim), on the server thread, before it writes its own answer with the status line and
+    /// headers twice: answers the request once, 400, and shuts the connection's writing side, so
+    /// that the library's copy is never sent (its write fails and it closes the connection).
+    /// The request is the one whose headers are complete with a first `Content-Length` that is
+    /// not a 64-bit count of digits, which is the library's rule.
+    private func lengthRefused() {
+        let candidates = state.withLock { $0.table.receivingHeaders }
+        for (id, fd) in candidates {
+            guard let connection = OpaquePointer(bitPattern: id),
+                  let value = herald_mhd_header(connection, "Content-Length").map({ String(cString: $0) }),
+                  value.isEmpty || !value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) || UInt64(value) == nil
+            else { continue }
+            state.withLock { $0.table.busy(id) }
+            var response = HTTPResponse.json(400) { o in
+                o.object("error") { e in
+                    e.string("code", "invalid_request")
+                    e.string("message", "Content-Length must be a count of bytes (digits only, RFC 9112 section 6.3)")
+                    e.string("field", "Content-Length")
+                }
+            }
+            response.headers.append(("Connection", "close"))
+            var bytes = Array("HTTP/1.1 400 Bad Request\r\n".utf8)
+            for (name, value) in response.headers { bytes += Array("\(name): \(value)\r\n".utf8) }
+            bytes += Array("Content-Length: \(response.body.count)\r\n\r\n".utf8) + response.body
+            _ = bytes.withUnsafeBytes { herald_send_now(fd, $0.baseAddress, $0.count) }
+            shutdown(fd, Int32(SHUT_WR))
+            options.answeredByServer("", "", 400)
         }
     }
 
