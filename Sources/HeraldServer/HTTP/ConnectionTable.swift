@@ -156,6 +156,10 @@ struct ConnectionTable {
         return shed(id)
     }
 
+    /// Marks a connection the server is closing for another reason (an answer it wrote itself)
+    /// as shed; returns its socket, or `nil` when it was already closing.
+    mutating func closing(_ id: UInt) -> Int32? { shed(id) }
+
     /// Marks every connection past its deadline as shed; returns their sockets and why.
     mutating func overdue(now: Double) -> [(fd: Int32, reason: ShedReason)] {
         var late: [(UInt, ShedReason)] = []

@@ -150,12 +150,13 @@ public final class HTTPServer: @unchecked Sendable {
 
     deinit {
         reaper.withLock { $0?.cancel() }
-        guard let daemon else { return }
-        // Not stopped with stop(deadline:): cut the streams first (see there).
-        registry.stopHeartbeats()
-        for stream in registry.all { stream.abort(reason: .serverStopping) }
-        for _ in 0..<2_000 where registry.count > 0 { usleep(5_000) }
-        MHD_stop_daemon(daemon)
+        if let daemon {
+            // Not stopped with stop(deadline:): cut the streams first (see there).
+            registry.stopHeartbeats()
+            for stream in registry.all { stream.abort(reason: .serverStopping) }
+            for _ in 0..<2_000 where registry.count > 0 { usleep(5_000) }
+            MHD_stop_daemon(daemon)
+        }
         logTarget?.deallocate()
     }
 
@@ -565,7 +566,9 @@ public final class HTTPServer: @unchecked Sendable {
                   let value = herald_mhd_header(connection, "Content-Length").map({ String(cString: $0) }),
                   value.isEmpty || !value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) || UInt64(value) == nil
             else { continue }
-            state.withLock { $0.table.busy(id) }
+            // Marked closing: not answered twice (its headers stay readable until the library
+            // cleans the connection up), not counted as a connection that can take requests.
+            guard state.withLock({ $0.table.closing(id) }) != nil else { continue }
             var response = HTTPResponse.json(400) { o in
                 o.object("error") { e in
                     e.string("code", "invalid_request")
