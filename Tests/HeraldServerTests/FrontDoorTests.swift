@@ -133,6 +133,11 @@ import Glibc
             .flatMap { $0.split(separator: " ").last.flatMap { Int($0) } } ?? 0
         // 76 for the slow ones past the limit, one more for /healthz (the send came after its connection closed).
         #expect(shed >= 1_100 - 1_024 + 1, "\(shed) connections closed at the limit")
+        // Said in the log once, as a count, not a line per connection.
+        #expect(await eventually(timeout: 5) { d.logs.records.contains { $0.message.hasPrefix("closed slow, idle or surplus connections") } })
+        let summaries = d.logs.records.filter { $0.message.hasPrefix("closed slow, idle or surplus connections") }
+        #expect(summaries.count == 1, "\(summaries.count) summaries")
+        #expect(summaries.first?.metadata["pressure"].flatMap { Int($0) }.map { $0 >= 1 } == true, "\(String(describing: summaries.first))")
     }
 
     /// A request whose headers trickle in (one byte every 200 ms) is closed at

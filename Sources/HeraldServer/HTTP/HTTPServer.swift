@@ -110,6 +110,11 @@ public final class HTTPServer: @unchecked Sendable {
         /// Open connections, and those among them holding (or opening) a stream.
         var connections = 0
         var streams = 0
+        /// Connections closed early or refused at accept since the last summary in the log, by
+        /// metric label, and when that summary was written (one line a minute at most, whatever
+        /// the flood).
+        var unlogged: [String: Int] = [:]
+        var loggedAt = 0.0
     }
     /// Open streams and their heartbeats.
     private let registry: StreamRegistry
@@ -600,9 +605,13 @@ public final class HTTPServer: @unchecked Sendable {
     private func admits(_ address: UnsafePointer<sockaddr>?) -> Bool {
         guard options.connectionsPerAddress > 0 else { return true }
         let peer = Self.peer { herald_sockaddr_peer(address, $0) }
-        if state.withLock({ $0.table.admits(peer) }) { return true }
-        refusedPerAddress.increment()
-        return false
+        let admitted = state.withLock { s in
+            if s.table.admits(peer) { return true }
+            s.unlogged["refused_per_address", default: 0] += 1
+            return false
+        }
+        if !admitted { refusedPerAddress.increment() }
+        return admitted
     }
 
     private static func peer(_ read: (UnsafeMutablePointer<UInt8>) -> Int32) -> ConnectionTable.Peer? {
@@ -628,13 +637,22 @@ public final class HTTPServer: @unchecked Sendable {
     /// the lock first, so a descriptor shut down here is never one already reused.
     private func closeOverdue() {
         let now = Self.monotonicNow()
-        let late: [ConnectionTable.ShedReason] = state.withLock { s in
-            s.table.overdue(now: now).map { fd, reason in
+        let (late, summary): ([ConnectionTable.ShedReason], [String: Int]) = state.withLock { s in
+            let late = s.table.overdue(now: now).map { fd, reason in
                 shutdown(fd, Int32(SHUT_RDWR))
                 return reason
             }
+            for reason in late { s.unlogged[reason.rawValue, default: 0] += 1 }
+            guard !s.unlogged.isEmpty, now - s.loggedAt >= 60 else { return (late, [:]) }
+            defer { s.unlogged = [:]; s.loggedAt = now }
+            return (late, s.unlogged)
         }
         for reason in late { shedCounters[reason]?.increment() }
+        if !summary.isEmpty {
+            var metadata = summary.mapValues(String.init)
+            metadata["connection_limit"] = String(options.connectionLimit)
+            logger.notice("closed slow, idle or surplus connections (herald_http_connections_shed_total, _refused_total)", metadata)
+        }
     }
 
     private func completed(_ request: RequestContext) {
@@ -654,8 +672,9 @@ public final class HTTPServer: @unchecked Sendable {
             let victim: Int32? = state.withLock { s in
                 s.connections += 1
                 s.table.opened(id, fd: fd, peer: peer, now: now)
-                guard s.connections - s.streams - s.table.shedPending > limit else { return nil }
-                return s.table.shedOldest(sparing: id)
+                guard s.connections - s.streams - s.table.shedPending > limit, let fd = s.table.shedOldest(sparing: id) else { return nil }
+                s.unlogged[ConnectionTable.ShedReason.pressure.rawValue, default: 0] += 1
+                return fd
             }
             if let victim {
                 // On the server thread: the library closes sockets only on this thread, so the
