@@ -3,6 +3,7 @@
 #include <sys/types.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdarg.h>
 #include <string.h>
@@ -25,6 +26,34 @@ typedef struct herald_mhd_options {
 
 typedef size_t (*herald_mhd_unescape_callback)(void *cls, struct MHD_Connection *connection, char *s);
 
+/** Called on the server thread once a request line has arrived (before its headers); returns the
+    request's initial context (Herald returns NULL). */
+typedef void *(*herald_mhd_request_line_callback)(void *cls, const char *uri, struct MHD_Connection *connection);
+
+/** Called on the server thread for each accepted socket, before any byte is read: MHD_NO closes it. */
+typedef enum MHD_Result (*herald_mhd_accept_callback)(void *cls, const struct sockaddr *address, socklen_t length);
+
+/** Where the daemon's messages that Herald acts on go (see herald_mhd_log). */
+typedef struct herald_mhd_log_target {
+    /** Called on the server thread when libmicrohttpd is about to refuse a request for its
+        Content-Length (not digits, or more than 64 bits), before it queues its own answer. */
+    void (*length_refused)(void *cls);
+    void *cls;
+} herald_mhd_log_target;
+
+/** libmicrohttpd's logger: every message but the Content-Length refusals is dropped.
+    libmicrohttpd 0.9.75 answers a request whose Content-Length is malformed ("abc", "-1") or
+    does not fit 64 bits with its own 400 or 413, and writes that answer's status line and headers
+    twice (transmit_error_response_len builds them, then the START_REPLY state builds them again),
+    the second copy inside the body. No callback of the library runs for that request; its log
+    message, written just before, is the one place Herald hears of it (parse_connection_headers). */
+static inline void herald_mhd_log(void *cls, const char *format, va_list ap) {
+    (void)ap;
+    const herald_mhd_log_target *target = (const herald_mhd_log_target *)cls;
+    if (target == NULL || format == NULL) return;
+    if (strstr(format, "Content-Length' header. Closing connection.") != NULL) target->length_refused(target->cls);
+}
+
 /** Starts a daemon with one internal polling thread, suspend/resume, and Herald's callbacks.
     poll(), not epoll. libmicrohttpd 0.9.75's MHD_epoll() drains events with
     `while (MAX_EVENTS == num_events) epoll_wait(..., MAX_EVENTS (128), timeout_ms)` where timeout_ms
@@ -41,10 +70,15 @@ static inline struct MHD_Daemon *herald_mhd_start(const herald_mhd_options *o,
                                                   MHD_AccessHandlerCallback access, void *access_cls,
                                                   MHD_RequestCompletedCallback completed, void *completed_cls,
                                                   MHD_NotifyConnectionCallback notify, void *notify_cls,
-                                                  herald_mhd_unescape_callback unescape, void *unescape_cls) {
-    unsigned int flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;
+                                                  herald_mhd_unescape_callback unescape, void *unescape_cls,
+                                                  herald_mhd_request_line_callback request_line, void *request_line_cls,
+                                                  herald_mhd_accept_callback accept, void *accept_cls,
+                                                  const herald_mhd_log_target *log) {
+    unsigned int flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (o->address->sa_family == AF_INET6) flags |= MHD_USE_IPv6;
-    return MHD_start_daemon(flags, 0, NULL, NULL, access, access_cls,
+    return MHD_start_daemon(flags, 0, accept, accept_cls, access, access_cls,
+                            /* First: options before it would log with the default (stderr) logger. */
+                            MHD_OPTION_EXTERNAL_LOGGER, herald_mhd_log, (void *)log,
                             MHD_OPTION_SOCK_ADDR, o->address,
                             MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned int)o->connection_limit,
@@ -53,7 +87,13 @@ static inline struct MHD_Daemon *herald_mhd_start(const herald_mhd_options *o,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                             MHD_OPTION_NOTIFY_CONNECTION, notify, notify_cls,
                             MHD_OPTION_UNESCAPE_CALLBACK, unescape, unescape_cls,
+                            MHD_OPTION_URI_LOG_CALLBACK, request_line, request_line_cls,
                             MHD_OPTION_END);
+}
+
+/** Writes `length` bytes to a socket without blocking or SIGPIPE; returns what send() returns. */
+static inline ssize_t herald_send_now(int fd, const void *bytes, size_t length) {
+    return send(fd, bytes, length, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 /** Iterates every request header (name as the client sent it, value). */
@@ -131,6 +171,30 @@ static inline void herald_mhd_set_send_buffer(struct MHD_Connection *c, int byte
 static inline int herald_mhd_connection_fd(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     return info ? (int)info->connect_fd : -1;
+}
+
+/** The peer of a socket address as 16 bytes (an IPv4 address, or an IPv4-mapped IPv6 one, in
+    ::ffff:a.b.c.d form); returns 4 for IPv4, 6 for IPv6, 0 for another family. */
+static inline int herald_sockaddr_peer(const struct sockaddr *a, uint8_t out[16]) {
+    memset(out, 0, 16);
+    if (a == NULL) return 0;
+    if (a->sa_family == AF_INET) {
+        out[10] = 0xff; out[11] = 0xff;
+        memcpy(out + 12, &((const struct sockaddr_in *)a)->sin_addr, 4);
+        return 4;
+    }
+    if (a->sa_family == AF_INET6) {
+        memcpy(out, &((const struct sockaddr_in6 *)a)->sin6_addr, 16);
+        static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        return memcmp(out, mapped, 12) == 0 ? 4 : 6;
+    }
+    return 0;
+}
+
+/** The client's address of a connection (see herald_sockaddr_peer). */
+static inline int herald_mhd_client_address(struct MHD_Connection *c, uint8_t out[16]) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    return herald_sockaddr_peer(info ? info->client_addr : NULL, out);
 }
 
 /** MHD_YES / MHD_NO as plain ints for Swift callbacks. */

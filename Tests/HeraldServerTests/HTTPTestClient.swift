@@ -53,7 +53,9 @@ struct HTTPTestClient {
         if let key { head += "Authorization: Bearer \(key)\r\n" }
         if let contentType { head += "Content-Type: \(contentType)\r\n" }
         for (k, v) in headers { head += "\(k): \(v)\r\n" }
-        if !body.isEmpty || method == "POST" { head += "Content-Length: \(body.count)\r\n" }
+        // Never with Transfer-Encoding: a request with both is refused (RFC 9112 section 6.3).
+        let chunked = headers.keys.contains { $0.lowercased() == "transfer-encoding" }
+        if (!body.isEmpty || method == "POST") && !chunked { head += "Content-Length: \(body.count)\r\n" }
         head += "\r\n"
         let out = Array(head.utf8) + body
         var sent = 0

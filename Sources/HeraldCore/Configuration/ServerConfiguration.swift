@@ -52,6 +52,15 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var connectionLimit: Int = 1024
     /// Idle HTTP connections are closed after this long. Default 60 s.
     public var connectionTimeout: TimeInterval = 60
+    /// A request's headers must be complete this long after its connection opened (on a reused
+    /// connection, after its request line), or the connection is closed. Default 10 s.
+    public var headerTimeout: TimeInterval = 10
+    /// A request's body must be complete this long after its headers, or the connection is
+    /// closed. Default 10 s.
+    public var bodyTimeout: TimeInterval = 10
+    /// Connections one client address may hold (streams aside; loopback exempt); 0 for no limit.
+    /// Default 256.
+    public var connectionsPerAddress: Int = 256
     /// Overrides by transport name.
     public var transports: [String: TransportTuning] = [:]
 
@@ -81,6 +90,9 @@ public struct ServerConfiguration: Sendable, Equatable {
         if let d = node.duration("shutdownDeadline", minimum: 0) { shutdownDeadline = d }
         if let n = node.int("connectionLimit", in: 1...1_000_000) { connectionLimit = n }
         if let d = node.duration("connectionTimeout", minimum: 1) { connectionTimeout = d }
+        if let d = node.duration("headerTimeout", minimum: 0.1) { headerTimeout = d }
+        if let d = node.duration("bodyTimeout", minimum: 0.1) { bodyTimeout = d }
+        if let n = node.int("connectionsPerAddress", in: 0...1_000_000) { connectionsPerAddress = n }
         if let section = node.child("transports") {
             for (name, t) in section.members() {
                 guard case .object = t.value else { t.error("expected an object with concurrency, deadline, maxQueued"); continue }

@@ -181,10 +181,28 @@ public final class API: Sendable {
         return immediate(request, checked: check(request))
     }
 
+    /// The `route` label of `herald_http_requests_total` for a request: its matched route
+    /// (method and path template), else ``unmatchedRoute``; never the raw path.
+    static func routeLabel(_ request: HTTPRequest) -> String {
+        if isMatrix(request) {
+            return request.method == "POST" && request.pathSegments == matrixNotifyPath ? matrixRoute : unmatchedRoute
+        }
+        return (try? route(request).get())?.label ?? unmatchedRoute
+    }
+
+    /// The route label of requests that match no route (or not with their method).
+    static let unmatchedRoute = "other"
+
+    /// Counts an answer the HTTP server gave itself, before any handler (503 `too_many_streams`,
+    /// `too_many_connections`, `shutting_down`; 400 for an ambiguous length), by route.
+    public func recordServerAnswer(method: String, path: String, status: Int) {
+        metrics.request(route: Self.routeLabel(HTTPRequest(method: method, path: path)), status: status)
+    }
+
     private func immediate(_ request: HTTPRequest, checked: Result<Route, APIError>) -> HTTPResponse? {
         switch checked {
         case .failure(let e):
-            let route = (try? Self.route(request).get())?.label ?? "other"
+            let route = Self.routeLabel(request)
             metrics.request(route: route, status: e.status)
             return e.response
         case .success(let route):

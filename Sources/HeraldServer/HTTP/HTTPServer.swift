@@ -12,6 +12,16 @@ import Glibc
 /// its connection is suspended whenever it has nothing to send, has no idle timeout, and is
 /// counted against ``Options/maxStreams``, not ``Options/connectionLimit``.
 ///
+/// Slow and greedy clients are bounded (``ConnectionTable``): a request's headers and body have
+/// deadlines (``Options/headerTimeout``, ``Options/bodyTimeout``) however often bytes trickle in,
+/// one address may hold ``Options/connectionsPerAddress`` connections (loopback is exempt), and
+/// at ``Options/connectionLimit`` a new connection closes the oldest connection that is still
+/// waiting for or sending its request, so requests that arrive whole are answered.
+///
+/// Requests whose length means two things (RFC 9112 §6.3: `Content-Length` with
+/// `Transfer-Encoding`, two different `Content-Length`s, a transfer coding other than `chunked`)
+/// are answered 400 before their body is read, and their connection is closed.
+///
 /// - Important: suspended connections do not notice a client that went away, so ``stop(deadline:)``
 ///   resumes every one of them before stopping the daemon. It never answers for a handler: past
 ///   the deadline it cancels the handlers still running and sends what they answer (the API
@@ -34,6 +44,20 @@ public final class HTTPServer: @unchecked Sendable {
         /// instead of ``connectionLimit`` from their first byte. A handler may still answer any
         /// request with a stream; it then counts as one from that moment.
         public var isStreamRequest: @Sendable (_ method: String, _ path: String) -> Bool = { _, _ in false }
+        /// A request's headers are due this long after its connection opened (on a reused
+        /// connection, after its request line), its bytes trickling in or not; past it the
+        /// connection is closed without an answer (nginx's `client_header_timeout`).
+        public var headerTimeout: TimeInterval = 10
+        /// A request's body is due this long after its headers (the whole body, not between reads).
+        public var bodyTimeout: TimeInterval = 10
+        /// Connections one address may hold at once, streams aside (0: no limit). Loopback
+        /// (127.0.0.0/8, ::1) is exempt: a proxy on the same machine, the tests and the benchmarks
+        /// connect from it. Past it a new connection is closed at accept, before any byte is read.
+        public var connectionsPerAddress: Int = 256
+        /// Called on the server thread for each answer the server gives itself rather than a
+        /// handler (503 `too_many_streams`, `too_many_connections`, `shutting_down`; 400 for an
+        /// ambiguous length): the request's method and path, and the status. For metrics.
+        public var answeredByServer: @Sendable (_ method: String, _ path: String, _ status: Int) -> Void = { _, _, _ in }
 
         public init(connectionLimit: Int = 1024, connectionTimeout: TimeInterval = 60, maxBodyBytes: Int = 1 << 20,
                     maxStreams: Int = 10_000) {
@@ -41,6 +65,16 @@ public final class HTTPServer: @unchecked Sendable {
             self.connectionTimeout = connectionTimeout
             self.maxBodyBytes = maxBodyBytes
             self.maxStreams = maxStreams
+        }
+
+        /// The options the `server` section sets (connection limits and timeouts), with the
+        /// listener's body bound and stream limit.
+        public init(_ server: ServerConfiguration, maxBodyBytes: Int, maxStreams: Int = 10_000) {
+            self.init(connectionLimit: server.connectionLimit, connectionTimeout: server.connectionTimeout,
+                      maxBodyBytes: maxBodyBytes, maxStreams: maxStreams)
+            headerTimeout = server.headerTimeout
+            bodyTimeout = server.bodyTimeout
+            connectionsPerAddress = server.connectionsPerAddress
         }
     }
 
@@ -55,19 +89,32 @@ public final class HTTPServer: @unchecked Sendable {
     private let logger: Logger
     private var daemon: OpaquePointer?
     /// Requests between first byte and completion, and the suspended ones among them.
-    private let state = Locked(State())
+    private let state: Locked<State>
     private let connections: Gauge
     private let connectionsTotal: Counter
     /// Suspended requests: handed to the async handler, not answered yet.
     private let inFlight: Gauge
+    /// Connections closed before their request was complete, by reason.
+    private let shedCounters: [ConnectionTable.ShedReason: Counter]
+    private let refusedPerAddress: Counter
+    /// Closes connections past their deadlines (``ConnectionTable/overdue(now:)``) until stopped.
+    private let reaper = Locked<Task<Void, Never>?>(nil)
+    /// The library's logger's target (``lengthRefused()``), freed after the daemon stops.
+    private var logTarget: UnsafeMutablePointer<herald_mhd_log_target>?
 
     private struct State {
+        var table: ConnectionTable
         var active = 0
         var suspended: [ObjectIdentifier: RequestContext] = [:]
         var stopping = false
         /// Open connections, and those among them holding (or opening) a stream.
         var connections = 0
         var streams = 0
+        /// Connections closed early or refused at accept since the last summary in the log, by
+        /// metric label, and when that summary was written (one line a minute at most, whatever
+        /// the flood).
+        var unlogged: [String: Int] = [:]
+        var loggedAt = 0.0
     }
     /// Open streams and their heartbeats.
     private let registry: StreamRegistry
@@ -92,15 +139,30 @@ public final class HTTPServer: @unchecked Sendable {
         inFlight = metrics.gauge("herald_http_requests_in_flight",
                                  help: "Requests handed to the API's store and queue work and not yet answered.")
         registry = StreamRegistry(gauge: metrics.gauge("herald_http_streams", help: "Open streaming responses."))
+        var shed: [ConnectionTable.ShedReason: Counter] = [:]
+        for reason in ConnectionTable.ShedReason.allCases {
+            shed[reason] = metrics.counter("herald_http_connections_shed_total",
+                                           help: "Connections the server closed before their request was complete, by reason.",
+                                           labels: [("reason", reason.rawValue)])
+        }
+        shedCounters = shed
+        refusedPerAddress = metrics.counter("herald_http_connections_refused_total",
+                                            help: "Connections closed at accept, by reason.", labels: [("reason", "per_address")])
+        state = Locked(State(table: ConnectionTable(limits: .init(
+            headerTimeout: options.headerTimeout, bodyTimeout: options.bodyTimeout,
+            idleTimeout: options.connectionTimeout, perAddress: options.connectionsPerAddress))))
     }
 
     deinit {
-        guard let daemon else { return }
-        // Not stopped with stop(deadline:): cut the streams first (see there).
-        registry.stopHeartbeats()
-        for stream in registry.all { stream.abort(reason: .serverStopping) }
-        for _ in 0..<2_000 where registry.count > 0 { usleep(5_000) }
-        MHD_stop_daemon(daemon)
+        reaper.withLock { $0?.cancel() }
+        if let daemon {
+            // Not stopped with stop(deadline:): cut the streams first (see there).
+            registry.stopHeartbeats()
+            for stream in registry.all { stream.abort(reason: .serverStopping) }
+            for _ in 0..<2_000 where registry.count > 0 { usleep(5_000) }
+            MHD_stop_daemon(daemon)
+        }
+        logTarget?.deallocate()
     }
 
     /// Binds `address` and starts serving; returns the port (useful with port 0).
@@ -113,27 +175,44 @@ public final class HTTPServer: @unchecked Sendable {
         let length = socklen_t(Int32(storage.ss_family) == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
         let me = Unmanaged.passUnretained(self).toOpaque()
         let options = self.options
+        let log = logTarget ?? UnsafeMutablePointer<herald_mhd_log_target>.allocate(capacity: 1)
+        log.initialize(to: herald_mhd_log_target(length_refused: { cls in
+            Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue().lengthRefused()
+        }, cls: me))
+        logTarget = log
         let d: OpaquePointer? = withUnsafePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
-                var o = herald_mhd_options(address: sa, address_length: length, connection_limit: UInt32(options.connectionLimit + options.maxStreams),
+                // The library's own limit leaves room above ours: a connection past connectionLimit is
+                // accepted so that it can close the oldest idle one (connectionChanged).
+                var o = herald_mhd_options(address: sa, address_length: length,
+                                           connection_limit: UInt32(options.connectionLimit + options.maxStreams + Self.acceptHeadroom),
                                            connection_timeout: UInt32(max(0, options.connectionTimeout.rounded(.up))),
                                            connection_memory_limit: options.connectionMemoryLimit)
                 return herald_mhd_start(&o, { cls, connection, url, method, _, data, size, context in
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
                     return herald_mhd_result(server.access(connection!, url!, method!, data, size!, context!) ? 1 : 0)
-                }, me, { cls, _, context, _ in
-                    guard let cls, let context, let pointer = context.pointee else { return }
+                }, me, { cls, connection, context, _ in
+                    guard let cls else { return }
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+                    if let connection { server.responded(connection) }
+                    guard let context, let pointer = context.pointee else { return }
                     let request = Unmanaged<RequestContext>.fromOpaque(pointer).takeRetainedValue()
                     context.pointee = nil
                     server.completed(request)
-                }, me, { cls, _, _, code in
+                }, me, { cls, connection, _, code in
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
-                    server.connectionChanged(opened: code.rawValue == 0 /* MHD_CONNECTION_NOTIFY_STARTED */)
+                    server.connectionChanged(connection!, opened: code.rawValue == 0 /* MHD_CONNECTION_NOTIFY_STARTED */)
                 }, me, { _, _, s in
                     // Keep the path and query raw: segments are decoded one by one, so "%2F" stays inside a segment.
                     strlen(s!)
-                }, me)
+                }, me, { cls, _, connection in
+                    let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
+                    if let connection { server.requestLineArrived(connection) }
+                    return nil
+                }, me, { cls, address, _ in
+                    let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
+                    return herald_mhd_result(server.admits(address) ? 1 : 0)
+                }, me, log)
             }
         }
         guard let d else {
@@ -141,6 +220,16 @@ public final class HTTPServer: @unchecked Sendable {
         }
         daemon = d
         port = Int(herald_mhd_bound_port(d))
+        let tick = UInt64(max(0.05, min(0.25, min(options.headerTimeout, options.bodyTimeout) / 4)) * 1e9)
+        reaper.withLock {
+            $0 = Task { [weak self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(nanoseconds: tick)
+                    guard let self else { return }
+                    self.closeOverdue()
+                }
+            }
+        }
         return port
     }
 
@@ -177,25 +266,42 @@ public final class HTTPServer: @unchecked Sendable {
                         _ data: UnsafePointer<CChar>?, _ size: UnsafeMutablePointer<Int>,
                         _ context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> Bool {
         guard let pointer = context.pointee else {
-            let request = RequestContext(connection: connection, method: String(cString: method), url: String(cString: url))
+            // The headers are complete (the first call); nothing of the body has been read yet.
+            let request = RequestContext(connection: connection, method: String(cString: method),
+                                         url: Self.originForm(String(cString: url)))
             context.pointee = Unmanaged.passRetained(request).toOpaque()
-            let path = request.url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.url
+            let path = request.path
             let isStream = options.isStreamRequest(request.method, path)
+            let id = Self.key(connection), now = Self.monotonicNow()
             let refusal: HTTPResponse? = state.withLock { s in
                 s.active += 1
+                s.table.headersComplete(id, now: now)
                 if isStream {
                     request.countedAsStream = true
                     s.streams += 1
+                    s.table.becameStream(id)
                     return s.streams > options.maxStreams ? Self.tooManyStreams(options.maxStreams) : nil
                 }
-                return s.connections - s.streams > options.connectionLimit ? Self.tooManyConnections(options.connectionLimit) : nil
+                if s.connections - s.streams - s.table.shedPending > options.connectionLimit {
+                    s.table.busy(id)
+                    return Self.tooManyConnections(options.connectionLimit)
+                }
+                return nil
             }
-            if let refusal { return respond(connection, refusal) }
-            if let length = herald_mhd_header(connection, "Content-Length").map({ String(cString: $0) }),
-               let n = Int(length), n > options.maxBodyBytes {
+            if let refusal { return answerAtOnce(connection, request, refusal) }
+            let framing = Self.collectHeaders(connection)
+            request.headers = framing.headers
+            if let problem = framing.problem {
+                // RFC 9112 §6.3: a length that means two things. Refused before the body is read,
+                // and the connection is closed (a proxy in front may have framed it differently).
+                return answerAtOnce(connection, request, Self.ambiguousLength(problem))
+            }
+            if let length = framing.contentLength, Int(length).map({ $0 > options.maxBodyBytes }) ?? true {
                 // Refuse before reading the body; libmicrohttpd closes the connection afterwards.
                 request.bodyTooLarge = true
-                return respond(connection, dispatch(request, immediateOnly: true) ?? HTTPResponse(status: 413))
+                state.withLock { $0.table.busy(id) }
+                if let response = dispatch(request, immediateOnly: true) { return respond(connection, response) }
+                return answerAtOnce(connection, request, HTTPResponse(status: 413, headers: [("Connection", "close")]))
             }
             return true
         }
@@ -217,21 +323,56 @@ public final class HTTPServer: @unchecked Sendable {
         }
         if request.dispatched { return true }
         request.dispatched = true
+        let id = Self.key(connection)
+        state.withLock { $0.table.busy(id) }
         if let response = dispatch(request, immediateOnly: false) { return respond(connection, response, request) }
         return true
+    }
+
+    /// Answers on the first call with a response of the server's own (a refusal), counted
+    /// through ``Options/answeredByServer``.
+    private func answerAtOnce(_ connection: OpaquePointer, _ request: RequestContext, _ response: HTTPResponse) -> Bool {
+        let id = Self.key(connection)
+        state.withLock { $0.table.busy(id) }
+        options.answeredByServer(request.method, request.path, response.status)
+        return respond(connection, response)
+    }
+
+    /// The request headers by lower-case name (a repeated one keeps its last value), and what
+    /// their framing headers say: RFC 9112 §6.3's ambiguities, and the one `Content-Length`.
+    private static func collectHeaders(_ connection: OpaquePointer) -> (headers: [String: String], contentLength: String?, problem: (field: String, message: String)?) {
+        let collector = HeaderCollector()
+        _ = herald_mhd_headers(connection, { cls, _, key, value in
+            let h = Unmanaged<HeaderCollector>.fromOpaque(cls!).takeUnretainedValue()
+            if let key {
+                let name = String(cString: key).lowercased()
+                let text = value.map { String(cString: $0) } ?? ""
+                h.values[name] = text
+                if name == "content-length" { h.lengths.append(text) }
+                if name == "transfer-encoding" { h.encodings.append(text) }
+            }
+            return herald_mhd_result(1)
+        }, Unmanaged.passUnretained(collector).toOpaque())
+        return (collector.values, collector.lengths.first, collector.framingProblem)
+    }
+
+    /// The origin form of a request target: an absolute-form target (`http://host:port/path?q`,
+    /// RFC 9112 §3.2.2, which a server must accept) loses its scheme and authority; any other
+    /// target is returned as it is.
+    static func originForm(_ target: String) -> String {
+        guard !target.hasPrefix("/"), let colon = target.firstIndex(of: ":") else { return target }
+        let scheme = target[..<colon].lowercased()
+        guard scheme == "http" || scheme == "https", target[colon...].hasPrefix("://") else { return target }
+        let rest = target[target.index(colon, offsetBy: 3)...]
+        guard let start = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) else { return "/" }
+        return rest[start] == "?" ? "/" + rest[start...] : String(rest[start...])
     }
 
     /// Builds the request; answers it at once when the immediate handler does, else suspends
     /// the connection and runs the async handler.
     private func dispatch(_ context: RequestContext, immediateOnly: Bool) -> HTTPResponse? {
         let connection = context.connection
-        let headerCollector = QueryCollector()
-        _ = herald_mhd_headers(connection, { cls, _, key, value in
-            let h = Unmanaged<QueryCollector>.fromOpaque(cls!).takeUnretainedValue()
-            if let key { h.values[String(cString: key).lowercased()] = value.map { String(cString: $0) } ?? "" }
-            return herald_mhd_result(1)
-        }, Unmanaged.passUnretained(headerCollector).toOpaque())
-        let headers = headerCollector.values
+        let headers = context.headers
         let query = QueryCollector()
         let box = Unmanaged.passUnretained(query).toOpaque()
         _ = herald_mhd_query_arguments(connection, { cls, _, key, value in
@@ -243,8 +384,7 @@ public final class HTTPServer: @unchecked Sendable {
             }
             return herald_mhd_result(1)
         }, box)
-        let path = context.url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? context.url
-        let request = HTTPRequest(method: context.method, path: path, query: query.values, headers: headers,
+        let request = HTTPRequest(method: context.method, path: context.path, query: query.values, headers: headers,
                                   body: context.body, bodyTooLarge: context.bodyTooLarge)
         context.request = request
         if let response = immediate(request) { return response }
@@ -256,7 +396,10 @@ public final class HTTPServer: @unchecked Sendable {
             herald_mhd_suspend(connection)
             return false
         }
-        if refused { return Self.shuttingDown }
+        if refused {
+            options.answeredByServer(context.method, context.path, 503)
+            return Self.shuttingDown
+        }
         let handler = self.handler
         context.setHandler(Task { [self] in
             let response = await handler(request)
@@ -312,6 +455,7 @@ public final class HTTPServer: @unchecked Sendable {
         context.request = nil
         context.body = []
         context.clearHandler()
+        let id = Self.key(connection)
         let refusal: HTTPResponse? = state.withLock { s in
             if s.stopping { return Self.shuttingDown }
             if !context.countedAsStream {
@@ -319,11 +463,15 @@ public final class HTTPServer: @unchecked Sendable {
                 s.streams += 1
                 if s.streams > options.maxStreams { return Self.tooManyStreams(options.maxStreams) }
             }
+            s.table.becameStream(id)
             // Registered under the state lock, so that stop() either sees it or it is refused.
             registry.add(stream)
             return nil
         }
-        if let refusal { return respond(connection, refusal) }
+        if let refusal {
+            options.answeredByServer(context.method, context.path, refusal.status)
+            return respond(connection, refusal)
+        }
         let names = response.headers.map { strdup($0.0) }
         let values = response.headers.map { strdup($0.1) }
         defer {
@@ -354,6 +502,20 @@ public final class HTTPServer: @unchecked Sendable {
     /// The callback block size of stream responses: chunks are built in the connection's own
     /// write buffer, so this only sizes a buffer the library allocates and HTTP/1.0 uses.
     private static let streamBlockSize = 512
+
+    /// Connections the library accepts past ``Options/connectionLimit`` plus ``Options/maxStreams``,
+    /// so that a new connection can still close the oldest idle one and be served.
+    private static let acceptHeadroom = 64
+
+    private static func ambiguousLength(_ problem: (field: String, message: String)) -> HTTPResponse {
+        HTTPResponse.json(400, headers: [("Connection", "close")]) { o in
+            o.object("error") { e in
+                e.string("code", "invalid_request")
+                e.string("message", problem.message)
+                e.string("field", problem.field)
+            }
+        }
+    }
 
     private static func tooManyStreams(_ limit: Int) -> HTTPResponse {
         HTTPResponse.json(503, headers: [("Retry-After", "5"), ("Connection", "close")]) { o in
@@ -396,6 +558,103 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
+    /// libmicrohttpd is refusing a request for its `Content-Length` (see `herald_mhd_log` in the
+    /// shim), on the server thread, before it writes its own answer with the status line and
+    /// headers twice: answers the request once, 400, and shuts the connection's writing side, so
+    /// that the library's copy is never sent (its write fails and it closes the connection).
+    /// The request is the one whose headers are complete with a first `Content-Length` that is
+    /// not a 64-bit count of digits, which is the library's rule.
+    private func lengthRefused() {
+        let candidates = state.withLock { $0.table.receivingHeaders }
+        for (id, fd) in candidates {
+            guard let connection = OpaquePointer(bitPattern: id),
+                  let value = herald_mhd_header(connection, "Content-Length").map({ String(cString: $0) }),
+                  value.isEmpty || !value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) || UInt64(value) == nil
+            else { continue }
+            // Marked closing: not answered twice (its headers stay readable until the library
+            // cleans the connection up), not counted as a connection that can take requests.
+            guard state.withLock({ $0.table.closing(id) }) != nil else { continue }
+            var response = HTTPResponse.json(400) { o in
+                o.object("error") { e in
+                    e.string("code", "invalid_request")
+                    e.string("message", "Content-Length must be a count of bytes (digits only, RFC 9112 section 6.3)")
+                    e.string("field", "Content-Length")
+                }
+            }
+            response.headers.append(("Connection", "close"))
+            var bytes = Array("HTTP/1.1 400 Bad Request\r\n".utf8)
+            for (name, value) in response.headers { bytes += Array("\(name): \(value)\r\n".utf8) }
+            bytes += Array("Content-Length: \(response.body.count)\r\n\r\n".utf8) + response.body
+            _ = bytes.withUnsafeBytes { herald_send_now(fd, $0.baseAddress, $0.count) }
+            shutdown(fd, Int32(SHUT_WR))
+            options.answeredByServer("", "", 400)
+        }
+    }
+
+    /// A connection's key in the ``ConnectionTable``.
+    private static func key(_ connection: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: connection)) }
+
+    /// Seconds on the monotonic clock (the deadlines' clock: wall-clock steps do not move them).
+    private static func monotonicNow() -> Double {
+        var t = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &t)
+        return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
+    }
+
+    /// Whether a new connection from `address` is within ``Options/connectionsPerAddress``.
+    private func admits(_ address: UnsafePointer<sockaddr>?) -> Bool {
+        guard options.connectionsPerAddress > 0 else { return true }
+        let peer = Self.peer { herald_sockaddr_peer(address, $0) }
+        let admitted = state.withLock { s in
+            if s.table.admits(peer) { return true }
+            s.unlogged["refused_per_address", default: 0] += 1
+            return false
+        }
+        if !admitted { refusedPerAddress.increment() }
+        return admitted
+    }
+
+    private static func peer(_ read: (UnsafeMutablePointer<UInt8>) -> Int32) -> ConnectionTable.Peer? {
+        var bytes: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8)
+            = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        let family = withUnsafeMutableBytes(of: &bytes) { read($0.baseAddress!.assumingMemoryBound(to: UInt8.self)) }
+        return family == 0 ? nil : ConnectionTable.Peer(bytes)
+    }
+
+    private func requestLineArrived(_ connection: OpaquePointer) {
+        let id = Self.key(connection), now = Self.monotonicNow()
+        state.withLock { $0.table.requestLine(id, now: now) }
+    }
+
+    /// A request is over (answered, or its connection closing): the connection waits for the next.
+    private func responded(_ connection: OpaquePointer) {
+        let id = Self.key(connection), now = Self.monotonicNow()
+        state.withLock { $0.table.responded(id, now: now) }
+    }
+
+    /// Closes the connections past their deadlines. Under the lock: a socket is closed by the
+    /// library only after it reported the close (``connectionChanged(_:opened:)``), which takes
+    /// the lock first, so a descriptor shut down here is never one already reused.
+    private func closeOverdue() {
+        let now = Self.monotonicNow()
+        let (late, summary): ([ConnectionTable.ShedReason], [String: Int]) = state.withLock { s in
+            let late = s.table.overdue(now: now).map { fd, reason in
+                shutdown(fd, Int32(SHUT_RDWR))
+                return reason
+            }
+            for reason in late { s.unlogged[reason.rawValue, default: 0] += 1 }
+            guard !s.unlogged.isEmpty, now - s.loggedAt >= 60 else { return (late, [:]) }
+            defer { s.unlogged = [:]; s.loggedAt = now }
+            return (late, s.unlogged)
+        }
+        for reason in late { shedCounters[reason]?.increment() }
+        if !summary.isEmpty {
+            var metadata = summary.mapValues(String.init)
+            metadata["connection_limit"] = String(options.connectionLimit)
+            logger.notice("closed slow, idle or surplus connections (herald_http_connections_shed_total, _refused_total)", metadata)
+        }
+    }
+
     private func completed(_ request: RequestContext) {
         state.withLock { s in
             s.active -= 1
@@ -404,8 +663,31 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
-    private func connectionChanged(opened: Bool) {
-        state.withLock { $0.connections += opened ? 1 : -1 }
+    private func connectionChanged(_ connection: OpaquePointer, opened: Bool) {
+        let id = Self.key(connection)
+        if opened {
+            let peer = Self.peer { herald_mhd_client_address(connection, $0) }
+            let fd = herald_mhd_connection_fd(connection), now = Self.monotonicNow()
+            let limit = options.connectionLimit
+            let victim: Int32? = state.withLock { s in
+                s.connections += 1
+                s.table.opened(id, fd: fd, peer: peer, now: now)
+                guard s.connections - s.streams - s.table.shedPending > limit, let fd = s.table.shedOldest(sparing: id) else { return nil }
+                s.unlogged[ConnectionTable.ShedReason.pressure.rawValue, default: 0] += 1
+                return fd
+            }
+            if let victim {
+                // On the server thread: the library closes sockets only on this thread, so the
+                // descriptor is still the victim's. Its peer sees the close at once.
+                shutdown(victim, Int32(SHUT_RDWR))
+                shedCounters[.pressure]?.increment()
+            }
+        } else {
+            state.withLock { s in
+                s.connections -= 1
+                s.table.closed(id)
+            }
+        }
         if opened {
             connections.add(1)
             connectionsTotal.increment()
@@ -431,6 +713,10 @@ public final class HTTPServer: @unchecked Sendable {
     public func stop(deadline: TimeInterval) async {
         guard daemon != nil else { return }
         stopAccepting()
+        if let task = reaper.withLock({ r in defer { r = nil }; return r }) {
+            task.cancel()
+            await task.value
+        }
         state.withLock { $0.stopping = true }
         // Streams get their closing bytes and a clean end now; none waits for the deadline.
         registry.stopHeartbeats()
@@ -474,7 +760,12 @@ public struct HTTPServerError: Error, CustomStringConvertible, Sendable {
 final class RequestContext: @unchecked Sendable {
     let connection: OpaquePointer
     let method: String
+    /// The target in origin form (path and query, still percent-encoded).
     let url: String
+    /// The path of ``url`` (without the query).
+    var path: String { url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url }
+    /// Request headers by lower-case name, read once the headers are complete.
+    var headers: [String: String] = [:]
     var body: [UInt8] = []
     var bodyTooLarge = false
     var dispatched = false
@@ -503,4 +794,37 @@ final class RequestContext: @unchecked Sendable {
 /// Collects query arguments from libmicrohttpd's iterator.
 final class QueryCollector {
     var values: [String: String] = [:]
+}
+
+/// Collects request headers from libmicrohttpd's iterator, with every `Content-Length` and
+/// `Transfer-Encoding` value in order.
+final class HeaderCollector {
+    var values: [String: String] = [:]
+    var lengths: [String] = []
+    var encodings: [String] = []
+
+    /// What makes the body's length ambiguous (RFC 9112 section 6.3), naming the header, or `nil`.
+    /// libmicrohttpd 0.9.75 reads the first `Content-Length`, and lets `Transfer-Encoding`
+    /// override it; a proxy in front may have read either.
+    var framingProblem: (field: String, message: String)? {
+        if !encodings.isEmpty {
+            if !lengths.isEmpty {
+                return ("Transfer-Encoding", "a request with both Content-Length and Transfer-Encoding is refused (RFC 9112 section 6.3); send one of them")
+            }
+            let codings = encodings.flatMap { $0.split(separator: ",") }.map { Self.trim($0).lowercased() }
+            if codings != ["chunked"] {
+                return ("Transfer-Encoding", "only \"Transfer-Encoding: chunked\" is supported (got \"\(encodings.joined(separator: ", "))\"); send the body chunked or with Content-Length")
+            }
+        }
+        if Set(lengths.map { Self.trim($0[...]) }).count > 1 {
+            return ("Content-Length", "the request has Content-Length headers with different values (\(lengths.joined(separator: ", "))) (RFC 9112 section 6.3); send one")
+        }
+        return nil
+    }
+
+    /// `text` without leading and trailing spaces and tabs (optional whitespace, RFC 9110 §5.6.3).
+    private static func trim(_ text: Substring) -> String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        return String(text.drop(while: isSpace).reversed().drop(while: isSpace).reversed())
+    }
 }

@@ -9,9 +9,9 @@ extension Daemon {
     /// - Throws: ``HTTPServerError`` naming `matrix.listen` when it cannot listen.
     func startMatrixListener(_ config: HeraldConfiguration, api: API) throws(HTTPServerError) {
         guard let matrix = config.matrix, let listen = matrix.listen else { return }
-        let server = HTTPServer(options: HTTPServer.Options(connectionLimit: config.server.connectionLimit,
-                                                            connectionTimeout: config.server.connectionTimeout,
-                                                            maxBodyBytes: matrix.maxBodyBytes, maxStreams: 0),
+        var serverOptions = HTTPServer.Options(config.server, maxBodyBytes: matrix.maxBodyBytes, maxStreams: 0)
+        serverOptions.answeredByServer = { api.recordServerAnswer(method: $0, path: $1, status: $2) }
+        let server = HTTPServer(options: serverOptions,
                                 logger: logger, metrics: metrics,
                                 immediate: { api.matrixImmediate($0, ownListener: true) },
                                 handler: { await api.matrixHandle($0, ownListener: true) })

@@ -158,9 +158,9 @@ public final class Daemon: Sendable {
                 return Readiness(storeOpen: storeOpen, transports: self?.pool.statuses ?? [:])
             },
             wake: { [weak self] names in self?.pool.wake(names) }, streams: streams), metrics: metrics, logger: logger)
-        var serverOptions = HTTPServer.Options(connectionLimit: config.server.connectionLimit,
-                                               connectionTimeout: config.server.connectionTimeout, maxBodyBytes: config.api.maxBodyBytes)
-        serverOptions.maxStreams = config.api.streams.maxStreams
+        var serverOptions = HTTPServer.Options(config.server, maxBodyBytes: config.api.maxBodyBytes,
+                                               maxStreams: config.api.streams.maxStreams)
+        serverOptions.answeredByServer = { api.recordServerAnswer(method: $0, path: $1, status: $2) }
         serverOptions.streamBufferBytes = config.api.streams.bufferBytes
         serverOptions.isStreamRequest = { method, path in method == "GET" && (path == "/v1/stream" || path.hasPrefix("/v1/stream?")) }
         let server = HTTPServer(options: serverOptions, logger: logger, metrics: metrics,
@@ -313,6 +313,10 @@ public final class Daemon: Sendable {
         if old.server.connectionLimit != new.server.connectionLimit || old.server.connectionTimeout != new.server.connectionTimeout
             || old.server.maxCommitBatch != new.server.maxCommitBatch {
             reasons.append("server.connectionLimit, connectionTimeout or maxCommitBatch changed: restart to apply")
+        }
+        if old.server.headerTimeout != new.server.headerTimeout || old.server.bodyTimeout != new.server.bodyTimeout
+            || old.server.connectionsPerAddress != new.server.connectionsPerAddress {
+            reasons.append("server.headerTimeout, bodyTimeout or connectionsPerAddress changed: restart to apply")
         }
         if !reasons.isEmpty { return refuse(reasons) }
 

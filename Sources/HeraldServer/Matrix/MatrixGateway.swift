@@ -58,14 +58,14 @@ extension API {
             response = Self.matrixError(429, "M_LIMIT_EXCEEDED", "more than matrix.maxRequestsPerSecond notify requests; retry in \(ms) ms",
                                         headers: [("Retry-After", String(max(1, Int(wait.rounded(.up)))))], retryAfterMs: ms)
         }
-        if let response { serverMetrics.request(route: Self.matrixRoute, status: response.status) }
+        if let response { serverMetrics.request(route: Self.routeLabel(request), status: response.status) }
         return response
     }
 
     /// Answers a notify request.
     public func matrixHandle(_ request: HTTPRequest, ownListener: Bool) async -> HTTPResponse {
         if let response = matrixCheck(request, ownListener: ownListener) {
-            serverMetrics.request(route: Self.matrixRoute, status: response.status)
+            serverMetrics.request(route: Self.routeLabel(request), status: response.status)
             return response
         }
         let response: HTTPResponse
@@ -80,7 +80,7 @@ extension API {
             response = Self.matrixError(503, "M_UNKNOWN", "the notification could not be stored: \(error); retry later",
                                         headers: [("Retry-After", String(retry))])
         }
-        serverMetrics.request(route: Self.matrixRoute, status: response.status)
+        serverMetrics.request(route: Self.routeLabel(request), status: response.status)
         return response
     }
 
