@@ -9,14 +9,18 @@ import PackageDescription
 /// - Transport adapters live under `Plugins/<Name>/`, depend on the core (and, where they need
 ///   crypto or TLS, on `HeraldCrypto`), never on each other, the store or the daemon.
 ///
-/// Herald builds on Linux only (Glibc, epoll, /proc); no other platform is declared, and
-/// `HeraldCore` stops a build elsewhere with an error that says so.
+/// Herald builds on Linux only (Glibc, epoll, /proc), and `HeraldCore` stops a build elsewhere
+/// with an error that says so. The exception is `HeraldClient`, the app-side library (Foundation
+/// only, no other Herald module), which also builds for iOS 16 and macOS 13: the platforms below
+/// are its minimums.
 let package = Package(
     name: "Herald",
+    platforms: [.iOS(.v16), .macOS(.v13)],
     products: [
         .executable(name: "herald", targets: ["herald"]),
         .library(name: "HeraldCore", targets: ["HeraldCore"]),
         .library(name: "HeraldTestKit", targets: ["HeraldTestKit"]),
+        .library(name: "HeraldClient", targets: ["HeraldClient"]),
     ],
     targets: [
         // MARK: C libraries (system-library targets with typed shims)
@@ -61,6 +65,9 @@ let package = Package(
                                          "HeraldAPNsBinary"],
                           path: "Sources/herald"),
 
+        // MARK: The app side (iOS, macOS, Linux): Foundation only, no Herald module
+        .target(name: "HeraldClient", path: "Sources/HeraldClient"),
+
         // MARK: Test kit (doubles and in-process servers for tests)
         .target(name: "HeraldTestKit", dependencies: ["HeraldCore", "HeraldSimulator", "APNsBinaryProtocol"], path: "Sources/HeraldTestKit"),
 
@@ -88,5 +95,8 @@ let package = Package(
         .testTarget(name: "APNsBinaryTests", dependencies: ["HeraldAPNsBinary", "APNsBinaryProtocol", "HeraldCore", "HeraldCrypto",
                                                          "HeraldStore", "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/APNsBinaryTests"),
+        .testTarget(name: "HeraldClientTests", dependencies: ["HeraldClient", "HeraldServer", "HeraldCore", "HeraldCrypto",
+                                                           "HeraldLocalTransport", "HeraldTestKit"],
+                    path: "Tests/HeraldClientTests"),
     ]
 )
