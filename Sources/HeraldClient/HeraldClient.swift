@@ -6,19 +6,19 @@ import FoundationNetworking
 /// The app side of Herald's foreground delivery: holds the device's live stream
 /// (`GET /v1/stream?app=A&ack=1`) while the app is in the foreground, acknowledges what it reads
 /// (`POST /v1/stream/ack`), reconnects with `Last-Event-ID` after a drop, and hands each
-/// notification once to ``notifications``, whichever way (stream or push) it came first.
+/// notification once to ``notifications()``, whichever way (stream or push) it came first.
 ///
 /// ```swift
 /// let herald = HeraldClient(configuration: .init(server: URL(string: "https://push.example.com")!, app: "com.example.app"),
 ///                           store: UserDefaultsClientStore(app: "com.example.app"),
 ///                           tokenProvider: { try await backend.heraldClientToken() })
 /// herald.connect()                        // scene became active
-/// for await n in herald.notifications { … }
+/// for await n in herald.notifications() { … }
 /// await herald.disconnect()               // scene left the foreground: the socket closes at once
 /// ```
 ///
-/// - Important: ``notifications`` is one sequence with one consumer; iterate it once, for the
-///   client's lifetime. Notifications read while nobody iterates are buffered.
+/// - Important: ``notifications()`` has one consumer at a time; what arrives while nobody
+///   iterates is kept for the next call.
 public final class HeraldClient: Sendable {
     /// The custom key under which a push from Herald carries the Herald notification id
     /// (`"herald_id"`), and under which a local notification's `userInfo` carries it.
@@ -78,7 +78,7 @@ public final class HeraldClient: Sendable {
         /// The connection ended (`nil`: the server ended the stream cleanly, e.g. it is stopping).
         case dropped(HeraldClientError?)
         case waiting(attempt: Int, delay: Duration)
-        /// A notification went to ``HeraldClient/notifications``.
+        /// A notification went to ``HeraldClient/notifications()``.
         case received(HeraldNotification)
         /// A notification already shown (through the stream or a push) was dropped.
         case duplicate(notificationID: String, eventID: Int64?)
@@ -99,7 +99,20 @@ public final class HeraldClient: Sendable {
 
     /// The notifications to show, each once: duplicates (a replay after a reconnect, or one
     /// already shown through a push) are dropped by Herald notification id.
-    public let notifications: AsyncStream<HeraldNotification>
+    ///
+    /// Each call returns a new sequence that replaces the previous one (which finishes): one
+    /// consumer at a time. What arrives while no sequence is being iterated (before the first
+    /// call, or after the consuming task was cancelled) is kept and handed to the next one.
+    public func notifications() -> AsyncStream<HeraldNotification> {
+        let (stream, continuation) = AsyncStream.makeStream(of: HeraldNotification.self, bufferingPolicy: .unbounded)
+        let (previous, queued): (AsyncStream<HeraldNotification>.Continuation?, [HeraldNotification]) = outlet.withLock { o in
+            defer { o.current = continuation; o.queued = [] }
+            return (o.current, o.queued)
+        }
+        previous?.finish()
+        for n in queued { continuation.yield(n) }
+        return stream
+    }
 
     let configuration: Configuration
     private let store: any HeraldClientStore
@@ -107,7 +120,8 @@ public final class HeraldClient: Sendable {
     private let onEvent: @Sendable (Event) -> Void
     private let random: @Sendable () -> Double
     private let sleep: @Sendable (Duration) async throws -> Void
-    private let output: AsyncStream<HeraldNotification>.Continuation
+    /// Where notifications go: the current consumer's sequence, else a queue.
+    private let outlet = Locked<(current: AsyncStream<HeraldNotification>.Continuation?, queued: [HeraldNotification])>((nil, []))
     private let ackSession: URLSession
     private let shared: Locked<Shared>
     /// Held while saving, so that saves reach the store in the order their snapshots were taken.
@@ -150,7 +164,6 @@ public final class HeraldClient: Sendable {
         self.onEvent = onEvent
         self.random = random
         self.sleep = sleep
-        (notifications, output) = AsyncStream.makeStream(of: HeraldNotification.self, bufferingPolicy: .unbounded)
         let state: HeraldClientState
         do { state = try store.load() } catch {
             onEvent(.storeFailed(error))
@@ -164,7 +177,7 @@ public final class HeraldClient: Sendable {
     }
 
     deinit {
-        output.finish()
+        outlet.withLock { $0.current }?.finish()
         ackSession.finishTasksAndInvalidate()
     }
 
@@ -402,7 +415,7 @@ public final class HeraldClient: Sendable {
                 }
                 let new = shared.withLock { s in record(notification.id, in: &s) }
                 if new {
-                    output.yield(notification)
+                    deliver(notification)
                     onEvent(.received(notification))
                 } else {
                     onEvent(.duplicate(notificationID: notification.id, eventID: number))
@@ -418,6 +431,14 @@ public final class HeraldClient: Sendable {
             return true
         }
         if changed { signalAck() }
+    }
+
+    private func deliver(_ notification: HeraldNotification) {
+        outlet.withLock { o in
+            if let current = o.current, case .enqueued = current.yield(notification) { return }
+            o.current = nil
+            o.queued.append(notification)
+        }
     }
 
     private func signalAck() { _ = shared.withLock { $0.ackSignal }?.yield(()) }
