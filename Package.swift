@@ -32,24 +32,26 @@ let package = Package(
                        providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "CPostgres", path: "Sources/CPostgres", pkgConfig: "libpq",
                        providers: [.apt(["libpq-dev"])]),
+        // epoll and eventfd (Glibc's module does not export them): no library to link.
+        .systemLibrary(name: "CLinux", path: "Sources/CLinux"),
 
         // MARK: Core, store, crypto
         .target(name: "HeraldCore", path: "Sources/HeraldCore"),
         .target(name: "HeraldSQLite", dependencies: ["HeraldCore", "CSQLite"], path: "Sources/HeraldSQLite"),
-        .target(name: "HeraldPostgres", dependencies: ["HeraldCore", "CPostgres"], path: "Sources/HeraldPostgres"),
+        .target(name: "HeraldPostgres", dependencies: ["HeraldCore", "CPostgres", "CLinux"], path: "Sources/HeraldPostgres"),
         .target(name: "HeraldCrypto", dependencies: ["HeraldCore", "COpenSSL"], path: "Sources/HeraldCrypto"),
         .target(name: "APNsBinaryProtocol", path: "Sources/APNsBinaryProtocol"),
 
         // MARK: APNs simulators and the daemon
         .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldCrypto", "APNsBinaryProtocol", "CNGHTTP2"],
                 path: "Sources/HeraldSimulator"),
-        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldCrypto", "CMicroHTTPD"],
+        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldCrypto", "CMicroHTTPD", "CLinux"],
                 path: "Sources/HeraldServer"),
 
         // MARK: Transport plugins
         .target(name: "HeraldLogTransport", dependencies: ["HeraldCore"], path: "Plugins/LogTransport"),
         .target(name: "HeraldLocalTransport", dependencies: ["HeraldCore"], path: "Plugins/Local"),
-        .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldCrypto", "CCurl", "CNGHTTP2"], path: "Plugins/APNsHTTP2"),
+        .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldCrypto", "CCurl", "CNGHTTP2", "CLinux"], path: "Plugins/APNsHTTP2"),
         .target(name: "HeraldAPNsBinary", dependencies: ["HeraldCore", "HeraldCrypto", "APNsBinaryProtocol"], path: "Plugins/APNsBinary"),
 
         // MARK: CLI and executable
