@@ -36,32 +36,34 @@ let package = Package(
                        providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "CPostgres", path: "Sources/CPostgres", pkgConfig: "libpq",
                        providers: [.apt(["libpq-dev"])]),
+        // epoll and eventfd (Glibc's module does not export them): no library to link.
+        .systemLibrary(name: "CLinux", path: "Sources/CLinux"),
 
         // MARK: Core, store, crypto
         .target(name: "HeraldCore", path: "Sources/HeraldCore"),
-        .target(name: "HeraldStore", dependencies: ["HeraldCore", "CSQLite"], path: "Sources/HeraldStore"),
-        .target(name: "HeraldPostgres", dependencies: ["HeraldCore", "CPostgres"], path: "Sources/HeraldPostgres"),
+        .target(name: "HeraldSQLite", dependencies: ["HeraldCore", "CSQLite"], path: "Sources/HeraldSQLite"),
+        .target(name: "HeraldPostgres", dependencies: ["HeraldCore", "CPostgres", "CLinux"], path: "Sources/HeraldPostgres"),
         .target(name: "HeraldCrypto", dependencies: ["HeraldCore", "COpenSSL"], path: "Sources/HeraldCrypto"),
         .target(name: "APNsBinaryProtocol", path: "Sources/APNsBinaryProtocol"),
 
         // MARK: APNs simulators and the daemon
         .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldCrypto", "APNsBinaryProtocol", "CNGHTTP2"],
                 path: "Sources/HeraldSimulator"),
-        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldCrypto", "CMicroHTTPD"],
+        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldCrypto", "CMicroHTTPD", "CLinux"],
                 path: "Sources/HeraldServer"),
 
         // MARK: Transport plugins
         .target(name: "HeraldLogTransport", dependencies: ["HeraldCore"], path: "Plugins/LogTransport"),
         .target(name: "HeraldLocalTransport", dependencies: ["HeraldCore"], path: "Plugins/Local"),
-        .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldCrypto", "CCurl", "CNGHTTP2"], path: "Plugins/APNsHTTP2"),
+        .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldCrypto", "CCurl", "CNGHTTP2", "CLinux"], path: "Plugins/APNsHTTP2"),
         .target(name: "HeraldAPNsBinary", dependencies: ["HeraldCore", "HeraldCrypto", "APNsBinaryProtocol"], path: "Plugins/APNsBinary"),
 
         // MARK: CLI and executable
         .target(name: "HeraldCLI",
-                dependencies: ["HeraldCore", "HeraldStore", "HeraldCrypto", "HeraldServer", "HeraldSimulator", "APNsBinaryProtocol"],
+                dependencies: ["HeraldCore", "HeraldSQLite", "HeraldCrypto", "HeraldServer", "HeraldSimulator", "APNsBinaryProtocol"],
                 path: "Sources/HeraldCLI"),
         .executableTarget(name: "herald",
-                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldStore", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
+                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldSQLite", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
                                          "HeraldAPNsBinary"],
                           path: "Sources/herald"),
 
@@ -72,10 +74,14 @@ let package = Package(
         .target(name: "HeraldTestKit", dependencies: ["HeraldCore", "HeraldSimulator", "APNsBinaryProtocol"], path: "Sources/HeraldTestKit"),
 
         // MARK: Tests (mirror the modules)
-        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldStore", "HeraldLogTransport", "HeraldLocalTransport", "HeraldTestKit"],
+        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldSQLite", "HeraldLogTransport", "HeraldLocalTransport", "HeraldTestKit"],
                     path: "Tests/HeraldCoreTests"),
-        .testTarget(name: "HeraldStoreTests", dependencies: ["HeraldStore", "HeraldPostgres", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"],
-                    path: "Tests/HeraldStoreTests"),
+        .testTarget(name: "HeraldSQLiteTests", dependencies: ["HeraldSQLite", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"],
+                    path: "Tests/HeraldSQLiteTests"),
+        .testTarget(name: "HeraldPostgresTests", dependencies: ["HeraldPostgres", "HeraldCore", "HeraldTestKit"],
+                    path: "Tests/HeraldPostgresTests"),
+        .testTarget(name: "StorageContractTests", dependencies: ["HeraldSQLite", "HeraldPostgres", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"],
+                    path: "Tests/StorageContractTests"),
         .testTarget(name: "HeraldCryptoTests", dependencies: ["HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldCryptoTests"),
         .testTarget(name: "LogTransportTests", dependencies: ["HeraldLogTransport", "HeraldCore", "HeraldTestKit"],
@@ -84,16 +90,16 @@ let package = Package(
                     path: "Tests/HeraldCLITests"),
         .testTarget(name: "HeraldSimulatorTests", dependencies: ["HeraldSimulator", "HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldSimulatorTests"),
-        .testTarget(name: "HeraldServerTests", dependencies: ["HeraldServer", "HeraldStore", "HeraldPostgres", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
+        .testTarget(name: "HeraldServerTests", dependencies: ["HeraldServer", "HeraldSQLite", "HeraldPostgres", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
                                                            "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldLocalTransport", "HeraldCrypto"],
                     path: "Tests/HeraldServerTests"),
-        .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldCore", "HeraldCrypto", "HeraldStore",
+        .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldCore", "HeraldCrypto", "HeraldSQLite",
                                                         "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/APNsHTTP2Tests"),
         .testTarget(name: "APNsBinaryProtocolTests", dependencies: ["APNsBinaryProtocol", "HeraldTestKit"],
                     path: "Tests/APNsBinaryProtocolTests"),
         .testTarget(name: "APNsBinaryTests", dependencies: ["HeraldAPNsBinary", "APNsBinaryProtocol", "HeraldCore", "HeraldCrypto",
-                                                         "HeraldStore", "HeraldSimulator", "HeraldTestKit"],
+                                                         "HeraldSQLite", "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/APNsBinaryTests"),
         .testTarget(name: "HeraldClientTests", dependencies: ["HeraldClient", "HeraldServer", "HeraldCore", "HeraldCrypto",
                                                            "HeraldLocalTransport", "HeraldTestKit"],

@@ -1,7 +1,7 @@
 import FoundationEssentials
 import Glibc
 import HeraldCore
-import HeraldStore
+import HeraldSQLite
 
 /// What every command shares: the environment, the registry, and loading the config.
 struct CommandContext: Sendable {

@@ -1,7 +1,7 @@
 import FoundationEssentials
 import Glibc
 import HeraldCore
-import HeraldStore
+import HeraldSQLite
 
 /// Herald's command line: one binary that is the daemon, the admin CLI and the simulators.
 ///

@@ -7,7 +7,7 @@ import HeraldCore
 import HeraldLocalTransport
 import HeraldLogTransport
 import HeraldPostgres
-import HeraldStore
+import HeraldSQLite
 
 // A parent may start us with signals blocked (a thread of a thread pool blocks nearly all, and a
 // child inherits its spawner's mask): unblock the ones Herald acts on before any thread starts,

@@ -2,7 +2,7 @@ import APNsBinaryProtocol
 import Foundation
 import HeraldCore
 import HeraldSimulator
-import HeraldStore
+import HeraldSQLite
 import HeraldTestKit
 import Testing
 @testable import HeraldAPNsBinary

@@ -5,7 +5,7 @@ import Glibc
 import HeraldCore
 import HeraldCrypto
 import HeraldSimulator
-import HeraldStore
+import HeraldSQLite
 import HeraldTestKit
 import Testing
 @testable import HeraldAPNsHTTP2

@@ -1,7 +1,7 @@
 import Foundation
 import HeraldCore
 @testable import HeraldServer
-import HeraldStore
+import HeraldSQLite
 import HeraldTestKit
 import Testing
 

@@ -1,7 +1,7 @@
 import Foundation
 import HeraldCore
 import HeraldServer
-import HeraldStore
+import HeraldSQLite
 import HeraldTestKit
 import Testing
 

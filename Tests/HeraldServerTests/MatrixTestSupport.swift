@@ -3,7 +3,7 @@ import HeraldAPNsHTTP2
 import HeraldCore
 import HeraldServer
 import HeraldSimulator
-import HeraldStore
+import HeraldSQLite
 import HeraldTestKit
 
 /// A daemon in this process with the real `apns-http2` transport pointed at the in-process APNs

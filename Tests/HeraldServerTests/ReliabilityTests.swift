@@ -2,7 +2,7 @@ import Foundation
 import HeraldCore
 import HeraldServer
 import HeraldSimulator
-import HeraldStore
+import HeraldSQLite
 import HeraldTestKit
 import Testing
 

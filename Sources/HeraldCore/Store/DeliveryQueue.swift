@@ -5,7 +5,7 @@ import Glibc
 /// The daemon's durable outbox: notifications and their deliveries, claimed by workers with a
 /// lease, completed with an outcome, retried on schedule, pruned after a retention.
 ///
-/// The SQLite queue (`HeraldStore.SQLiteDeliveryQueue`) implements it today; a PostgreSQL
+/// The SQLite queue (`HeraldSQLite.SQLiteDeliveryQueue`) implements it today; a PostgreSQL
 /// queue can follow without touching the daemon. Implementations must be safe to call from
 /// many tasks at once, and ``enqueue(_:idempotencySince:)`` must have made the notification
 /// durable before it returns.

@@ -4,7 +4,7 @@ import Glibc
 /// A storage back end: opens the token store, the delivery queue and the inbox that `storage` names.
 ///
 /// The daemon and the CLI know only this protocol, ``TokenStore``, ``DeliveryQueue`` and ``InboxStore``; the
-/// drivers (SQLite in `HeraldStore`) are registered explicitly in `main`, like transports.
+/// drivers (SQLite in `HeraldSQLite`) are registered explicitly in `main`, like transports.
 public protocol StorageDriver: Sendable {
     /// The `storage.driver` value that selects this driver.
     var name: String { get }

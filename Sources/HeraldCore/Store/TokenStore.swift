@@ -3,7 +3,7 @@ import Glibc
 
 /// Where devices live: registrations, lookups for fan-out, and invalidation.
 ///
-/// The SQLite store (`HeraldStore`) implements it today; a PostgreSQL store can follow without
+/// The SQLite store (`HeraldSQLite`) implements it today; a PostgreSQL store can follow without
 /// touching the dispatcher. Implementations must be safe to call from many tasks at once.
 public protocol TokenStore: Sendable {
     /// Registers a device, or updates it when the token is already known for the app.

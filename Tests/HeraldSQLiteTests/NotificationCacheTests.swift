@@ -1,6 +1,6 @@
 import Foundation
 import HeraldCore
-@testable import HeraldStore
+@testable import HeraldSQLite
 import Testing
 
 struct NotificationCacheTests {

@@ -2,7 +2,7 @@ import Foundation
 import HeraldCore
 import HeraldLogTransport
 import HeraldPostgres
-import HeraldStore
+import HeraldSQLite
 import HeraldTestKit
 import Testing
 
