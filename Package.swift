@@ -101,7 +101,7 @@ let package = Package(
         .testTarget(name: "APNsBinaryTests", dependencies: ["HeraldAPNsBinary", "APNsBinaryProtocol", "HeraldCore", "HeraldCrypto",
                                                          "HeraldSQLite", "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/APNsBinaryTests"),
-        .testTarget(name: "HeraldClientTests", dependencies: ["HeraldClient", "HeraldServer", "HeraldCore", "HeraldCrypto",
+        .testTarget(name: "HeraldClientTests", dependencies: ["HeraldClient", "HeraldServer", "HeraldSQLite", "HeraldCore", "HeraldCrypto",
                                                            "HeraldLocalTransport", "HeraldTestKit"],
                     path: "Tests/HeraldClientTests"),
     ]

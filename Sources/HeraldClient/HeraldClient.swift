@@ -142,6 +142,8 @@ public final class HeraldClient: Sendable {
         var readTask: Task<Void, Never>?
         var ackTask: Task<Void, Never>?
         var ackSignal: AsyncStream<Void>.Continuation?
+        /// The acknowledgement loop is waiting to retry a failed acknowledgement.
+        var ackWaiting = false
         /// Tasks of a ``disconnect()`` still finishing: the next connection starts after them.
         var stopping: [Task<Void, Never>] = []
     }
@@ -209,19 +211,25 @@ public final class HeraldClient: Sendable {
 
     /// Stops holding the stream (call when the app leaves the foreground): the socket is closed
     /// before this returns; then the last acknowledgement still due is sent (bounded by
-    /// ``Configuration/requestTimeout``) and the state is saved.
+    /// ``Configuration/requestTimeout``; one waiting to be retried after a failure is dropped)
+    /// and the state is saved.
+    /// - Important: Herald records acknowledgements only for a device whose stream is open, so
+    ///   what was read in the last round trip before the close may still go out by push after
+    ///   the app's `ackTimeout`; ``isDuplicate(remoteNotification:)`` recognises it.
     public func disconnect() async {
-        let (read, ack, signal, waitFor) = shared.withLock { s in
+        let (read, ack, signal, waitFor, ackWaiting) = shared.withLock { s in
             let taken = (s.readTask, s.ackTask, s.ackSignal)
             s.stoppedGeneration = s.generation
             s.readTask = nil
             s.ackTask = nil
             s.ackSignal = nil
             s.stopping += [taken.0, taken.1].compactMap { $0 }
-            return (taken.0, taken.1, taken.2, s.stopping)
+            return (taken.0, taken.1, taken.2, s.stopping, s.ackWaiting)
         }
         read?.cancel()
         await read?.value
+        // An acknowledgement waiting to be retried gives up; one due or in flight is sent.
+        if ackWaiting { ack?.cancel() }
         signal?.yield(())
         signal?.finish()
         await ack?.value
@@ -471,15 +479,20 @@ public final class HeraldClient: Sendable {
                         // acknowledgements answers 404): wait for the next event, don't loop.
                         break
                     }
-                    let stopping = shared.withLock { $0.stoppedGeneration >= generation }
+                    // Wait before trying again, unless disconnecting (checked and noted under
+                    // one lock, so disconnect() either stops this loop here or cancels the wait).
+                    let stopping = shared.withLock { s in
+                        if s.stoppedGeneration >= generation { return true }
+                        s.ackWaiting = true
+                        return false
+                    }
                     if stopping || Task.isCancelled { return }
                     let delay = configuration.reconnect.delay(attempt: failures, serverRetry: nil, random: random())
                     failures += 1
-                    do { try await sleep(delay) } catch { return }
-                    if shared.withLock({ $0.stoppedGeneration >= generation }) {
-                        // Disconnecting: one last try below, then stop.
-                        continue
-                    }
+                    let slept: Bool
+                    do { try await sleep(delay); slept = true } catch { slept = false }
+                    shared.withLock { $0.ackWaiting = false }
+                    if !slept { return }
                 }
             }
         }

@@ -5,7 +5,10 @@ import UserNotifications
 /// Raises a local notification for each notification that arrives down the stream (Apple
 /// platforms; the app asks for authorization first, and its `UNUserNotificationCenterDelegate`
 /// decides how it shows in the foreground, see docs/ios-app.md).
-public struct LocalNotificationPresenter: Sendable {
+///
+/// `@unchecked Sendable`: its one property, a `Bundle`, is thread-safe (older SDKs do not mark it
+/// `Sendable`).
+public struct LocalNotificationPresenter: @unchecked Sendable {
     /// The bundle whose `Localizable.strings` resolves `loc_key`s.
     public var bundle: Bundle
 
@@ -22,21 +25,21 @@ public struct LocalNotificationPresenter: Sendable {
             content.body = alert.displayBody(bundle: bundle) ?? ""
         }
         if let badge = notification.badge { content.badge = NSNumber(value: badge) }
+        #if !os(tvOS)
         switch notification.sound {
         case .named("default")?: content.sound = .default
         case .named(let name)?: content.sound = UNNotificationSound(named: UNNotificationSoundName(name))
-        #if !os(tvOS)
         case .critical(let name, let volume)?:
-            let level = Float(volume ?? 1)
+            let level = Float(min(max(volume ?? 1, 0), 1))
             if let name, name != "default" {
                 content.sound = .criticalSoundNamed(UNNotificationSoundName(name), withAudioVolume: level)
             } else {
                 content.sound = .defaultCriticalSound(withAudioVolume: level)
             }
-        #endif
-        default: break
+        case nil: break
         }
-        content.userInfo = notification.userInfo
+        #endif
+        content.userInfo = notification.userInfo as [AnyHashable: Any]
         return content
     }
 

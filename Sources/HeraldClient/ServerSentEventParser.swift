@@ -128,7 +128,8 @@ public struct ServerSentEventParser: Sendable {
         }
         let colon = UInt8(ascii: ":")
         if line[0] == colon {
-            out.append(.comment(Self.text(line[1...])))
+            let start = line.count > 1 && line[1] == UInt8(ascii: " ") ? 2 : 1
+            out.append(.comment(Self.text(line[start...])))
             return
         }
         guard let c = line.firstIndex(of: colon) else {

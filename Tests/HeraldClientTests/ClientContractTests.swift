@@ -280,7 +280,7 @@ func take(_ n: Int, from client: HeraldClient, timeout: TimeInterval = 10) async
     }
 
     @Test func aTokenForAnotherUserForgetsTheSavedLastEventID() async throws {
-        func jwt(_ claims: String) -> String {
+        @Sendable func jwt(_ claims: String) -> String {
             let b = Data(claims.utf8).base64EncodedString().replacingOccurrences(of: "=", with: "")
                 .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             return "eyJhbGciOiJIUzI1NiJ9.\(b).c2ln"

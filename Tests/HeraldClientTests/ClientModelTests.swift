@@ -20,7 +20,8 @@ import Testing
         #expect(n.sound == .named("ping.caf"))
         #expect(n.data == ["k": .string("v"), "n": .int(2), "f": .double(1.5), "b": .bool(true), "z": .null,
                            "l": .array([.int(1), .string("x")]), "o": .object(["p": .string("q")])])
-        #expect(n.createdAt == Date(timeIntervalSince1970: 1_796_145_009.873))
+        let created = try #require(n.createdAt?.timeIntervalSince1970)
+        #expect(abs(created - 1_796_145_009.873) < 0.000_5, "\(created)")
         #expect(n.userInfo[HeraldClient.notificationIDKey] as? String == "01HX")
         #expect(n.userInfo["k"] as? String == "v")
         #expect(HeraldClient.notificationIDKey == "herald_id")
@@ -120,7 +121,7 @@ import Testing
                 #expect(d >= .seconds(base) && d <= .seconds(base * 1.5), "attempt \(attempt) random \(r): \(d)")
             }
             #expect(p.delay(attempt: attempt, random: 0) == .seconds(base))
-            #expect(p.bounds(attempt: attempt) == .seconds(base)....seconds(base * 1.5))
+            #expect(p.bounds(attempt: attempt) == Duration.seconds(base)...Duration.seconds(base * 1.5))
         }
         // The jitter is what `random` says: 0.5 adds a quarter.
         #expect(p.delay(attempt: 2, random: 0.5) == .seconds(5))

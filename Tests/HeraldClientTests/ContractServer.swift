@@ -1,6 +1,7 @@
 import Foundation
 import HeraldClient
 import HeraldCore
+import HeraldTestKit
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -148,7 +149,7 @@ final class ContractServer: @unchecked Sendable {
 
     private func acceptLoop() {
         while true {
-            let fd = accept4(listener, nil, nil, Int32(SOCK_CLOEXEC.rawValue))
+            let fd = accept(listener, nil, nil)
             if fd < 0 {
                 if errno == EINTR { continue }
                 return
