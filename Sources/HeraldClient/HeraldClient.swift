@@ -431,9 +431,11 @@ public final class HeraldClient: Sendable {
             }
         }
         // Everything read so far was handed over: that is what the acknowledgement covers.
+        // An empty last event ID string means none (no `Last-Event-ID` on reconnect).
+        let current: String? = lastEventID.isEmpty ? nil : lastEventID
         let changed: Bool = shared.withLock { s in
-            guard s.persisted.lastEventID != lastEventID else { return false }
-            s.persisted.lastEventID = lastEventID
+            guard s.persisted.lastEventID != current else { return false }
+            s.persisted.lastEventID = current
             s.dirty = true
             if let n = Self.eventNumber(lastEventID) { s.pendingAck = n }
             return true
