@@ -111,10 +111,21 @@ final class EventStreamConnection: NSObject, URLSessionDataDelegate, @unchecked 
     /// A URL error without its user info (which holds the URL, and so the app id only; never the token).
     static func describe(_ error: any Error) -> String {
         let ns = error as NSError
-        if ns.domain == NSURLErrorDomain {
-            let reason = (ns.userInfo[NSLocalizedDescriptionKey] as? String) ?? "error \(ns.code)"
-            return "\(reason) (NSURLError \(ns.code))"
+        guard ns.domain == NSURLErrorDomain else { return String(describing: error) }
+        let known: String?
+        switch URLError.Code(rawValue: ns.code) {
+        case .timedOut: known = "timed out (no byte within the timeout)"
+        case .cannotConnectToHost: known = "cannot connect to the server"
+        case .networkConnectionLost: known = "the connection was lost"
+        case .notConnectedToInternet: known = "not connected to the internet"
+        case .cannotFindHost, .dnsLookupFailed: known = "cannot find the server's host"
+        case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
+             .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot: known = "TLS failed"
+        case .cancelled: known = "cancelled"
+        default: known = nil
         }
-        return String(describing: error)
+        let detail = ns.userInfo[NSLocalizedDescriptionKey] as? String
+        let reason = [known, detail].compactMap { $0 }.joined(separator: ": ")
+        return "\(reason.isEmpty ? "error" : reason) (NSURLError \(ns.code))"
     }
 }

@@ -35,7 +35,8 @@ public struct ReconnectPolicy: Sendable, Equatable {
         var d = min(Self.seconds(cap), grown)
         if let retryAfter { d = max(d, Self.seconds(retryAfter)) }
         let r = min(max(random, 0), 1)
-        return .nanoseconds(Int64((d * (1 + jitter * r) * 1e9).rounded(.down)))
+        // At most about 292 years, the range of Int64 nanoseconds.
+        return .nanoseconds(Int64(min((d * (1 + jitter * r) * 1e9).rounded(.down), 9e18)))
     }
 
     /// The bounds ``delay(attempt:serverRetry:retryAfter:random:)`` stays within.

@@ -250,6 +250,49 @@ func take(_ n: Int, from client: HeraldClient, timeout: TimeInterval = 10) async
         await server.stop()
     }
 
+    @Test func disconnectClosesTheSocketAtOnce() async throws {
+        let server = try Self.server()
+        let log = EventLog()
+        let client = Self.client(server, log: log)
+        client.connect()
+        let stream = try await server.stream(1)
+        #expect(await eventually(timeout: 10) { client.status == .connected })
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(stream.closedByPeer == nil)
+        let before = Date()
+        await client.disconnect()
+        let returned = Date()
+        // The server's reading thread sees end of file as soon as the client closed.
+        #expect(await eventually(timeout: 0.5) { stream.closedByPeer != nil })
+        let closedAt = try #require(stream.closedByPeer)
+        #expect(closedAt.timeIntervalSince(before) < 0.5, "closed \(closedAt.timeIntervalSince(before)) s after disconnect() began")
+        #expect(returned.timeIntervalSince(before) < 0.5, "disconnect() took \(returned.timeIntervalSince(before)) s")
+        await server.stop()
+    }
+
+    @Test func aSilentConnectionIsReopenedAfterTheIdleTimeout() async throws {
+        let server = try Self.server()
+        let log = EventLog()
+        let client = HeraldClient(configuration: .init(server: server.url, app: Self.app, idleTimeout: .seconds(1)),
+                                  store: InMemoryClientStore(), tokenProvider: { "t" }, onEvent: log.handler,
+                                  sleep: RecordingSleeper().sleep)
+        client.connect()
+        let first = try await server.stream(1)
+        let opened = Date()
+        // Nothing more is written (no heartbeat): after a second of silence the client gives up on it.
+        let second = try await server.stream(2, timeout: 10)
+        #expect(Date().timeIntervalSince(opened) >= 0.9)
+        #expect(first.closedByPeer != nil)
+        guard case .transport(let reason)?? = log.drops.first else {
+            Issue.record("expected a transport error, found \(log.drops)")
+            return
+        }
+        #expect(reason.lowercased().contains("timed out"), "\(reason)")
+        _ = second
+        await client.disconnect()
+        await server.stop()
+    }
+
     @Test func disconnectWhileWaitingToReconnectStopsAtOnceAndConnectAgainWorks() async throws {
         let refuse = Locked(true)
         let server = try ContractServer { request in
