@@ -95,3 +95,19 @@ extension API {
         APIError(status: 401, code: "invalid_client_token", message: message).response
     }
 }
+
+extension Daemon {
+    /// The `api.streams` keys a reload cannot apply (the HTTP server sizes its connection table
+    /// and stream buffers from them at start): each change, named, for the refusal. `heartbeat`,
+    /// `maxPerDevice` and `maxPerUser` apply on reload, to the streams opened after it.
+    static func streamRestartReasons(old: StreamsConfiguration, new: StreamsConfiguration) -> [String] {
+        var reasons: [String] = []
+        if old.maxStreams != new.maxStreams {
+            reasons.append("api.streams.maxStreams changed (\(old.maxStreams) → \(new.maxStreams)): restart to apply")
+        }
+        if old.bufferBytes != new.bufferBytes {
+            reasons.append("api.streams.bufferBytes changed (\(old.bufferBytes) → \(new.bufferBytes)): restart to apply")
+        }
+        return reasons
+    }
+}

@@ -85,6 +85,7 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
             var index: Int
             var seq: Int64
             var notificationID: String
+            var frame: [UInt8]
             var deadline: Date
         }
         var pending: [Key: [Entry]] = [:]
@@ -114,6 +115,7 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         var key: Key
         var seq: Int64
         var notificationID: String
+        var frame: [UInt8]
         var timeout: TimeInterval
     }
 
@@ -339,8 +341,12 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
                 s.acked[key] = nil
                 // An unresponsive device was already reported gone.
                 if s.unresponsive.remove(key) == nil { closed(key.app, key.device) }
-                for batch in s.ackWaits.removeValue(forKey: key) ?? [] where batch.settle(key, { _ in .notConnected(since: now) }) {
-                    complete.append(batch)
+                for batch in s.ackWaits.removeValue(forKey: key) ?? [] {
+                    let done = batch.settle(key) { e in
+                        Self.keepNumber(&s, key: key, notificationID: e.notificationID, seq: e.seq, frame: e.frame)
+                        return .notConnected(since: now)
+                    }
+                    if done { complete.append(batch) }
                 }
                 return true
             }
@@ -406,7 +412,7 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
                     s.orphans[key]?[d.notificationID] = nil
                     s.orphanCount -= 1
                     results[i] = .written(id: orphan.seq)
-                    if let timeout = ackTimeout(takers) { waits.append(AckWait(index: i, key: key, seq: orphan.seq, notificationID: d.notificationID, timeout: timeout)) }
+                    if let timeout = ackTimeout(takers) { waits.append(AckWait(index: i, key: key, seq: orphan.seq, notificationID: d.notificationID, frame: orphan.frame, timeout: timeout)) }
                 } else {
                     results[i] = .notConnected(since: s.closedAt[key] ?? clock.now)
                 }
@@ -450,7 +456,7 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
                 }
                 let any = !takers.isEmpty
                 results[i] = any ? .written(id: entry.seq) : .notConnected(since: s.closedAt[key] ?? now)
-                if let timeout = ackTimeout(takers) { waits.append(AckWait(index: i, key: key, seq: entry.seq, notificationID: entry.notificationID, timeout: timeout)) }
+                if let timeout = ackTimeout(takers) { waits.append(AckWait(index: i, key: key, seq: entry.seq, notificationID: entry.notificationID, frame: frame, timeout: timeout)) }
                 if any { written += 1 } else if s.orphanCount < Self.maxOrphans {
                     s.orphans[key, default: [:]][entry.notificationID] = (entry.seq, frame)
                     s.orphanCount += 1
@@ -509,6 +515,15 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         }
     }
 
+    /// An event written and not acknowledged keeps its number: when its delivery comes back (the
+    /// device reconnected or acknowledged again), it is not numbered and sent a second time to a
+    /// client that has it (see ``writeInOrder(_:)``'s orphans).
+    private static func keepNumber(_ s: inout State, key: Key, notificationID: String, seq: Int64, frame: [UInt8]) {
+        guard s.orphans[key]?[notificationID] == nil, s.orphanCount < maxOrphans else { return }
+        s.orphans[key, default: [:]][notificationID] = (seq, frame)
+        s.orphanCount += 1
+    }
+
     /// Waits until each write is acknowledged, its device has gone, or its ack timeout passed
     /// (the device then stops counting as present). A cancelled wait answers what was written.
     private func awaitAcks(_ waits: [AckWait]) async -> [Int: LocalWriteResult] {
@@ -522,7 +537,7 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
                     batch.results[w.index] = .notConnected(since: s.closedAt[w.key] ?? start)
                 } else {
                     batch.pending[w.key, default: []].append(.init(index: w.index, seq: w.seq, notificationID: w.notificationID,
-                                                                   deadline: start.addingTimeInterval(w.timeout)))
+                                                                   frame: w.frame, deadline: start.addingTimeInterval(w.timeout)))
                     batch.remaining += 1
                 }
             }
@@ -540,6 +555,7 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
                         if cancelled { return .written(id: e.seq) }
                         guard e.deadline <= now else { return nil }
                         late += 1
+                        Self.keepNumber(&s, key: key, notificationID: e.notificationID, seq: e.seq, frame: e.frame)
                         return .notConnected(since: nil)
                     }
                     timedOut += late
