@@ -239,6 +239,44 @@ struct ClientTestDaemon {
         await d.stop(removing: false)
     }
 
+    @Test func whatWasReadButNotAcknowledgedBeforeADropIsAcknowledgedOnReconnect() async throws {
+        let d = try await ClientTestDaemon.start(policy: "local-only", ackTimeout: 20)
+        let device = ClientTestDaemon.device(6)
+        try await d.register(user: "alice", device: device)
+        // A previous run of the app read events 1 and 2 and died before acknowledging them.
+        var request = URLRequest(url: URL(string: "\(d.url.absoluteString)/v1/stream?app=\(ClientTestDaemon.app)&ack=1")!)
+        request.setValue("Bearer \(ClientTestDaemon.token(user: "alice", device: device))", forHTTPHeaderField: "Authorization")
+        let dying = EventStreamConnection(request: request, idleTimeout: 60)
+        dying.start()
+        #expect(await eventually(timeout: 10) { d.daemon.openStreams == 1 })
+        let n1 = try await d.send(to: "alice", title: "one")
+        let n2 = try await d.send(to: "alice", title: "two")
+        var text = ""
+        for try await piece in dying.pieces {
+            if case .bytes(let data) = piece { text += String(decoding: data, as: UTF8.self) }
+            if text.contains(n1) && text.contains(n2) { break }
+        }
+        await dying.close()
+        #expect(await eventually(timeout: 10) { (try? await d.routes(n2)) == ["live parked"] })
+        // It had saved where it stood and what it showed.
+        let store = InMemoryClientStore(HeraldClientState(lastEventID: "2", recentNotificationIDs: [n1, n2]))
+        let log = EventLog()
+        let client = Self.client(d, device: device, store: store, log: log)
+        client.connect()
+        // Connected, it acknowledges event 2 at once: both are delivered, neither is shown again.
+        #expect(await eventually(timeout: 10) { log.acknowledged.contains(2) })
+        #expect(await eventually(timeout: 10) { (try? await d.routes(n2)) == ["live delivered"] })
+        #expect(try await d.routes(n1) == ["live delivered"])
+        #expect(log.received.isEmpty)
+        let n3 = try await d.send(to: "alice", title: "three")
+        let next = try #require(try await take(1, from: client).first)
+        #expect(next.id == n3)
+        #expect(next.eventID == 3)
+        #expect(log.duplicates.isEmpty)
+        await client.disconnect()
+        await d.stop()
+    }
+
     @Test func aReplayDropsWhatAPushAlreadyShowedAndAPushOfAStreamedOneIsADuplicate() async throws {
         let d = try await ClientTestDaemon.start()
         let device = ClientTestDaemon.device(5)
