@@ -38,19 +38,17 @@ public protocol HeraldClientStore: Sendable {
 }
 
 /// A store in memory (tests, or an app that wants no persistence).
-public final class InMemoryClientStore: HeraldClientStore, @unchecked Sendable {
-    private let lock = NSLock()
-    private var state: HeraldClientState
-    private var saves = 0
+public final class InMemoryClientStore: HeraldClientStore, Sendable {
+    private let state: Locked<(state: HeraldClientState, saves: Int)>
 
     /// Creates a store holding `state`.
-    public init(_ state: HeraldClientState = HeraldClientState()) { self.state = state }
+    public init(_ state: HeraldClientState = HeraldClientState()) { self.state = Locked((state, 0)) }
 
-    public func load() -> HeraldClientState { lock.withLock { state } }
-    public func save(_ state: HeraldClientState) { lock.withLock { self.state = state; saves += 1 } }
+    public func load() -> HeraldClientState { state.withLock { $0.state } }
+    public func save(_ state: HeraldClientState) { self.state.withLock { $0 = (state, $0.saves + 1) } }
 
     /// How many times the state was saved.
-    public var saveCount: Int { lock.withLock { saves } }
+    public var saveCount: Int { state.withLock { $0.saves } }
 }
 
 /// A store in a JSON file, replaced atomically on each save (Linux, macOS command-line tools, tests).

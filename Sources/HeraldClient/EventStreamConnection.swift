@@ -8,8 +8,8 @@ import FoundationNetworking
 /// once; measured: an event reaches the delegate within a millisecond of being written, and a
 /// cancel closes the socket within a millisecond).
 ///
-/// `@unchecked Sendable`: the mutable state is behind `lock`; the session and task are set once
-/// in `init` and only used through their own thread-safe methods.
+/// `@unchecked Sendable`: the mutable state is behind a lock; the session and task are set in
+/// `init` and used only by the owner (`start()`, then `close()` once), never by the delegate.
 final class EventStreamConnection: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     /// What the connection produces: the response head first, then the body's pieces.
     enum Piece: Sendable {
@@ -19,10 +19,13 @@ final class EventStreamConnection: NSObject, URLSessionDataDelegate, @unchecked 
 
     let pieces: AsyncThrowingStream<Piece, any Error>
     private let continuation: AsyncThrowingStream<Piece, any Error>.Continuation
-    private let lock = NSLock()
-    private var completed = false
-    private var sentResponse = false
-    private var waiters: [CheckedContinuation<Void, Never>] = []
+    private struct State {
+        var completed = false
+        var sentResponse = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Locked(State())
+    /// Set in `init`, cleared by `close()` (which only the owner calls, once).
     private var session: URLSession?
     private var task: URLSessionDataTask?
 
@@ -53,19 +56,17 @@ final class EventStreamConnection: NSObject, URLSessionDataDelegate, @unchecked 
     func close() async {
         task?.cancel()
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let done: Bool = lock.withLock {
-                if completed { return true }
-                waiters.append(c)
+            let done: Bool = state.withLock { s in
+                if s.completed { return true }
+                s.waiters.append(c)
                 return false
             }
             if done { c.resume() }
         }
-        let session = lock.withLock { () -> URLSession? in
-            defer { self.session = nil; self.task = nil }
-            return self.session
-        }
         // The session keeps its delegate until it is invalidated.
         session?.finishTasksAndInvalidate()
+        session = nil
+        task = nil
     }
 
     // MARK: URLSessionDataDelegate
@@ -86,18 +87,18 @@ final class EventStreamConnection: NSObject, URLSessionDataDelegate, @unchecked 
         } else {
             continuation.finish()
         }
-        let waiting: [CheckedContinuation<Void, Never>] = lock.withLock {
-            completed = true
-            defer { waiters = [] }
-            return waiters
+        let waiting: [CheckedContinuation<Void, Never>] = state.withLock { s in
+            s.completed = true
+            defer { s.waiters = [] }
+            return s.waiters
         }
         waiting.forEach { $0.resume() }
     }
 
     private func yieldResponse(_ response: URLResponse?) {
-        let first: Bool = lock.withLock {
-            defer { sentResponse = true }
-            return !sentResponse
+        let first: Bool = state.withLock { s in
+            defer { s.sentResponse = true }
+            return !s.sentResponse
         }
         guard first else { return }
         let http = response as? HTTPURLResponse

@@ -278,17 +278,17 @@ public final class HeraldClient: Sendable {
 
     /// Saves the state when it changed since the last save.
     private func save() {
-        saving.withLock {
-            let snapshot: HeraldClientState? = shared.withLock { s in
-                guard s.dirty else { return nil }
-                s.dirty = false
-                return s.persisted
-            }
-            guard let snapshot else { return }
-            do { try store.save(snapshot) } catch {
-                shared.withLock { $0.dirty = true }
-                onEvent(.storeFailed(error as? HeraldClientError ?? .store(String(describing: error))))
-            }
+        saving.lock()
+        defer { saving.unlock() }
+        let snapshot: HeraldClientState? = shared.withLock { s in
+            guard s.dirty else { return nil }
+            s.dirty = false
+            return s.persisted
+        }
+        guard let snapshot else { return }
+        do { try store.save(snapshot) } catch {
+            shared.withLock { $0.dirty = true }
+            onEvent(.storeFailed(error))
         }
     }
 
