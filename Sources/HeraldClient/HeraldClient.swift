@@ -115,19 +115,19 @@ public final class HeraldClient: Sendable {
     }
 
     let configuration: Configuration
-    private let store: any HeraldClientStore
-    private let tokenProvider: TokenProvider
-    private let onEvent: @Sendable (Event) -> Void
-    private let random: @Sendable () -> Double
-    private let sleep: @Sendable (Duration) async throws -> Void
+    let store: any HeraldClientStore
+    let tokenProvider: TokenProvider
+    let onEvent: @Sendable (Event) -> Void
+    let random: @Sendable () -> Double
+    let sleep: @Sendable (Duration) async throws -> Void
     /// Where notifications go: the current consumer's sequence, else a queue.
-    private let outlet = Locked<(current: AsyncStream<HeraldNotification>.Continuation?, queued: [HeraldNotification])>((nil, []))
-    private let ackSession: URLSession
-    private let shared: Locked<Shared>
+    let outlet = Locked<(current: AsyncStream<HeraldNotification>.Continuation?, queued: [HeraldNotification])>((nil, []))
+    let ackSession: URLSession
+    let shared: Locked<Shared>
     /// Held while saving, so that saves reach the store in the order their snapshots were taken.
     private let saving = NSLock()
 
-    private struct Shared {
+    struct Shared {
         var persisted: HeraldClientState
         var recent: RecentIDs
         var dirty = false
@@ -269,7 +269,7 @@ public final class HeraldClient: Sendable {
         return duplicate
     }
 
-    private func record(_ id: String, in s: inout Shared) -> Bool {
+    func record(_ id: String, in s: inout Shared) -> Bool {
         guard s.recent.insert(id) else { return false }
         s.persisted.recentNotificationIDs = s.recent.order
         s.dirty = true
@@ -277,7 +277,7 @@ public final class HeraldClient: Sendable {
     }
 
     /// Saves the state when it changed since the last save.
-    private func save() {
+    func save() {
         saving.lock()
         defer { saving.unlock() }
         let snapshot: HeraldClientState? = shared.withLock { s in
@@ -290,266 +290,5 @@ public final class HeraldClient: Sendable {
             shared.withLock { $0.dirty = true }
             onEvent(.storeFailed(error))
         }
-    }
-
-    // MARK: The connection loop
-
-    private func readLoop() async {
-        var attempt = 0
-        while !Task.isCancelled {
-            shared.withLock { $0.status = .connecting(attempt: attempt) }
-            onEvent(.connecting(attempt: attempt))
-            var failure: HeraldClientError?
-            do {
-                let token = try await currentToken()
-                let (connected, error) = await runConnection(token: token)
-                if connected { attempt = 0 }
-                failure = error
-            } catch {
-                failure = error
-            }
-            if Task.isCancelled { break }
-            var retryAfter: Duration?
-            switch failure {
-            case .unauthorized?: shared.withLock { $0.token = nil }
-            case .http(_, _, _, let seconds?)?: retryAfter = .seconds(seconds)
-            default: break
-            }
-            onEvent(.dropped(failure))
-            let serverRetry = shared.withLock { $0.serverRetry }
-            let delay = configuration.reconnect.delay(attempt: attempt, serverRetry: serverRetry, retryAfter: retryAfter, random: random())
-            shared.withLock { $0.status = .waiting(attempt: attempt, delay: delay) }
-            onEvent(.waiting(attempt: attempt, delay: delay))
-            do { try await sleep(delay) } catch { break }
-            attempt += 1
-        }
-    }
-
-    /// The cached client token, or a new one from the provider. A token for another user or
-    /// device than the saved state's forgets the saved last event id (ids are per user).
-    private func currentToken() async throws(HeraldClientError) -> String {
-        if let token = shared.withLock({ $0.token }) { return token }
-        let token: String
-        do { token = try await tokenProvider() } catch {
-            throw .tokenProvider(String(describing: error))
-        }
-        let owner = ClientTokenPeek.owner(of: token)
-        shared.withLock { s in
-            s.token = token
-            guard let owner, s.persisted.owner != owner else { return }
-            if s.persisted.owner != nil {
-                s.persisted.lastEventID = nil
-                s.pendingAck = nil
-                s.acked = nil
-            }
-            s.persisted.owner = owner
-            s.dirty = true
-        }
-        return token
-    }
-
-    /// One connection: opens the stream, reads it until it ends, fails or the task is cancelled,
-    /// then closes it (awaited: the socket is closed on return).
-    /// - Returns: whether the stream was established (200), and why it ended (`nil`: a clean end
-    ///   or a cancellation).
-    private func runConnection(token: String) async -> (connected: Bool, error: HeraldClientError?) {
-        let lastEventID = shared.withLock { $0.persisted.lastEventID }
-        var request = URLRequest(url: endpoint("/v1/stream", query: [("app", configuration.app), ("ack", "1")]))
-        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-        request.setValue("text/event-stream", forHTTPHeaderField: "Accept")
-        request.setValue("no-cache", forHTTPHeaderField: "Cache-Control")
-        if let lastEventID, !lastEventID.isEmpty { request.setValue(lastEventID, forHTTPHeaderField: "Last-Event-ID") }
-        let connection = EventStreamConnection(request: request, idleTimeout: ReconnectPolicy.seconds(configuration.idleTimeout))
-        connection.start()
-        var parser = ServerSentEventParser(lastEventID: lastEventID ?? "")
-        var status = 0, headers: [String: String] = [:], body = Data()
-        var connected = false
-        var failure: HeraldClientError?
-        do {
-            for try await piece in connection.pieces {
-                switch piece {
-                case .response(let code, let h):
-                    status = code
-                    headers = h
-                    let type = (h["content-type"] ?? "").split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-                    if code == 200 && type == "text/event-stream" {
-                        connected = true
-                        shared.withLock { s in
-                            s.status = .connected
-                            // What the last connection read may not have been acknowledged yet.
-                            if let n = Self.eventNumber(lastEventID), s.acked != n { s.pendingAck = n }
-                        }
-                        onEvent(.connected(lastEventID: lastEventID))
-                        signalAck()
-                    }
-                case .bytes(let data):
-                    if connected {
-                        handle(parser.feed(data), lastEventID: parser.lastEventID)
-                    } else if body.count < 65_536 {
-                        body.append(data)
-                    }
-                }
-                if !connected && status == 200 {
-                    let type = headers["content-type"] ?? "none"
-                    failure = .http(status: 200, code: nil, message: "expected Content-Type text/event-stream, found \(type)", retryAfter: nil)
-                    break
-                }
-            }
-            if failure == nil && !connected && !Task.isCancelled {
-                failure = Self.httpError(status: status, headers: headers, body: body)
-            }
-        } catch {
-            if !Task.isCancelled { failure = (error as? HeraldClientError) ?? .transport(String(describing: error)) }
-        }
-        await connection.close()
-        return (connected, failure)
-    }
-
-    /// What one read of the stream completed.
-    private func handle(_ outputs: [ServerSentEventParser.Output], lastEventID: String) {
-        for item in outputs {
-            switch item {
-            case .retry(let ms):
-                shared.withLock { $0.serverRetry = .milliseconds(ms) }
-            case .comment:
-                break
-            case .event(let event):
-                guard event.type == "notification" else { continue }
-                let number = Self.eventNumber(event.lastEventID)
-                let notification: HeraldNotification
-                do { notification = try HeraldNotification.decode(event.data, eventID: number) } catch {
-                    onEvent(.invalidEvent(error))
-                    continue
-                }
-                let new = shared.withLock { s in record(notification.id, in: &s) }
-                if new {
-                    deliver(notification)
-                    onEvent(.received(notification))
-                } else {
-                    onEvent(.duplicate(notificationID: notification.id, eventID: number))
-                }
-            }
-        }
-        // Everything read so far was handed over: that is what the acknowledgement covers.
-        // An empty last event ID string means none (no `Last-Event-ID` on reconnect).
-        let current: String? = lastEventID.isEmpty ? nil : lastEventID
-        let changed: Bool = shared.withLock { s in
-            guard s.persisted.lastEventID != current else { return false }
-            s.persisted.lastEventID = current
-            s.dirty = true
-            if let n = Self.eventNumber(lastEventID) { s.pendingAck = n }
-            return true
-        }
-        if changed { signalAck() }
-    }
-
-    private func deliver(_ notification: HeraldNotification) {
-        outlet.withLock { o in
-            if let current = o.current, case .enqueued = current.yield(notification) { return }
-            o.current = nil
-            o.queued.append(notification)
-        }
-    }
-
-    private func signalAck() { _ = shared.withLock { $0.ackSignal }?.yield(()) }
-
-    // MARK: Acknowledgements
-
-    /// Sends `POST /v1/stream/ack` with the latest id read each time it is woken (so a burst
-    /// costs one request per round trip, not one per event); the state is saved before each.
-    /// Ends when `signals` finishes (``disconnect()``), after sending what is still due.
-    private func acknowledge(_ signals: AsyncStream<Void>, generation: Int) async {
-        var failures = 0
-        for await _ in signals {
-            while true {
-                let target: Int64? = shared.withLock { s in
-                    guard let p = s.pendingAck, p != s.acked else { return nil }
-                    return p
-                }
-                guard let target else { break }
-                save()
-                do {
-                    try await postAck(target)
-                    failures = 0
-                    shared.withLock { s in s.acked = target }
-                    onEvent(.acknowledged(eventID: target))
-                } catch {
-                    onEvent(.acknowledgementFailed(eventID: target, error))
-                    if case .unauthorized = error { shared.withLock { $0.token = nil } }
-                    if case .http(let status, _, _, _) = error, (400..<500).contains(status), status != 408, status != 429 {
-                        // Herald refuses this acknowledgement for good (e.g. a server without
-                        // acknowledgements answers 404): wait for the next event, don't loop.
-                        break
-                    }
-                    // Wait before trying again, unless disconnecting (checked and noted under
-                    // one lock, so disconnect() either stops this loop here or cancels the wait).
-                    let stopping = shared.withLock { s in
-                        if s.stoppedGeneration >= generation { return true }
-                        s.ackWaiting = true
-                        return false
-                    }
-                    if stopping || Task.isCancelled { return }
-                    let delay = configuration.reconnect.delay(attempt: failures, serverRetry: nil, random: random())
-                    failures += 1
-                    let slept: Bool
-                    do { try await sleep(delay); slept = true } catch { slept = false }
-                    shared.withLock { $0.ackWaiting = false }
-                    if !slept { return }
-                }
-            }
-        }
-    }
-
-    private func postAck(_ id: Int64) async throws(HeraldClientError) {
-        let token = try await currentToken()
-        var request = URLRequest(url: endpoint("/v1/stream/ack", query: [("app", configuration.app)]))
-        request.httpMethod = "POST"
-        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.httpBody = Data(#"{"id":\#(id)}"#.utf8)
-        request.timeoutInterval = ReconnectPolicy.seconds(configuration.requestTimeout)
-        let data: Data, response: URLResponse
-        do { (data, response) = try await ackSession.data(for: request) } catch {
-            throw .transport(EventStreamConnection.describe(error))
-        }
-        let http = response as? HTTPURLResponse
-        let status = http?.statusCode ?? 0
-        guard !(200..<300).contains(status) else { return }
-        var headers: [String: String] = [:]
-        for (k, v) in http?.allHeaderFields ?? [:] {
-            if let k = k as? String, let v = v as? String { headers[k.lowercased()] = v }
-        }
-        throw Self.httpError(status: status, headers: headers, body: data)
-    }
-
-    // MARK: Helpers
-
-    /// `server` + `path` (after the server URL's own path) + the query, percent-encoded strictly.
-    func endpoint(_ path: String, query: [(String, String)]) -> URL {
-        var base = configuration.server.absoluteString
-        while base.hasSuffix("/") { base.removeLast() }
-        let allowed = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-        let q = query.map { k, v in "\(k)=\(v.addingPercentEncoding(withAllowedCharacters: allowed) ?? v)" }.joined(separator: "&")
-        return URL(string: base + path + (q.isEmpty ? "" : "?" + q))!
-    }
-
-    /// An event id Herald numbered (ASCII digits only), as acknowledgements carry it.
-    static func eventNumber(_ id: String?) -> Int64? {
-        guard let id, !id.isEmpty, id.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-        return Int64(id)
-    }
-
-    /// The error an API answer carries (`{"error": {"code", "message"}}`).
-    static func httpError(status: Int, headers: [String: String], body: Data) -> HeraldClientError {
-        var code: String?, message = String(decoding: body.prefix(512), as: UTF8.self)
-        if let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
-           let error = object["error"] as? [String: Any] {
-            code = error["code"] as? String
-            message = (error["message"] as? String) ?? message
-        }
-        if status == 0 { return .transport("no HTTP answer") }
-        if status == 401 { return .unauthorized(message) }
-        let retryAfter = headers["retry-after"].flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
-        return .http(status: status, code: code, message: message.isEmpty ? "HTTP \(status)" : message, retryAfter: retryAfter)
     }
 }
