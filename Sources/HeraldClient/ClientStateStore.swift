@@ -44,7 +44,9 @@ public final class InMemoryClientStore: HeraldClientStore, Sendable {
     /// Creates a store holding `state`.
     public init(_ state: HeraldClientState = HeraldClientState()) { self.state = Locked((state, 0)) }
 
+    /// The state held.
     public func load() -> HeraldClientState { state.withLock { $0.state } }
+    /// Replaces the state held.
     public func save(_ state: HeraldClientState) { self.state.withLock { $0 = (state, $0.saves + 1) } }
 
     /// How many times the state was saved.
@@ -59,6 +61,8 @@ public final class FileClientStore: HeraldClientStore, Sendable {
     /// A store at `path` (the folder must exist; the file is created on the first save).
     public init(path: String) { self.path = path }
 
+    /// The file's state; empty when there is no file yet.
+    /// - Throws: ``HeraldClientError/store(_:)`` naming the file when it cannot be read or decoded.
     public func load() throws(HeraldClientError) -> HeraldClientState {
         guard FileManager.default.fileExists(atPath: path) else { return HeraldClientState() }
         do {
@@ -68,6 +72,8 @@ public final class FileClientStore: HeraldClientStore, Sendable {
         }
     }
 
+    /// Writes the state (to a temporary file renamed over the old one).
+    /// - Throws: ``HeraldClientError/store(_:)`` naming the file.
     public func save(_ state: HeraldClientState) throws(HeraldClientError) {
         do {
             try JSONEncoder().encode(state).write(to: URL(fileURLWithPath: path), options: .atomic)
@@ -92,6 +98,8 @@ public final class UserDefaultsClientStore: HeraldClientStore, @unchecked Sendab
         self.key = key ?? "herald.client.\(app)"
     }
 
+    /// The state under ``key``; empty when none was saved.
+    /// - Throws: ``HeraldClientError/store(_:)`` naming the key when the value cannot be decoded.
     public func load() throws(HeraldClientError) -> HeraldClientState {
         guard let data = defaults.data(forKey: key) else { return HeraldClientState() }
         do { return try JSONDecoder().decode(HeraldClientState.self, from: data) } catch {
@@ -99,6 +107,7 @@ public final class UserDefaultsClientStore: HeraldClientStore, @unchecked Sendab
         }
     }
 
+    /// Stores the state under ``key`` (as JSON `Data`).
     public func save(_ state: HeraldClientState) throws(HeraldClientError) {
         do { defaults.set(try JSONEncoder().encode(state), forKey: key) } catch {
             throw .store("UserDefaults key \(key): \(error)")

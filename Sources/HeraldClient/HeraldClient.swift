@@ -72,11 +72,13 @@ public final class HeraldClient: Sendable {
     /// What happened, for logs and tests (``init(configuration:store:tokenProvider:onEvent:random:sleep:)``'s
     /// `onEvent`). Called on the client's tasks: keep the handler quick.
     public enum Event: Sendable {
+        /// Opening the stream; `attempt` counts the failures since the last connection that worked.
         case connecting(attempt: Int)
         /// The stream answered 200; `lastEventID` is what was sent as `Last-Event-ID`.
         case connected(lastEventID: String?)
         /// The connection ended (`nil`: the server ended the stream cleanly, e.g. it is stopping).
         case dropped(HeraldClientError?)
+        /// Waiting `delay` before reconnection `attempt`.
         case waiting(attempt: Int, delay: Duration)
         /// A notification went to ``HeraldClient/notifications()``.
         case received(HeraldNotification)
@@ -86,7 +88,10 @@ public final class HeraldClient: Sendable {
         case invalidEvent(HeraldClientError)
         /// Herald confirmed everything up to `eventID`.
         case acknowledged(eventID: Int64)
+        /// The acknowledgement of `eventID` failed (it is tried again with backoff while
+        /// connected, unless Herald refused it for good, e.g. 404 from a server without acks).
         case acknowledgementFailed(eventID: Int64, HeraldClientError)
+        /// The store could not load (the client started empty) or save (it tries again at the next save).
         case storeFailed(HeraldClientError)
         /// ``HeraldClient/disconnect()`` finished.
         case disconnected

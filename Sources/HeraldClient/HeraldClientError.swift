@@ -18,6 +18,7 @@ public enum HeraldClientError: Error, Sendable, Equatable, CustomStringConvertib
     /// Anything else.
     case unknown(String)
 
+    /// A sentence naming what failed (no secret in it).
     public var description: String {
         switch self {
         case .unauthorized(let m): return "Herald refused the client token: \(m)"

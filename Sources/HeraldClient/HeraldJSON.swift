@@ -2,15 +2,22 @@ import Foundation
 
 /// A JSON value: a notification's free-form `data`, kept exactly as the server sent it.
 public enum HeraldJSON: Sendable, Hashable, Codable {
+    /// `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
     /// A number written without a fraction or exponent that fits in 64 bits.
     case int(Int64)
+    /// Any other number.
     case double(Double)
+    /// A string.
     case string(String)
+    /// An array.
     case array([HeraldJSON])
+    /// An object.
     case object([String: HeraldJSON])
 
+    /// Decodes any JSON value (an integral number as ``int(_:)`` when it fits in 64 bits).
     public init(from decoder: any Decoder) throws {
         let c = try decoder.singleValueContainer()
         if c.decodeNil() { self = .null }
@@ -25,6 +32,7 @@ public enum HeraldJSON: Sendable, Hashable, Codable {
         }
     }
 
+    /// Encodes the value as it was read.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.singleValueContainer()
         switch self {

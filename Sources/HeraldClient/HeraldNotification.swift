@@ -5,15 +5,25 @@ import Foundation
 public struct HeraldNotification: Sendable, Hashable {
     /// What the notification shows. The API's `alert` is either a string (the body) or an object.
     public struct Alert: Sendable, Hashable, Codable {
+        /// `title`.
         public var title: String?
+        /// `subtitle`.
         public var subtitle: String?
+        /// `body` (or the whole `alert` when it is a string).
         public var body: String?
+        /// `launch_image`.
         public var launchImage: String?
+        /// `title_loc_key`: a key of the app's `Localizable.strings` for the title.
         public var titleLocKey: String?
+        /// `title_loc_args`: the title's format arguments.
         public var titleLocArgs: [String]?
+        /// `subtitle_loc_key`.
         public var subtitleLocKey: String?
+        /// `subtitle_loc_args`.
         public var subtitleLocArgs: [String]?
+        /// `loc_key`: a key of `Localizable.strings` for the body.
         public var locKey: String?
+        /// `loc_args`: the body's format arguments.
         public var locArgs: [String]?
 
         /// Creates an alert.
@@ -31,6 +41,7 @@ public struct HeraldNotification: Sendable, Hashable {
             case locKey = "loc_key", locArgs = "loc_args"
         }
 
+        /// Decodes the API's `alert`: a string (the body) or an object with the fields above.
         public init(from decoder: any Decoder) throws {
             if let text = try? decoder.singleValueContainer().decode(String.self) {
                 self.init(body: text)
@@ -98,6 +109,7 @@ public struct HeraldNotification: Sendable, Hashable {
 
     /// The notification's sound: a file name (`"default"` for the system sound) or a critical alert.
     public enum Sound: Sendable, Hashable {
+        /// A sound file of the app's bundle, or `"default"`.
         case named(String)
         /// A critical alert's sound (`{"critical": true, "name", "volume"}`); `volume` from 0 to 1.
         case critical(name: String?, volume: Double?)
@@ -111,8 +123,11 @@ public struct HeraldNotification: Sendable, Hashable {
     /// The stream's event id (`id:`), numbered per (app, user): what acknowledgements and
     /// `Last-Event-ID` carry. `nil` when the event had no numeric id.
     public var eventID: Int64?
+    /// What to show, if anything.
     public var alert: Alert?
+    /// The app icon's badge number to set, if any.
     public var badge: Int?
+    /// The sound to play, if any.
     public var sound: Sound?
     /// The sender's custom `data`, as sent.
     public var data: [String: HeraldJSON]
