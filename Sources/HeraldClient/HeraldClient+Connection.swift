@@ -12,6 +12,9 @@ extension HeraldClient {
             shared.withLock { $0.status = .connecting(attempt: attempt) }
             onEvent(.connecting(attempt: attempt))
             var failure: HeraldClientError?
+            // A token kept from before may have expired meanwhile: refused, it is replaced and
+            // tried again at once; a token just given by the provider and refused backs off.
+            let cached = shared.withLock { $0.token != nil }
             do {
                 let token = try await currentToken()
                 let (connected, error) = await runConnection(token: token)
@@ -23,7 +26,12 @@ extension HeraldClient {
             if Task.isCancelled { break }
             var retryAfter: Duration?
             switch failure {
-            case .unauthorized?: shared.withLock { $0.token = nil }
+            case .unauthorized?:
+                shared.withLock { $0.token = nil }
+                if cached {
+                    onEvent(.dropped(failure))
+                    continue
+                }
             case .http(_, _, _, let seconds?)?: retryAfter = .seconds(seconds)
             default: break
             }
@@ -40,7 +48,11 @@ extension HeraldClient {
     /// The cached client token, or a new one from the provider. A token for another user or
     /// device than the saved state's forgets the saved last event id (ids are per user).
     func currentToken() async throws(HeraldClientError) -> String {
-        if let token = shared.withLock({ $0.token }) { return token }
+        if let token = shared.withLock({ $0.token }) {
+            // One that has expired (its `exp`, read without verifying) is not worth a refusal.
+            guard let expiry = ClientTokenPeek.expiry(of: token), expiry.timeIntervalSinceNow < 5 else { return token }
+            shared.withLock { s in if s.token == token { s.token = nil } }
+        }
         let token: String
         do { token = try await tokenProvider() } catch {
             throw .tokenProvider(String(describing: error))

@@ -98,8 +98,9 @@ public final class HeraldClient: Sendable {
     }
 
     /// Gives the client token (from the app's backend, which has it minted by
-    /// `POST /v1/client-tokens`). Called before the first connection and again after Herald
-    /// refused the one in use (expired).
+    /// `POST /v1/client-tokens`). Called before the first connection; the token is kept for
+    /// the next ones until Herald refuses it (401: it is then replaced and tried again at once)
+    /// or its `exp` is less than 5 s away.
     public typealias TokenProvider = @Sendable () async throws -> String
 
     /// The notifications to show, each once: duplicates (a replay after a reconnect, or one

@@ -45,14 +45,24 @@ struct RecentIDs: Sendable, Equatable {
 /// The claims of a client token the client needs (`sub`, `device`), read without verifying
 /// (the server verifies; the client only notices that the token is for someone else).
 enum ClientTokenPeek {
+    /// `sub/device` (the device lower-cased).
     static func owner(of token: String) -> String? {
+        guard let claims = claims(token), let sub = claims["sub"] as? String else { return nil }
+        return "\(sub)/\((claims["device"] as? String)?.lowercased() ?? "")"
+    }
+
+    /// The `exp` claim.
+    static func expiry(of token: String) -> Date? {
+        guard let exp = claims(token)?["exp"] as? NSNumber else { return nil }
+        return Date(timeIntervalSince1970: exp.doubleValue)
+    }
+
+    private static func claims(_ token: String) -> [String: Any]? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { return nil }
         var b64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while b64.count % 4 != 0 { b64 += "=" }
-        guard let data = Data(base64Encoded: b64),
-              let claims = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let sub = claims["sub"] as? String else { return nil }
-        return "\(sub)/\((claims["device"] as? String)?.lowercased() ?? "")"
+        guard let data = Data(base64Encoded: b64) else { return nil }
+        return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
     }
 }

@@ -213,6 +213,60 @@ func take(_ n: Int, from client: HeraldClient, timeout: TimeInterval = 10) async
         await server.stop()
     }
 
+    @Test func aCachedTokenThatIsRefusedIsReplacedAtOnceWithoutBackingOff() async throws {
+        let refuseT1 = Locked(false)
+        let server = try ContractServer { request in
+            guard request.path == "/v1/stream" else { return .answer(status: 204) }
+            if request.headers["authorization"] == "Bearer t1" && refuseT1.withLock({ $0 }) {
+                return .answer(status: 401, body: #"{"error":{"code":"invalid_client_token","message":"expired"}}"#)
+            }
+            return .stream(initial: ": connected\n\n")
+        }
+        let calls = Locked(0)
+        let sleeper = RecordingSleeper()
+        let log = EventLog()
+        let client = Self.client(server, log: log, sleeper: sleeper, token: { calls.withLock { c in c += 1; return "t\(c)" } })
+        client.connect()
+        let first = try await server.stream(1)
+        #expect(first.request.headers["authorization"] == "Bearer t1")
+        // t1 expires while the stream is open; the server then ends the stream.
+        refuseT1.withLock { $0 = true }
+        first.finish()
+        let second = try await server.stream(2)
+        #expect(second.request.headers["authorization"] == "Bearer t2")
+        // One wait (after the clean end), none after the refusal of the kept token.
+        #expect(sleeper.delays.count == 1)
+        #expect(log.drops.count == 2)
+        #expect(log.drops.last == .unauthorized("expired"))
+        #expect(server.requests.filter { $0.path == "/v1/stream" }.count == 3)
+        await client.disconnect()
+        await server.stop()
+    }
+
+    @Test func aKeptTokenAtItsExpiryIsReplacedBeforeReconnecting() async throws {
+        @Sendable func jwt(exp: Date) -> String {
+            let claims = #"{"sub":"alice","app":"a","device":"00ab","exp":\#(Int(exp.timeIntervalSince1970))}"#
+            let b = Data(claims.utf8).base64EncodedString().replacingOccurrences(of: "=", with: "")
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            return "eyJhbGciOiJIUzI1NiJ9.\(b).c2ln"
+        }
+        let server = try Self.server()
+        let tokens = Locked([jwt(exp: Date().addingTimeInterval(3)), jwt(exp: Date().addingTimeInterval(3600))])
+        let log = EventLog()
+        let client = Self.client(server, log: log, token: { tokens.withLock { $0.count > 1 ? $0.removeFirst() : $0[0] } })
+        client.connect()
+        let first = try await server.stream(1)
+        let short = first.request.headers["authorization"]
+        first.finish()
+        let second = try await server.stream(2)
+        // The kept one expires within seconds: a new one was asked for, not refused first.
+        #expect(second.request.headers["authorization"] != short)
+        #expect(second.request.headers["authorization"] == "Bearer \(tokens.withLock { $0[0] })")
+        #expect(server.requests.filter { $0.path == "/v1/stream" }.count == 2)
+        await client.disconnect()
+        await server.stop()
+    }
+
     @Test func disconnectClosesTheSocketBeforeItReturnsAndSendsTheLastAcknowledgement() async throws {
         let gate = DispatchSemaphore(value: 0)
         let held = Locked(false)
