@@ -131,7 +131,7 @@ public final class HeraldClient: Sendable {
     let ackSession: URLSession
     let shared: Locked<Shared>
     /// Held while saving, so that saves reach the store in the order their snapshots were taken.
-    private let saving = NSLock()
+    private let saving = Locked(())
 
     struct Shared {
         var persisted: HeraldClientState
@@ -284,17 +284,17 @@ public final class HeraldClient: Sendable {
 
     /// Saves the state when it changed since the last save.
     func save() {
-        saving.lock()
-        defer { saving.unlock() }
-        let snapshot: HeraldClientState? = shared.withLock { s in
-            guard s.dirty else { return nil }
-            s.dirty = false
-            return s.persisted
-        }
-        guard let snapshot else { return }
-        do { try store.save(snapshot) } catch {
-            shared.withLock { $0.dirty = true }
-            onEvent(.storeFailed(error))
+        saving.withLock { _ in
+            let snapshot: HeraldClientState? = shared.withLock { s in
+                guard s.dirty else { return nil }
+                s.dirty = false
+                return s.persisted
+            }
+            guard let snapshot else { return }
+            do { try store.save(snapshot) } catch {
+                shared.withLock { $0.dirty = true }
+                onEvent(.storeFailed(error as? HeraldClientError ?? .store(String(describing: error))))
+            }
         }
     }
 }
