@@ -9,14 +9,18 @@ import PackageDescription
 /// - Transport adapters live under `Plugins/<Name>/`, depend on the core (and, where they need
 ///   crypto or TLS, on `HeraldCrypto`), never on each other, the store or the daemon.
 ///
-/// Herald builds on Linux only (Glibc, epoll, /proc); no other platform is declared, and
-/// `HeraldCore` stops a build elsewhere with an error that says so.
+/// Herald builds on Linux only (Glibc, epoll, /proc), and `HeraldCore` stops a build elsewhere
+/// with an error that says so. The exception is `HeraldClient`, the app-side library (Foundation
+/// only, no other Herald module), which also builds for iOS 16 and macOS 13: the platforms below
+/// are its minimums.
 let package = Package(
     name: "Herald",
+    platforms: [.iOS(.v16), .macOS(.v13)],
     products: [
         .executable(name: "herald", targets: ["herald"]),
         .library(name: "HeraldCore", targets: ["HeraldCore"]),
         .library(name: "HeraldTestKit", targets: ["HeraldTestKit"]),
+        .library(name: "HeraldClient", targets: ["HeraldClient"]),
     ],
     targets: [
         // MARK: C libraries (system-library targets with typed shims)
@@ -32,24 +36,26 @@ let package = Package(
                        providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "CPostgres", path: "Sources/CPostgres", pkgConfig: "libpq",
                        providers: [.apt(["libpq-dev"])]),
+        // epoll and eventfd (Glibc's module does not export them): no library to link.
+        .systemLibrary(name: "CLinux", path: "Sources/CLinux"),
 
         // MARK: Core, store, crypto
         .target(name: "HeraldCore", path: "Sources/HeraldCore"),
         .target(name: "HeraldSQLite", dependencies: ["HeraldCore", "CSQLite"], path: "Sources/HeraldSQLite"),
-        .target(name: "HeraldPostgres", dependencies: ["HeraldCore", "CPostgres"], path: "Sources/HeraldPostgres"),
+        .target(name: "HeraldPostgres", dependencies: ["HeraldCore", "CPostgres", "CLinux"], path: "Sources/HeraldPostgres"),
         .target(name: "HeraldCrypto", dependencies: ["HeraldCore", "COpenSSL"], path: "Sources/HeraldCrypto"),
         .target(name: "APNsBinaryProtocol", path: "Sources/APNsBinaryProtocol"),
 
         // MARK: APNs simulators and the daemon
         .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldCrypto", "APNsBinaryProtocol", "CNGHTTP2"],
                 path: "Sources/HeraldSimulator"),
-        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldCrypto", "CMicroHTTPD"],
+        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldCrypto", "CMicroHTTPD", "CLinux"],
                 path: "Sources/HeraldServer"),
 
         // MARK: Transport plugins
         .target(name: "HeraldLogTransport", dependencies: ["HeraldCore"], path: "Plugins/LogTransport"),
         .target(name: "HeraldLocalTransport", dependencies: ["HeraldCore"], path: "Plugins/Local"),
-        .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldCrypto", "CCurl", "CNGHTTP2"], path: "Plugins/APNsHTTP2"),
+        .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldCrypto", "CCurl", "CNGHTTP2", "CLinux"], path: "Plugins/APNsHTTP2"),
         .target(name: "HeraldAPNsBinary", dependencies: ["HeraldCore", "HeraldCrypto", "APNsBinaryProtocol"], path: "Plugins/APNsBinary"),
 
         // MARK: CLI and executable
@@ -60,6 +66,9 @@ let package = Package(
                           dependencies: ["HeraldCLI", "HeraldCore", "HeraldSQLite", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
                                          "HeraldAPNsBinary"],
                           path: "Sources/herald"),
+
+        // MARK: The app side (iOS, macOS, Linux): Foundation only, no Herald module
+        .target(name: "HeraldClient", path: "Sources/HeraldClient"),
 
         // MARK: Test kit (doubles and in-process servers for tests)
         .target(name: "HeraldTestKit", dependencies: ["HeraldCore", "HeraldSimulator", "APNsBinaryProtocol"], path: "Sources/HeraldTestKit"),
@@ -92,5 +101,8 @@ let package = Package(
         .testTarget(name: "APNsBinaryTests", dependencies: ["HeraldAPNsBinary", "APNsBinaryProtocol", "HeraldCore", "HeraldCrypto",
                                                          "HeraldSQLite", "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/APNsBinaryTests"),
+        .testTarget(name: "HeraldClientTests", dependencies: ["HeraldClient", "HeraldServer", "HeraldSQLite", "HeraldCore", "HeraldCrypto",
+                                                           "HeraldLocalTransport", "HeraldTestKit"],
+                    path: "Tests/HeraldClientTests"),
     ]
 )

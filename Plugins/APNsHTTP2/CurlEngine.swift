@@ -1,4 +1,5 @@
 import CCurl
+import CLinux  // epoll
 import Dispatch
 import FoundationEssentials
 import HeraldCore

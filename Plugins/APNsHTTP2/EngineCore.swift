@@ -1,4 +1,5 @@
-import CCurl  // epoll and eventfd (its shim includes them)
+import CCurl
+import CLinux  // epoll and eventfd
 import Dispatch
 import FoundationEssentials
 import HeraldCore

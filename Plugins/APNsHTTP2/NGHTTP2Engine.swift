@@ -1,4 +1,5 @@
-import CCurl  // epoll (its shim includes sys/epoll.h)
+import CCurl
+import CLinux  // epoll
 import CNGHTTP2
 import Dispatch
 import FoundationEssentials

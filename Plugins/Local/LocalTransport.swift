@@ -4,7 +4,10 @@ import HeraldCore
 /// The `local` transport: foreground delivery through the daemon's live streams.
 ///
 /// An app that is open holds a stream to Herald (`GET /v1/stream`); a delivery routed here is
-/// written down that stream and is `delivered` once written. A device with no open stream is
+/// written down that stream. It is `delivered` once the client acknowledged it, when the client
+/// opened its stream with `ack=1`, and once written otherwise. An acknowledging client that lets
+/// the app's `ackTimeout` pass is reported `notConnected` (with no date: no presence grace), so
+/// the delivery goes to its fallback route at once. A device with no open stream is
 /// reported `notConnected`, and the delivery engine decides what follows (wait out the app's
 /// `presenceGrace`, fall back to the push route, or wait in the inbox until the device returns
 /// or the inbox TTL ends). The transport knows neither HTTP nor the store: it talks to the
@@ -48,6 +51,7 @@ public final class LocalTransport: TransportPlugin {
         return results.map { result in
             switch result {
             case .written(let id): return .delivered(apnsID: nil, evidence: "written to the device's stream as event \(id)")
+            case .acknowledged(let id): return .delivered(apnsID: nil, evidence: "acknowledged by the device as event \(id)")
             case .notConnected(let since): return .notConnected(since: since)
             case .unavailable(let reason): return .retry(after: 1, reason: reason)
             }

@@ -1,8 +1,6 @@
 #ifndef HERALD_CCURL_SHIM_H
 #define HERALD_CCURL_SHIM_H
 #include <curl/curl.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 
 /* curl_easy_setopt / curl_multi_setopt / curl_easy_getinfo are variadic and do not import
    into Swift: these typed wrappers are the only way Swift code calls them. */

@@ -3,7 +3,6 @@
 #include <libpq-fe.h>
 #include <poll.h>
 #include <stdint.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 /// Typed shims: the enum values libpq returns, as plain ints Swift can compare without casts.
@@ -47,10 +46,4 @@ static inline int herald_pq_wait_readable_or(const PGconn *conn, int wake_fd, in
     if (bits & 2) { uint64_t n; (void)!read(wake_fd, &n, sizeof n); }
     return bits;
 }
-
-/// A non-blocking, close-on-exec eventfd for ``herald_pq_wait_readable_or`` (-1 on error).
-static inline int herald_wake_fd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
-
-/// Makes `herald_pq_wait_readable_or` on `fd` return.
-static inline void herald_wake(int fd) { uint64_t one = 1; (void)!write(fd, &one, sizeof one); }
 #endif

@@ -1,5 +1,6 @@
 internal import CPostgres
 import FoundationEssentials
+internal import CLinux  // eventfd
 import Glibc
 import HeraldCore
 
@@ -215,11 +216,11 @@ extension String {
 final class PGWakeSignal: Sendable {
     let fd: Int32
 
-    init() { fd = herald_wake_fd() }
+    init() { fd = herald_eventfd() }
     deinit { close(fd) }
 
     /// Makes the wait return (now, or at once when it starts).
-    func signal() { herald_wake(fd) }
+    func signal() { herald_eventfd_signal(fd) }
 }
 
 enum PGArray {

@@ -257,7 +257,7 @@ import Glibc
 /// A blocking HTTP/1.1 client socket that reads raw bytes (no de-chunking), for byte-exact checks.
 final class RawClient: @unchecked Sendable {
     struct Failure: Error, CustomStringConvertible { var description: String }
-    private var fd: Int32
+    private(set) var fd: Int32
     private var buffered: [UInt8] = []
 
     init(port: Int, receiveBuffer: Int? = nil) throws {

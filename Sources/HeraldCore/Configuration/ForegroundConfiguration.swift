@@ -31,21 +31,40 @@ public struct StreamsConfiguration: Sendable, Equatable {
     /// Bytes a stream may have unsent before its client counts as stalled and is disconnected
     /// (what it missed stays in the inbox). Default 65536.
     public var bufferBytes: Int = 65_536
+    /// Most streams one device holds; a newer stream replaces the device's oldest. Default 2.
+    public var maxPerDevice: Int = StreamsConfiguration.defaultMaxPerDevice
+    /// Most streams one user holds per app; past it a new stream is refused (429). Default 20.
+    public var maxPerUser: Int = StreamsConfiguration.defaultMaxPerUser
 
-    public init(heartbeat: TimeInterval = 15, maxStreams: Int = 10_000, bufferBytes: Int = 65_536) {
+    /// `maxPerDevice`'s default: an app and one reconnect overlapping its dying stream.
+    public static let defaultMaxPerDevice = 2
+    /// `maxPerUser`'s default.
+    public static let defaultMaxPerUser = 20
+    /// `apps.<id>.ackTimeout`'s default, in seconds. An ack on loopback comes back in about a
+    /// millisecond; a phone on a poor cellular link needs a new connection (TCP and TLS, three
+    /// round trips of up to ~500 ms) before its first ack. 3 s covers that with room, and is the
+    /// longest a frozen app's notification waits before its push.
+    public static let defaultAckTimeout: TimeInterval = 3
+
+    public init(heartbeat: TimeInterval = 15, maxStreams: Int = 10_000, bufferBytes: Int = 65_536,
+                maxPerDevice: Int = StreamsConfiguration.defaultMaxPerDevice, maxPerUser: Int = StreamsConfiguration.defaultMaxPerUser) {
         self.heartbeat = heartbeat
         self.maxStreams = maxStreams
         self.bufferBytes = bufferBytes
+        self.maxPerDevice = maxPerDevice
+        self.maxPerUser = maxPerUser
     }
 
     init(node: JSONNode) {
         guard case .object = node.value else {
-            node.error("expected an object with \"heartbeat\", \"maxStreams\" and \"bufferBytes\", found \(node.value.typeDescription)")
+            node.error("expected an object with \"heartbeat\", \"maxStreams\", \"bufferBytes\", \"maxPerDevice\" and \"maxPerUser\", found \(node.value.typeDescription)")
             return
         }
         if let h = node.positiveDuration("heartbeat") { heartbeat = h }
         if let n = node.int("maxStreams", in: 1...1_000_000) { maxStreams = n }
         if let n = node.int("bufferBytes", in: 256...(64 << 20)) { bufferBytes = n }
+        if let n = node.int("maxPerDevice", in: 1...100) { maxPerDevice = n }
+        if let n = node.int("maxPerUser", in: 1...1_000_000) { maxPerUser = n }
     }
 }
 
@@ -53,7 +72,7 @@ extension AppConfiguration {
     /// The shortest `clientSecret` accepted, in bytes.
     public static let minimumClientSecretBytes = 32
 
-    /// Reads `foreground`, `clientSecret`, `presenceGrace` and `inbox`.
+    /// Reads `foreground`, `clientSecret`, `presenceGrace`, `ackTimeout` and `inbox`.
     mutating func readForeground(_ node: JSONNode) {
         if let f = node.oneOf("foreground", ForegroundPolicy.self) { foreground = f }
         if let secret = node.secret("clientSecret") {
@@ -70,6 +89,7 @@ extension AppConfiguration {
                        + "are signed with it; add \"clientSecret\": \"${CLIENT_SECRET}\" (at least \(Self.minimumClientSecretBytes) bytes)")
         }
         if let g = node.duration("presenceGrace", minimum: 0) { presenceGrace = g }
+        if let t = node.positiveDuration("ackTimeout") { ackTimeout = t }
         if let i = node.child("inbox") { inbox = InboxConfiguration(node: i) }
     }
 

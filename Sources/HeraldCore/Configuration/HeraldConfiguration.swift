@@ -268,6 +268,9 @@ public struct AppConfiguration: Sendable, Equatable {
     public var presenceGrace: TimeInterval = 0
     /// The per-user inbox of notifications waiting for a stream.
     public var inbox: InboxConfiguration = InboxConfiguration()
+    /// How long an event written to an acknowledging stream (`ack=1`) waits for its ack before it
+    /// goes to the device's fallback route. Default ``StreamsConfiguration/defaultAckTimeout``.
+    public var ackTimeout: TimeInterval = StreamsConfiguration.defaultAckTimeout
 
     public init(id: String, topic: String? = nil, routes: [String], foreground: ForegroundPolicy = .pushOnly,
                 maxDevicesPerUser: Int = 100) {

@@ -22,8 +22,10 @@ public protocol LocalStreams: Sendable {
 
 /// What became of one delivery handed to ``LocalStreams/write(_:)``.
 public enum LocalWriteResult: Sendable, Equatable {
-    /// Written to a live stream with this event id.
+    /// Written to a live stream with this event id (a client that does not acknowledge).
     case written(id: Int64)
+    /// Written to an acknowledging client's stream with this event id, and acknowledged by it.
+    case acknowledged(id: Int64)
     /// The device has no open stream; `since` is when its last one closed (`nil`: none in this run).
     case notConnected(since: Date?)
     /// The inbox could not record it (the store is away): try again later.

@@ -87,7 +87,7 @@ public final class API: Sendable {
         case health, ready, metrics, demo
         case registerDevice, removeDevice(token: String), userDevices(user: String)
         case sendNotification, notificationStatus(id: String)
-        case stream
+        case stream, streamAck
         case mintClientToken
 
         var label: String {
@@ -102,13 +102,14 @@ public final class API: Sendable {
             case .sendNotification: return "POST /v1/notifications"
             case .notificationStatus: return "GET /v1/notifications/{id}"
             case .stream: return "GET /v1/stream"
+            case .streamAck: return "POST /v1/stream/ack"
             case .mintClientToken: return "POST /v1/client-tokens"
             }
         }
 
         var scope: APIConfiguration.Scope? {
             switch self {
-            case .health, .ready, .stream, .demo: return nil
+            case .health, .ready, .stream, .streamAck, .demo: return nil
             case .metrics: return .admin
             case .registerDevice, .removeDevice, .userDevices, .mintClientToken: return .devices
             case .sendNotification, .notificationStatus: return .send
@@ -143,6 +144,7 @@ public final class API: Sendable {
         case 2 where s[0] == "v1" && s[1] == "notifications": return only("POST", .sendNotification)
         case 3 where s[0] == "v1" && s[1] == "notifications": return only("GET", .notificationStatus(id: s[2]))
         case 2 where s[0] == "v1" && s[1] == "stream": return only("GET", .stream)
+        case 3 where s[0] == "v1" && s[1] == "stream" && s[2] == "ack": return only("POST", .streamAck)
         case 2 where s[0] == "v1" && s[1] == "client-tokens": return only("POST", .mintClientToken)
         default:
             return .failure(.notFound("no such endpoint: \(request.path); see docs/openapi.yaml"))
@@ -230,6 +232,7 @@ public final class API: Sendable {
         do {
             switch route {
             case .stream: response = await openStream(request)
+            case .streamAck: response = await streamAck(request)
             case .registerDevice: response = try await registerDevice(request)
             case .removeDevice(let token): response = try await removeDevice(token, request)
             case .userDevices(let user): response = try await userDevices(user, request)

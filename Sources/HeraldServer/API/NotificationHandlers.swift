@@ -118,7 +118,9 @@ extension API {
                         if let t = d.transport { e.string("transport", t) } else { e.null("transport") }
                         e.string("state", d.state.rawValue)
                         e.int("attempts", d.attempts)
-                        if let r = d.lastReason { e.string("reason", r) } else { e.null("reason") }
+                        if let r = Self.awaitingAckReason(d, app: status.app, notification: status.id, streams: dependencies.streams) ?? d.lastReason {
+                            e.string("reason", r)
+                        } else { e.null("reason") }
                         e.string("apns_id", d.apnsID)
                         e.string("updated_at", d.updatedAt.iso8601)
                         if d.state == .queued, let next = d.nextAttemptAt { e.string("next_attempt_at", next.iso8601) }

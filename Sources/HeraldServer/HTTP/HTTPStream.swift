@@ -54,7 +54,8 @@ extension HTTPResponse {
 public final class HTTPStream: @unchecked Sendable {
     /// Why a stream ended; ``onClose(_:)`` receives it exactly once.
     public enum CloseReason: String, Sendable {
-        /// The client went away (found by a failed write, typically the heartbeat's).
+        /// The client went away: its socket hung up (FIN or RST, seen at once by the registry's
+        /// watcher) or a write failed.
         case clientGone = "client_gone"
         /// The client did not read fast enough: the unsent bytes passed the bound.
         case overflow
@@ -214,11 +215,37 @@ public final class HTTPStream: @unchecked Sendable {
         }
     }
 
+    /// The client hung up (the registry's watcher saw FIN or RST on the socket, which a
+    /// suspended connection does not notice): no more writes, ``onClose(_:)`` runs now with
+    /// ``CloseReason/clientGone``, and the connection is cut and resumed so that the server
+    /// thread closes it and frees its slot.
+    func hungUp() {
+        let handler: (@Sendable (CloseReason) -> Void)? = state.withLock { s in
+            guard !s.released, s.closedReason == nil else { return nil }
+            s.ending = .clientGone
+            s.closedReason = .clientGone
+            let handler = s.onClose
+            s.onClose = nil
+            s.onDrained = nil
+            s.pending = []
+            s.sent = 0
+            abortConnection(&s)
+            return handler
+        }
+        handler?(.clientGone)
+    }
+
     /// The connection is done with the stream (server thread, before its socket closes).
-    /// - Returns: the handler to run with the reason, outside any lock.
+    /// - Returns: the handler to run with the reason, outside any lock (none when the hang-up
+    ///   watcher already ran it).
     func released() -> (CloseReason, (@Sendable (CloseReason) -> Void)?) {
         state.withLock { s in
             s.released = true
+            if let early = s.closedReason {
+                s.onDrained = nil
+                s.pending = []
+                return (early, nil)
+            }
             let reason: CloseReason
             switch s.ending {
             case .finished? where s.pending.count == s.sent: reason = .finished
@@ -235,6 +262,9 @@ public final class HTTPStream: @unchecked Sendable {
             return (reason, handler)
         }
     }
+
+    /// The connection's socket, or -1 (valid until the connection releases the stream).
+    var socket: Int32 { state.withLock { s in s.released ? -1 : herald_mhd_connection_fd(connection) } }
 
     private func wake(_ s: inout State) {
         if s.suspended {

@@ -124,6 +124,12 @@ public final class Daemon: Sendable {
     /// Event streams open now (`GET /v1/stream`).
     public var openStreams: Int { running.withLock { $0?.streams }?.count ?? 0 }
 
+    /// The devices of `user` that count as in the foreground on this node (a stream open, and no
+    /// ack timed out since).
+    public func presence(app: String, user: String) -> Set<String> {
+        running.withLock { $0?.streams }?.connectedDevices(app: app, users: [user])[user] ?? []
+    }
+
     /// The port the API listens on (0 before ``start()``).
     public var port: Int { running.withLock { $0?.server.port } ?? 0 }
 
@@ -308,6 +314,7 @@ public final class Daemon: Sendable {
         if old.storage != new.storage { reasons.append("storage changed: restart to apply") }
         if old.api.listen != new.api.listen { reasons.append("api.listen changed (\(old.api.listen) → \(new.api.listen)): restart to apply") }
         if old.api.maxBodyBytes != new.api.maxBodyBytes { reasons.append("api.maxBodyBytes changed: restart to apply") }
+        reasons += Self.streamRestartReasons(old: old.api.streams, new: new.api.streams)
         reasons += Self.matrixRestartReasons(old: old, new: new)
         if let refusal = new.api.unauthenticatedNetworkRefusal { reasons.append("api.keys: \(refusal)") }
         if old.server.connectionLimit != new.server.connectionLimit || old.server.connectionTimeout != new.server.connectionTimeout

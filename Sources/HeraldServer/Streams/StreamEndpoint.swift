@@ -5,6 +5,9 @@ import HeraldCrypto
 extension HTTPStream: EventSink {
     public func send(_ bytes: [UInt8]) -> Bool { write(bytes) }
 
+    /// Ends the stream with a comment saying why (a newer stream of the device replaced it).
+    public func close() { finish(final: ServerSentEvents.comment("replaced by a newer stream of this device")) }
+
     public func waitForRoom(_ count: Int) async -> Bool {
         // The server thread drains the buffer as the client reads; a replay waits for half of it.
         while isOpen && unsentBytes + count > bufferLimit / 2 && unsentBytes > 0 {
@@ -15,10 +18,13 @@ extension HTTPStream: EventSink {
 }
 
 extension API {
-    /// `GET /v1/stream?app=A[&since=N][&access_token=T]`: the device's live event stream
+    /// `GET /v1/stream?app=A[&ack=1][&since=N][&access_token=T]`: the device's live event stream
     /// (Server-Sent Events), authenticated by a client token (`Authorization: Bearer` or
     /// `access_token`). With `Last-Event-ID` (or `since`), what the inbox holds after that id is
-    /// replayed first.
+    /// replayed first. With `ack=1` the client acknowledges what it reads
+    /// (`POST /v1/stream/ack`), and its deliveries are `delivered` only once acknowledged.
+    /// A device holds at most `api.streams.maxPerDevice` streams (a new one replaces its oldest),
+    /// a user `api.streams.maxPerUser` (past it: 429 `too_many_user_streams`).
     func openStream(_ request: HTTPRequest) async -> HTTPResponse {
         let configuration = deps.snapshot().configuration
         guard let hub = deps.streams else {
@@ -57,11 +63,27 @@ extension API {
             }
             after = n
         }
-        let user = claims.user, replayAfter = after
-        return HTTPResponse.eventStream(heartbeat: configuration.api.streams.heartbeat) { stream in
+        let acking: Bool
+        switch request.query["ack"] {
+        case nil, "0"?: acking = false
+        case "1"?: acking = true
+        case let other?: return APIError.invalid("ack", "must be 1 (the client acknowledges events) or 0, found \"\(other)\"").response
+        }
+        let streams = configuration.api.streams
+        let limits = StreamHub.Limits(perDevice: streams.maxPerDevice, perUser: streams.maxPerUser)
+        let user = claims.user, replayAfter = after, ackTimeout = app.ackTimeout
+        if let refusal = hub.refusal(app: appID, user: user, device: device, limits: limits) {
+            return APIError(status: 429, code: "too_many_user_streams", message: refusal, retryAfter: 5).response
+        }
+        return HTTPResponse.eventStream(heartbeat: streams.heartbeat) { stream in
             // Present before the client hears it is connected: a notification sent as soon as it
             // says so is planned for this stream.
-            let connection = hub.register(stream, app: appID, user: user, device: device)
+            guard let connection = hub.register(stream, app: appID, user: user, device: device, acking: acking,
+                                                ackTimeout: ackTimeout, limits: limits) else {
+                // The user reached its limit between the check above and now (streams opened side by side).
+                stream.finish(final: ServerSentEvents.comment("refused: too many streams for this user (api.streams.maxPerUser)"))
+                return
+            }
             stream.onClose { _ in hub.detach(connection) }
             // Reconnect after 2 s; a comment so that clients see the stream is live at once.
             _ = stream.write(ServerSentEvents.retry(milliseconds: 2000) + ServerSentEvents.comment("connected"))
@@ -71,5 +93,21 @@ extension API {
 
     static func clientTokenError(_ message: String) -> HTTPResponse {
         APIError(status: 401, code: "invalid_client_token", message: message).response
+    }
+}
+
+extension Daemon {
+    /// The `api.streams` keys a reload cannot apply (the HTTP server sizes its connection table
+    /// and stream buffers from them at start): each change, named, for the refusal. `heartbeat`,
+    /// `maxPerDevice` and `maxPerUser` apply on reload, to the streams opened after it.
+    static func streamRestartReasons(old: StreamsConfiguration, new: StreamsConfiguration) -> [String] {
+        var reasons: [String] = []
+        if old.maxStreams != new.maxStreams {
+            reasons.append("api.streams.maxStreams changed (\(old.maxStreams) → \(new.maxStreams)): restart to apply")
+        }
+        if old.bufferBytes != new.bufferBytes {
+            reasons.append("api.streams.bufferBytes changed (\(old.bufferBytes) → \(new.bufferBytes)): restart to apply")
+        }
+        return reasons
     }
 }

@@ -9,6 +9,13 @@ public protocol EventSink: AnyObject, Sendable {
     /// Waits until `count` more bytes fit without crowding the client's buffer (a replay is
     /// paced by the client's reading, so it never overflows the bound); `false` once closed.
     func waitForRoom(_ count: Int) async -> Bool
+    /// Ends the stream (a newer stream of the same device replaced it).
+    func close()
+}
+
+extension EventSink {
+    /// Sinks that cannot be ended from the hub ignore it.
+    public func close() {}
 }
 
 /// The daemon's live streams: presence for the fan-out, the write path of the local transport,
@@ -18,6 +25,14 @@ public protocol EventSink: AnyObject, Sendable {
 /// client missed while its connection was dying is replayed when it reconnects with
 /// `Last-Event-ID`. While a connection replays, live events for it are held back and sent after
 /// the replay, skipping what the replay already sent: no gap, no duplicate across the switch.
+///
+/// A stream opened with acks (``register(_:app:user:device:acking:ackTimeout:limits:)``) makes
+/// its deliveries wait for the client's cumulative acknowledgement (``acknowledge(app:user:device:id:)``):
+/// ``write(_:)`` answers ``LocalWriteResult/acknowledged(id:)`` once the device acknowledged
+/// the event, or, past the stream's ack timeout, ``LocalWriteResult/notConnected(since:)`` with
+/// no date (the delivery engine falls back at once), and the device stops counting as present
+/// until it acknowledges again or reconnects. A stream without acks keeps the old rule: written
+/// is delivered.
 public final class StreamHub: LocalStreams, Presence, Sendable {
     /// A device of one app.
     struct Key: Hashable, Sendable {
@@ -34,12 +49,82 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         var replaying = true
         var held: [(seq: Int64, bytes: [UInt8])] = []
         var lastSent: Int64 = 0
+        /// The client acknowledges what it reads (`ack=1`): its deliveries wait for the ack.
+        let acking: Bool
+        /// How long an event written to an acking client waits for its ack.
+        let ackTimeout: TimeInterval
+        /// When it opened (the oldest is replaced when a device is over its limit).
+        let openedAt: Date
 
-        init(sink: any EventSink, user: String, key: Key) {
+        init(sink: any EventSink, user: String, key: Key, acking: Bool = false, ackTimeout: TimeInterval = 3, openedAt: Date = Date()) {
             self.sink = sink
             self.user = user
             self.key = key
+            self.acking = acking
+            self.ackTimeout = ackTimeout
+            self.openedAt = openedAt
         }
+    }
+
+    /// How many streams one device and one user may hold (`api.streams.maxPerDevice`, `maxPerUser`).
+    public struct Limits: Sendable, Equatable {
+        /// Past it, a device's oldest stream is closed for its newest.
+        public var perDevice: Int
+        /// Past it, a user's new stream is refused.
+        public var perUser: Int
+
+        public init(perDevice: Int = StreamsConfiguration.defaultMaxPerDevice, perUser: Int = StreamsConfiguration.defaultMaxPerUser) {
+            self.perDevice = perDevice
+            self.perUser = perUser
+        }
+    }
+
+    /// One batch's deliveries waiting for acks (guarded by the hub's lock, except `signal`).
+    final class AckBatch: @unchecked Sendable {
+        struct Entry {
+            var index: Int
+            var seq: Int64
+            var notificationID: String
+            var frame: [UInt8]
+            var deadline: Date
+        }
+        var pending: [Key: [Entry]] = [:]
+        /// Every device the batch waits on (where ``StreamHub/State/ackWaits`` lists it).
+        var keys: Set<Key> = []
+        var results: [Int: LocalWriteResult] = [:]
+        var remaining = 0
+        let signal = WakeSignal()
+
+        /// Settles the entries of `key` that `decide` answers for; true when the batch is complete.
+        func settle(_ key: Key, _ decide: (Entry) -> LocalWriteResult?) -> Bool {
+            guard var entries = pending[key] else { return remaining == 0 }
+            entries.removeAll { e in
+                guard let r = decide(e) else { return false }
+                results[e.index] = r
+                remaining -= 1
+                return true
+            }
+            pending[key] = entries.isEmpty ? nil : entries
+            return remaining == 0
+        }
+    }
+
+    /// A write to an acking stream that waits for its ack.
+    struct AckWait {
+        var index: Int
+        var key: Key
+        var seq: Int64
+        var notificationID: String
+        var frame: [UInt8]
+        var timeout: TimeInterval
+    }
+
+    /// What an acknowledgement did (``acknowledge(app:user:device:id:)``).
+    public enum AckResult: Sendable, Equatable {
+        /// Recorded for the device's open stream(s).
+        case recorded
+        /// The device has no stream of this user open on this server: nothing to record.
+        case noStream
     }
 
     private struct State {
@@ -53,6 +138,12 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         /// number, and is not sent again if the reconnect's replay already did.
         var orphans: [Key: [String: (seq: Int64, frame: [UInt8])]] = [:]
         var orphanCount = 0
+        /// The highest event id each connected device acknowledged.
+        var acked: [Key: Int64] = [:]
+        /// Devices that let an event's ack time out: not present until they ack or reconnect.
+        var unresponsive: Set<Key> = []
+        /// Batches waiting for acks, by device.
+        var ackWaits: [Key: [AckBatch]] = [:]
     }
 
     /// Most orphaned events remembered (beyond it, a rare reconnect may see one twice).
@@ -70,6 +161,8 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
     private let open: Gauge
     private let events: Counter
     private let replayed: Counter
+    private let acks: Counter
+    private let ackTimeouts: Counter
 
     /// - Parameters:
     ///   - maxPerUser: the app's `inbox.maxPerUser`.
@@ -91,10 +184,14 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         open = metrics.gauge("herald_streams_open", help: "Event streams open (GET /v1/stream).")
         events = metrics.counter("herald_stream_events_total", help: "Notifications written to live streams.")
         replayed = metrics.counter("herald_stream_replayed_total", help: "Inbox entries replayed to reconnecting streams.")
+        acks = metrics.counter("herald_stream_acks_total", help: "Acknowledgements received (POST /v1/stream/ack).")
+        ackTimeouts = metrics.counter("herald_stream_ack_timeouts_total",
+                                      help: "Events not acknowledged within their app's ackTimeout (sent to the fallback route).")
     }
 
     // MARK: Presence
 
+    /// Devices with a stream open that have not let an ack time out since.
     public func connectedDevices(app: String, users: [String]) -> [String: Set<String>] {
         state.withLock { s in
             guard let apps = s.byUser[app] else { return [:] }
@@ -113,25 +210,76 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
     /// given), then lets live events through; parked deliveries of the device are made due.
     /// - Returns: the connection, for ``detach(_:)`` when the stream closes.
     @discardableResult
-    public func attach(_ sink: any EventSink, app: String, user: String, device: String, after: Int64?) async -> Connection {
-        let connection = register(sink, app: app, user: user, device: device)
+    /// No limit applies (a caller that wants them uses ``register(_:app:user:device:acking:ackTimeout:limits:)``).
+    public func attach(_ sink: any EventSink, app: String, user: String, device: String, after: Int64?,
+                       acking: Bool = false, ackTimeout: TimeInterval = StreamsConfiguration.defaultAckTimeout) async -> Connection {
+        let connection = Connection(sink: sink, user: user, key: Key(app: app, device: device), acking: acking, ackTimeout: ackTimeout,
+                                    openedAt: clock.now)
+        _ = insert(connection, limits: Limits(perDevice: .max, perUser: .max))
         await catchUp(connection, after: after)
         return connection
     }
 
     /// Makes the device present at once (the fan-out plans its stream from now on); live
     /// events wait until ``catchUp(_:after:)``.
-    public func register(_ sink: any EventSink, app: String, user: String, device: String) -> Connection {
-        let key = Key(app: app, device: device)
-        let connection = Connection(sink: sink, user: user, key: key)
-        state.withLock { s in
-            s.connections[key, default: []].append(connection)
+    ///
+    /// - Parameters:
+    ///   - acking: the client acknowledges events (`ack=1`); its deliveries wait for the ack.
+    ///   - ackTimeout: how long an event waits for its ack before it goes to the fallback route.
+    ///   - limits: when the device holds `perDevice` streams already, its oldest is closed; when
+    ///     the user holds `perUser`, this one is refused.
+    /// - Returns: `nil` when the user is at its limit (the caller ends the stream; see
+    ///   ``refusal(app:user:device:limits:)`` to refuse before answering).
+    public func register(_ sink: any EventSink, app: String, user: String, device: String, acking: Bool = false,
+                         ackTimeout: TimeInterval = StreamsConfiguration.defaultAckTimeout, limits: Limits = Limits()) -> Connection? {
+        let connection = Connection(sink: sink, user: user, key: Key(app: app, device: device), acking: acking, ackTimeout: ackTimeout,
+                                    openedAt: clock.now)
+        return insert(connection, limits: limits) ? connection : nil
+    }
+
+    /// Adds `connection` within `limits`, replacing the device's oldest streams; false when refused.
+    private func insert(_ connection: Connection, limits: Limits) -> Bool {
+        let key = connection.key, app = key.app, device = key.device, user = connection.user
+        let replaced: [Connection]? = state.withLock { s in
+            if Self.refusal(s, key: key, user: user, limits: limits) != nil { return nil }
+            var list = s.connections[key] ?? []
+            var replaced: [Connection] = []
+            while list.count >= max(1, limits.perDevice) { replaced.append(list.removeFirst()) }
+            list.append(connection)
+            s.connections[key] = list
             s.byUser[app, default: [:]][user, default: []].insert(device)
             s.closedAt[key] = nil
+            s.unresponsive.remove(key)
             opened(app, user, device)
+            return replaced
         }
-        open.add(1)
-        return connection
+        guard let replaced else { return false }
+        open.add(Double(1 - replaced.count))
+        for old in replaced {
+            logger.info("a newer stream of the device replaced its oldest (api.streams.maxPerDevice)",
+                        ["app": app, "device": Redact.token(device)])
+            old.sink.close()
+        }
+        return true
+    }
+
+    /// Why a new stream of `device` for `user` would be refused now (the user holds
+    /// `limits.perUser` streams, not counting one that a newer stream of this device replaces),
+    /// or `nil`.
+    public func refusal(app: String, user: String, device: String, limits: Limits) -> String? {
+        state.withLock { s in Self.refusal(s, key: Key(app: app, device: device), user: user, limits: limits) }
+    }
+
+    private static func refusal(_ s: State, key: Key, user: String, limits: Limits) -> String? {
+        let devices = s.byUser[key.app]?[user] ?? []
+        var count = 0
+        for d in devices.union(s.unresponsive.filter { $0.app == key.app }.map(\.device)) {
+            count += s.connections[Key(app: key.app, device: d)]?.filter { $0.user == user }.count ?? 0
+        }
+        // A device at its own limit gives up its oldest stream: the user's count does not grow.
+        if (s.connections[key]?.count ?? 0) >= max(1, limits.perDevice) { count -= 1 }
+        guard count >= limits.perUser else { return nil }
+        return "user holds its limit of \(limits.perUser) open streams for this app (api.streams.maxPerUser); close one first"
     }
 
     /// Replays the inbox after `after` (when given), sends the live events that came meanwhile
@@ -176,8 +324,12 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
     }
 
     /// Forgets a stream that closed.
+    /// Forgets a stream that closed (or was replaced). When it was the device's last, what
+    /// waits for the device's acks is answered not connected (as of now).
     public func detach(_ connection: Connection) {
         let key = connection.key
+        let now = clock.now
+        var complete: [AckBatch] = []
         let removed: Bool = state.withLock { s in
             guard var list = s.connections[key], let i = list.firstIndex(where: { $0 === connection }) else { return false }
             list.remove(at: i)
@@ -185,13 +337,23 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
                 s.connections[key] = nil
                 s.byUser[key.app]?[connection.user]?.remove(key.device)
                 if s.byUser[key.app]?[connection.user]?.isEmpty == true { s.byUser[key.app]?[connection.user] = nil }
-                s.closedAt[key] = clock.now
-                closed(key.app, key.device)
+                s.closedAt[key] = now
+                s.acked[key] = nil
+                // An unresponsive device was already reported gone.
+                if s.unresponsive.remove(key) == nil { closed(key.app, key.device) }
+                for batch in s.ackWaits.removeValue(forKey: key) ?? [] {
+                    let done = batch.settle(key) { e in
+                        Self.keepNumber(&s, key: key, notificationID: e.notificationID, seq: e.seq, frame: e.frame)
+                        return .notConnected(since: now)
+                    }
+                    if done { complete.append(batch) }
+                }
                 return true
             }
             s.connections[key] = list
             return true
         }
+        for batch in complete { batch.signal.notify() }
         if removed { open.add(-1) }
     }
 
@@ -201,12 +363,30 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         // From numbering to sending, a device's events go one batch at a time, so each stream
         // gets them in number order (a client's Last-Event-ID is the last event it read);
         // batches for other devices run side by side.
-        await deviceOrder.run(Set(deliveries.map { Key(app: $0.app, device: $0.token) })) { await writeInOrder(deliveries) }
+        let written = await deviceOrder.run(Set(deliveries.map { Key(app: $0.app, device: $0.token) })) { await writeInOrder(deliveries) }
+        // Outside the device's order: a frozen client's ack timeout does not hold back the
+        // device's next batch (which finds it unresponsive, or acknowledged, meanwhile).
+        guard !written.waits.isEmpty else { return written.results }
+        var results = written.results
+        for (i, r) in await awaitAcks(written.waits) { results[i] = r }
+        return results
     }
 
-    private func writeInOrder(_ deliveries: [Delivery]) async -> [LocalWriteResult] {
+    /// What ``writeInOrder(_:)`` did: a result per delivery, and the writes to acking streams.
+    struct Written: Sendable {
+        var results: [LocalWriteResult]
+        var waits: [AckWait]
+    }
+
+    private func writeInOrder(_ deliveries: [Delivery]) async -> Written {
         await recoverNumbers(deliveries)
         var results = [LocalWriteResult](repeating: .notConnected(since: nil), count: deliveries.count)
+        var waits: [AckWait] = []
+        /// Taken by acking streams only: wait for the ack (the longest of their timeouts).
+        func ackTimeout(_ takers: [Connection]) -> TimeInterval? {
+            guard !takers.isEmpty, takers.allSatisfy(\.acking) else { return nil }
+            return takers.map(\.ackTimeout).max()
+        }
         // Who is connected now; the rest need no inbox entry (they park and come back on connect).
         var candidates: [Int] = []
         state.withLock { s in
@@ -216,26 +396,29 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
                     results[i] = .notConnected(since: s.closedAt[key])
                     continue
                 }
+                // Its ack timed out: not in the foreground until it acks again or reconnects.
+                if s.unresponsive.contains(key) { continue }
                 guard let orphan = s.orphans[key]?[d.notificationID] else {
                     candidates.append(i)
                     continue
                 }
                 // Numbered before its stream closed: the replay may have sent it already.
-                var any = false
+                var takers: [Connection] = []
                 for c in list {
-                    if c.replaying { c.held.append((orphan.seq, orphan.frame)); any = true }
-                    else if c.lastSent >= orphan.seq || c.sink.send(orphan.frame) { c.lastSent = max(c.lastSent, orphan.seq); any = true }
+                    if c.replaying { c.held.append((orphan.seq, orphan.frame)); takers.append(c) }
+                    else if c.lastSent >= orphan.seq || c.sink.send(orphan.frame) { c.lastSent = max(c.lastSent, orphan.seq); takers.append(c) }
                 }
-                if any {
+                if !takers.isEmpty {
                     s.orphans[key]?[d.notificationID] = nil
                     s.orphanCount -= 1
                     results[i] = .written(id: orphan.seq)
+                    if let timeout = ackTimeout(takers) { waits.append(AckWait(index: i, key: key, seq: orphan.seq, notificationID: d.notificationID, frame: orphan.frame, timeout: timeout)) }
                 } else {
                     results[i] = .notConnected(since: s.closedAt[key] ?? clock.now)
                 }
             }
         }
-        guard !candidates.isEmpty else { return results }
+        guard !candidates.isEmpty else { return Written(results: results, waits: waits) }
         let now = clock.now
         var owners: [Int: String] = [:]
         let entries: [InboxEntry.New] = state.withLock { s in
@@ -254,24 +437,26 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         } catch {
             let reason = "cannot record the event in the inbox: \(error)"
             for i in candidates { results[i] = .unavailable(reason: reason) }
-            return results
+            return Written(results: results, waits: waits)
         }
         var written = 0
         state.withLock { s in
             for (i, entry) in zip(candidates, numbered) {
                 let key = Key(app: entry.app, device: entry.device)
                 let frame = ServerSentEvents.event(id: entry.seq, name: "notification", data: entry.event)
-                var any = false
-                for c in s.connections[key] ?? [] {
+                var takers: [Connection] = []
+                for c in s.unresponsive.contains(key) ? [] : s.connections[key] ?? [] {
                     if c.replaying {
                         c.held.append((entry.seq, frame))
-                        any = true
+                        takers.append(c)
                     } else if c.sink.send(frame) {
                         c.lastSent = entry.seq
-                        any = true
+                        takers.append(c)
                     }
                 }
+                let any = !takers.isEmpty
                 results[i] = any ? .written(id: entry.seq) : .notConnected(since: s.closedAt[key] ?? now)
+                if let timeout = ackTimeout(takers) { waits.append(AckWait(index: i, key: key, seq: entry.seq, notificationID: entry.notificationID, frame: frame, timeout: timeout)) }
                 if any { written += 1 } else if s.orphanCount < Self.maxOrphans {
                     s.orphans[key, default: [:]][entry.notificationID] = (entry.seq, frame)
                     s.orphanCount += 1
@@ -279,7 +464,128 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
             }
         }
         events.increment(by: Int64(written))
-        return results
+        return Written(results: results, waits: waits)
+    }
+
+    // MARK: Acknowledgements
+
+    /// Records that `device` (of `user`) has every event up to `id` (cumulative). Deliveries
+    /// waiting for it end acknowledged; a device whose ack had timed out counts as present
+    /// again (its parked deliveries are made due). An id beyond what was sent acknowledges
+    /// everything up to it: a client only fools itself.
+    @discardableResult
+    public func acknowledge(app: String, user: String, device: String, id: Int64) async -> AckResult {
+        let key = Key(app: app, device: device)
+        var complete: [AckBatch] = []
+        let (result, revived): (AckResult, Bool) = state.withLock { s in
+            guard let list = s.connections[key], list.contains(where: { $0.user == user }) else { return (.noStream, false) }
+            let acked = max(s.acked[key] ?? 0, id)
+            s.acked[key] = acked
+            var revived = false
+            if s.unresponsive.remove(key) != nil {
+                s.byUser[app, default: [:]][user, default: []].insert(device)
+                opened(app, user, device)
+                revived = true
+            }
+            for batch in s.ackWaits[key] ?? [] where batch.settle(key, { $0.seq <= acked ? .acknowledged(id: $0.seq) : nil }) {
+                complete.append(batch)
+            }
+            s.ackWaits[key]?.removeAll { $0.pending[key] == nil }
+            if s.ackWaits[key]?.isEmpty == true { s.ackWaits[key] = nil }
+            return (.recorded, revived)
+        }
+        for batch in complete { batch.signal.notify() }
+        if result == .recorded { acks.increment() }
+        if revived {
+            logger.info("a device acknowledged again after an ack timeout; it counts as in the foreground", ["app": app, "device": Redact.token(device)])
+            await unpark(app, device)
+        }
+        return result
+    }
+
+    /// The event id of `notificationID` when it was written to `device`'s stream and waits for
+    /// its ack on this server (`nil` otherwise): the status API shows it.
+    public func awaitingAck(app: String, device: String, notificationID: String) -> Int64? {
+        let key = Key(app: app, device: device)
+        return state.withLock { s in
+            for batch in s.ackWaits[key] ?? [] {
+                if let e = batch.pending[key]?.first(where: { $0.notificationID == notificationID }) { return e.seq }
+            }
+            return nil
+        }
+    }
+
+    /// An event written and not acknowledged keeps its number: when its delivery comes back (the
+    /// device reconnected or acknowledged again), it is not numbered and sent a second time to a
+    /// client that has it (see ``writeInOrder(_:)``'s orphans).
+    private static func keepNumber(_ s: inout State, key: Key, notificationID: String, seq: Int64, frame: [UInt8]) {
+        guard s.orphans[key]?[notificationID] == nil, s.orphanCount < maxOrphans else { return }
+        s.orphans[key, default: [:]][notificationID] = (seq, frame)
+        s.orphanCount += 1
+    }
+
+    /// Waits until each write is acknowledged, its device has gone, or its ack timeout passed
+    /// (the device then stops counting as present). A cancelled wait answers what was written.
+    private func awaitAcks(_ waits: [AckWait]) async -> [Int: LocalWriteResult] {
+        let batch = AckBatch()
+        let start = clock.now
+        state.withLock { s in
+            for w in waits {
+                if let acked = s.acked[w.key], acked >= w.seq {
+                    batch.results[w.index] = .acknowledged(id: w.seq)
+                } else if s.connections[w.key] == nil {
+                    batch.results[w.index] = .notConnected(since: s.closedAt[w.key] ?? start)
+                } else {
+                    batch.pending[w.key, default: []].append(.init(index: w.index, seq: w.seq, notificationID: w.notificationID,
+                                                                   frame: w.frame, deadline: start.addingTimeInterval(w.timeout)))
+                    batch.remaining += 1
+                }
+            }
+            batch.keys = Set(batch.pending.keys)
+            for key in batch.keys { s.ackWaits[key, default: []].append(batch) }
+        }
+        while true {
+            let now = clock.now
+            let cancelled = Task.isCancelled
+            var timedOut = 0
+            let next: Date? = state.withLock { s in
+                for key in Array(batch.pending.keys) {
+                    var late = 0
+                    _ = batch.settle(key) { e in
+                        if cancelled { return .written(id: e.seq) }
+                        guard e.deadline <= now else { return nil }
+                        late += 1
+                        Self.keepNumber(&s, key: key, notificationID: e.notificationID, seq: e.seq, frame: e.frame)
+                        return .notConnected(since: nil)
+                    }
+                    timedOut += late
+                    if late > 0 && s.connections[key] != nil && s.unresponsive.insert(key).inserted {
+                        // Frozen or unreachable: out of the foreground, here and for the other nodes.
+                        for c in s.connections[key] ?? [] {
+                            s.byUser[key.app]?[c.user]?.remove(key.device)
+                            if s.byUser[key.app]?[c.user]?.isEmpty == true { s.byUser[key.app]?[c.user] = nil }
+                        }
+                        closed(key.app, key.device)
+                    }
+                }
+                if batch.remaining == 0 {
+                    for key in batch.keys {
+                        s.ackWaits[key]?.removeAll { $0 === batch }
+                        if s.ackWaits[key]?.isEmpty == true { s.ackWaits[key] = nil }
+                    }
+                    return nil
+                }
+                return batch.pending.values.lazy.flatMap { $0 }.map(\.deadline).min()
+            }
+            if timedOut > 0 {
+                ackTimeouts.increment(by: Int64(timedOut))
+                logger.info("events were not acknowledged in time; they go to the fallback route and the device leaves the foreground",
+                            ["events": String(timedOut)])
+            }
+            guard let next else { break }
+            await batch.signal.wait(until: next, clock: clock)
+        }
+        return batch.results
     }
 
     /// A delivery sent again (a later attempt: the daemon may have stopped between numbering it
