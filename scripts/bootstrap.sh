@@ -14,6 +14,7 @@ packages=(
   wrk                                              # HTTP/1.1 load generator for `make bench` (the daemon API)
   strace                                           # holds the daemon inside a write in the kill -9 test
   python3 python3-venv                             # Synapse (from PyPI) for the Matrix gateway's end-to-end test
+  python3-cryptography                             # cross-checks the Web Push encryption test
 )
 
 with_synapse=0
@@ -36,7 +37,15 @@ if ! command -v swift >/dev/null 2>&1; then
 fi
 
 synapse() { if [ "$with_synapse" = 1 ]; then "$(dirname "$0")/synapse-venv.sh"; fi; }
-[ ${#missing[@]} -eq 0 ] && { synapse; exit 0; }
+# The Web Push encryption test cross-checks Herald's RFC 8291 bodies with Python's `cryptography`
+# (whichever python3 is on PATH; Debian's python3-cryptography covers /usr/bin/python3).
+python_crypto() {
+  if [ "$with_synapse" = 1 ] && command -v python3 >/dev/null 2>&1 && ! python3 -c "import cryptography" 2>/dev/null; then
+    echo "bootstrap: installing the cryptography package for $(command -v python3)" >&2
+    python3 -m pip install -q cryptography >&2
+  fi
+}
+[ ${#missing[@]} -eq 0 ] && { synapse; python_crypto; exit 0; }
 
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "bootstrap: missing packages (${missing[*]}) and no apt-get to install them; install them by hand" >&2
@@ -57,3 +66,4 @@ $sudo apt-get update -qq >/dev/null
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "bootstrap: done" >&2
 synapse
+python_crypto

@@ -1,6 +1,6 @@
 import Foundation
 import HeraldCore
-import HeraldStore
+import HeraldSQLite
 import HeraldTestKit
 import Testing
 
