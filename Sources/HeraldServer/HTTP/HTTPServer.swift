@@ -245,7 +245,7 @@ public final class HTTPServer: @unchecked Sendable {
         }, box)
         let path = context.url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? context.url
         let request = HTTPRequest(method: context.method, path: path, query: query.values, headers: headers,
-                                  body: context.body, bodyTooLarge: context.bodyTooLarge)
+                                  body: context.body, bodyTooLarge: context.bodyTooLarge, peer: IPAddress(peerOf: herald_mhd_connection_fd(connection)))
         context.request = request
         if let response = immediate(request) { return response }
         if immediateOnly { return nil }
