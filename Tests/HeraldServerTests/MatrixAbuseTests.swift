@@ -280,6 +280,7 @@ import Testing
 @Suite(.serialized) struct MatrixLogInjectionTests {
     static let hostile = "x\u{1b}[2J\u{0}\rlevel=critical msg=pwned"
     static let escaped = #"x\u001b[2J\u0000\rlevel=critical msg=pwned"#
+    static let pushkey = #"\u009b2J\u007f\u2028ab"#
 
     @Test(.timeLimit(.minutes(2)), arguments: ["logfmt", "json"])
     func aHostileAppIDReachesTheLogEscaped(format: String) async throws {
@@ -300,16 +301,19 @@ import Testing
         defer { child.terminate() }
         let port = try await ServeSignalTests.port(of: child)
         // The app id as JSON escapes in the body: ESC, NUL and CR reach the parser as characters.
-        let body = #"{"notification": {"counts": {"unread": 1}, "devices": [{"app_id": "\#(Self.escaped)", "pushkey": "00ff00ff00ff00ff"}]}}"#
+        // The pushkey (short enough to be logged whole) carries what JSON itself allows raw:
+        // CSI (C1), DEL and the line separator.
+        let body = #"{"notification": {"counts": {"unread": 1}, "devices": [{"app_id": "\#(Self.escaped)", "pushkey": "\#(Self.pushkey)"}]}}"#
         let r = try await HTTPTestClient(port: port).post(MatrixGatewayFixture.notifyPath, body)
-        #expect(r.status == 200 && r.json?["rejected"]?.arrayValue?.first?.stringValue == "00ff00ff00ff00ff", "\(r)")
-        let expected = format == "json" ? #""app_id":"\#(Self.escaped)""# : #"app_id="\#(Self.escaped)""#
-        #expect(await eventually(timeout: 30) { child.stderr.contains(expected) }, "\(child.stderr)")
+        #expect(r.status == 200 && r.json?["rejected"]?.arrayValue?.first?.stringValue == "\u{9b}2J\u{7f}\u{2028}ab", "\(r)")
+        let expected = format == "json" ? [#""app_id":"\#(Self.escaped)""#, #""pushkey":"\#(Self.pushkey)""#]
+            : [#"app_id="\#(Self.escaped)""#, #"pushkey="\#(Self.pushkey)""#]
+        #expect(await eventually(timeout: 30) { expected.allSatisfy { child.stderr.contains($0) } }, "\(child.stderr)")
         child.signal(SIGTERM)
         #expect(await child.waitForExit(timeout: 60) == 0, "\(child.stderr)")
 
         let stderr = child.stderr
-        let raw = stderr.unicodeScalars.filter { $0.value < 0x20 && $0 != "\n" || (0x7f...0x9f).contains($0.value) }
+        let raw = stderr.unicodeScalars.filter { $0.value < 0x20 && $0 != "\n" || (0x7f...0x9f).contains($0.value) || $0.value == 0x2028 }
         #expect(raw.isEmpty, "raw control characters in the log: \(raw.map { String($0.value, radix: 16) })")
         let lines = stderr.split(separator: "\n")
         #expect(!lines.contains { $0.hasPrefix("level=critical") || $0.contains("level=critical msg=pwned") && !$0.contains(#"\r"#) })
