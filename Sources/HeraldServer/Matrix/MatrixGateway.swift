@@ -270,16 +270,17 @@ extension API {
             matrixState.pushkey(label, "nothing_to_send")
             return .done
         case .tooLarge(let bytes):
-            matrixState.pushkey(label, "too_large")
-            apiLogger.warning("notification not sent: its payload stays over Apple's limit after shortening the alert texts",
-                              ["app_id": label, "event_id": String((n.eventID ?? "").prefix(200)), "bytes": String(bytes)])
+            matrixNotSent(label, "too_large", device, source: source,
+                          reason: "the payload stays over Apple's limit after shortening the alert texts (\(bytes) bytes)")
             return .done
         case .send(let c, let m, let dropped):
             content = c
             mode = m
             if !dropped.isEmpty {
-                apiLogger.warning("default_payload keys Herald cannot send were left out",
-                                  ["app_id": label, "pushkey": Redact.token(device.pushkey), "keys": dropped.joined(separator: ",")])
+                matrixState.digest.record(.trimmed, reason: "unsendable_keys", source: source, now: now, logger: apiLogger) {
+                    ("default_payload keys Herald cannot send were left out",
+                     ["app_id": label, "pushkey": Redact.token(device.pushkey), "keys": String(dropped.joined(separator: ",").prefix(500))])
+                }
             }
         }
         let key = n.eventID.flatMap { $0.isEmpty ? nil : Self.matrixIdempotencyKey(eventID: $0, token: token) }

@@ -1,7 +1,8 @@
 import FoundationEssentials
 import HeraldCore
 
-/// Keeps what strangers can trigger at will (refused requests, pushkeys not sent) from writing
+/// Keeps what strangers can trigger at will (refused requests, pushkeys not sent, payloads
+/// trimmed) from writing
 /// a log line each: the first event after a quiet spell is logged in full, the following ones
 /// are counted, and one summary line per ``interval`` says how many there were, why, and from
 /// how many sources ("refused 5870 Matrix notify requests from 1 source in the last 10 s").
@@ -15,14 +16,18 @@ final class MatrixLogDigest: Sendable {
         case refused
         /// Pushkeys rejected or skipped (unknown app, not a token, dead, another user's device, …).
         case notSent
+        /// Pushes sent without the `default_payload` keys Herald cannot send.
+        case trimmed
 
-        /// Refusals are warnings (a homeserver may be over its limits); pushkeys not sent are info.
-        var level: Logger.Level { self == .refused ? .warning : .info }
+        /// Refusals and trimmed payloads are warnings (a homeserver may be over its limits, a
+        /// pusher misconfigured); pushkeys not sent are info.
+        var level: Logger.Level { self == .notSent ? .info : .warning }
 
         fileprivate func summary(_ total: Int, sources: String, seconds: Int) -> String {
             switch self {
             case .refused: return "refused \(total) Matrix notify request\(total == 1 ? "" : "s") from \(sources) in the last \(seconds) s"
             case .notSent: return "sent nothing to \(total) Matrix pushkey\(total == 1 ? "" : "s") from \(sources) in the last \(seconds) s"
+            case .trimmed: return "left default_payload keys Herald cannot send out of \(total) Matrix push\(total == 1 ? "" : "es") from \(sources) in the last \(seconds) s"
             }
         }
     }
