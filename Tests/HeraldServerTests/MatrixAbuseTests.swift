@@ -176,6 +176,27 @@ import Testing
     }
 }
 
+/// `herald_http_requests_total` counts only `POST` to the notify path under the notify route;
+/// other `/_matrix/…` paths and methods are `other` (the issue's README list).
+@Suite(.stopsDaemons) struct MatrixRouteMetricTests {
+    @Test func otherMatrixPathsAndMethodsAreNotCountedAsNotifies() async throws {
+        let d = try await MatrixAbuseTests.start(clock: TestClock())
+        do {
+            let c = HTTPTestClient(port: d.port)
+            #expect(try await c.get("/_matrix/foo").status == 404)
+            #expect(try await c.get(MatrixGatewayFixture.notifyPath).status == 405)
+            #expect(try await c.post(MatrixGatewayFixture.notifyPath, MatrixAbuseTests.badge("x", 1)).status == 200)
+            let metrics = try await d.client.get("/metrics").text
+            #expect(metrics.contains(#"herald_http_requests_total{route="POST /_matrix/push/v1/notify",status="200"} 1"#))
+            #expect(!metrics.contains(#"herald_http_requests_total{route="POST /_matrix/push/v1/notify",status="404"}"#))
+            #expect(!metrics.contains(#"herald_http_requests_total{route="POST /_matrix/push/v1/notify",status="405"}"#))
+            #expect(metrics.contains(#"herald_http_requests_total{route="other",status="404"} 1"#), "\(metrics)")
+            #expect(metrics.contains(#"herald_http_requests_total{route="other",status="405"} 1"#), "\(metrics)")
+        } catch { Issue.record(error) }
+        await d.stop()
+    }
+}
+
 /// The limiter, the device cap and the log digest on their own, with explicit times.
 @Suite struct MatrixLimitUnitTests {
     static let t0 = Date(timeIntervalSince1970: 1_700_000_000)

@@ -26,6 +26,13 @@ extension API {
     static let matrixNotifyPath = ["_matrix", "push", "v1", "notify"]
     static let matrixRoute = "POST /_matrix/push/v1/notify"
 
+    /// The `route` label of `herald_http_requests_total`: the notify route for `POST` to its path,
+    /// `other` for any other method or `/_matrix/…` path (as the API counts unknown routes), so a
+    /// stranger's paths neither pass for notifies nor grow the label set.
+    static func matrixRouteLabel(_ request: HTTPRequest) -> String {
+        request.method == "POST" && request.pathSegments == matrixNotifyPath ? matrixRoute : "other"
+    }
+
     /// Whether `request` is for the Matrix gateway (its path starts with `/_matrix/`).
     static func isMatrix(_ request: HTTPRequest) -> Bool {
         request.path == "/_matrix" || request.path.hasPrefix("/_matrix/")
@@ -62,7 +69,7 @@ extension API {
             matrixState.digest.flush(now: now, logger: apiLogger)
             response = matrixAdmit(request, config, now: now)
         }
-        if let response { serverMetrics.request(route: Self.matrixRoute, status: response.status) }
+        if let response { serverMetrics.request(route: Self.matrixRouteLabel(request), status: response.status) }
         return response
     }
 
@@ -115,7 +122,7 @@ extension API {
     /// Answers a notify request.
     public func matrixHandle(_ request: HTTPRequest, ownListener: Bool) async -> HTTPResponse {
         if let response = matrixCheck(request, ownListener: ownListener) {
-            serverMetrics.request(route: Self.matrixRoute, status: response.status)
+            serverMetrics.request(route: Self.matrixRouteLabel(request), status: response.status)
             return response
         }
         let response: HTTPResponse
@@ -130,7 +137,7 @@ extension API {
             response = Self.matrixError(503, "M_UNKNOWN", "the notification could not be stored: \(error); retry later",
                                         headers: [("Retry-After", String(retry))])
         }
-        serverMetrics.request(route: Self.matrixRoute, status: response.status)
+        serverMetrics.request(route: Self.matrixRouteLabel(request), status: response.status)
         return response
     }
 
