@@ -3,8 +3,9 @@ import Glibc
 /// An IPv4 or IPv6 address, held as 16 bytes (IPv4 as its IPv4-mapped IPv6 form, `::ffff:a.b.c.d`,
 /// so `127.0.0.1` and `::ffff:127.0.0.1` are one address).
 public struct IPAddress: Sendable, Hashable, CustomStringConvertible {
-    /// The address in network order; IPv4 is `::ffff:a.b.c.d`.
+    /// The first 8 bytes of the address in network order (IPv4 is `::ffff:a.b.c.d`).
     public private(set) var high: UInt64
+    /// The last 8 bytes of the address in network order.
     public private(set) var low: UInt64
 
     /// The 16 bytes in network order.
