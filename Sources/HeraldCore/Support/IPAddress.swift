@@ -56,11 +56,15 @@ public struct IPAddress: Sendable, Hashable, CustomStringConvertible {
         var out = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
         if isIPv4 {
             var v4 = in_addr(s_addr: UInt32(truncatingIfNeeded: low).bigEndian)
-            return inet_ntop(AF_INET, &v4, &out, socklen_t(out.count)) != nil ? String(cString: out) : "?"
+            return inet_ntop(AF_INET, &v4, &out, socklen_t(out.count)) != nil ? Self.text(out) : "?"
         }
         var v6 = in6_addr()
         withUnsafeMutableBytes(of: &v6) { raw in for (i, b) in bytes.enumerated() { raw[i] = b } }
-        return inet_ntop(AF_INET6, &v6, &out, socklen_t(out.count)) != nil ? String(cString: out) : "?"
+        return inet_ntop(AF_INET6, &v6, &out, socklen_t(out.count)) != nil ? Self.text(out) : "?"
+    }
+
+    private static func text(_ characters: [CChar]) -> String {
+        String(decoding: characters.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
 
