@@ -35,14 +35,39 @@ public struct MatrixConfiguration: Sendable, Equatable {
     public var apps: [String: App]
     /// Largest notify body, in bytes. Default 128 KiB (an event's content is at most 64 KiB).
     public var maxBodyBytes: Int = 128 << 10
-    /// Notify requests accepted per second (a token bucket holding as many); more get 429. Default 1000.
+    /// Notify requests accepted per second for one `app_id` (a token bucket holding as many), from
+    /// all sources together; more get 429. Requests naming no configured `app_id` (strangers, typos)
+    /// share one bucket of their own, so they never use a real app's. Default 1000.
     public var maxRequestsPerSecond: Int = 1000
+    /// Notify requests accepted per second from one source (an IPv4 address, or an IPv6 /64) for one
+    /// `app_id` (again with one bucket for all unknown ones); more get 429. Below
+    /// ``maxRequestsPerSecond`` so that one stranger cannot use up an app's budget. Default 200.
+    public var maxRequestsPerSecondPerSource: Int = 200
+    /// The homeservers' addresses (CIDR ranges, IPv4 and IPv6); requests from elsewhere get 403.
+    /// `nil` (the default): any source.
+    public var allowedSources: [IPNetwork]?
+    /// Devices (pushkeys) the gateway keeps per `app_id`, dead ones included until pruned; a notify
+    /// for a new pushkey past it is answered 503 `M_RESOURCE_LIMIT_EXCEEDED` (the homeserver retries;
+    /// the pusher is kept). Default 100,000.
+    public var maxDevicesPerApp: Int = 100_000
 
-    public init(listen: ListenAddress? = nil, apps: [String: App], maxBodyBytes: Int = 128 << 10, maxRequestsPerSecond: Int = 1000) {
+    public init(listen: ListenAddress? = nil, apps: [String: App], maxBodyBytes: Int = 128 << 10, maxRequestsPerSecond: Int = 1000,
+                maxRequestsPerSecondPerSource: Int = 200, allowedSources: [IPNetwork]? = nil, maxDevicesPerApp: Int = 100_000) {
         self.listen = listen
         self.apps = apps
         self.maxBodyBytes = maxBodyBytes
         self.maxRequestsPerSecond = maxRequestsPerSecond
+        self.maxRequestsPerSecondPerSource = maxRequestsPerSecondPerSource
+        self.allowedSources = allowedSources
+        self.maxDevicesPerApp = maxDevicesPerApp
+    }
+
+    /// Whether `address` may send notifies (always, without ``allowedSources``; never when the
+    /// address is unknown and a list is set).
+    public func allows(_ address: IPAddress?) -> Bool {
+        guard let allowedSources else { return true }
+        guard let address else { return false }
+        return allowedSources.contains { $0.contains(address) }
     }
 
     /// Reads the section; `nil` when absent. `heraldApps` are the ids `app` may name.
@@ -59,6 +84,25 @@ public struct MatrixConfiguration: Sendable, Equatable {
         }
         if let m = node.int("maxBodyBytes", in: 4096...(8 << 20)) { maxBodyBytes = m }
         if let r = node.int("maxRequestsPerSecond", in: 1...1_000_000) { maxRequestsPerSecond = r }
+        if let r = node.int("maxRequestsPerSecondPerSource", in: 1...1_000_000) { maxRequestsPerSecondPerSource = r }
+        if let d = node.int("maxDevicesPerApp", in: 1...100_000_000) { maxDevicesPerApp = d }
+        if let sourcesNode = node.child("allowedSources") {
+            if case .array = sourcesNode.value {
+                var networks: [IPNetwork] = []
+                for element in sourcesNode.elements() {
+                    guard let text = element.asString else { continue }
+                    if let network = IPNetwork(text) { networks.append(network) } else {
+                        element.error("expected an address or CIDR range such as \"192.0.2.10\", \"10.0.0.0/8\" or \"2001:db8::/32\", found \"\(text)\"")
+                    }
+                }
+                if sourcesNode.elements().isEmpty {
+                    sourcesNode.error("must name at least one address or range (leave the key out to accept any source)")
+                }
+                allowedSources = networks
+            } else {
+                sourcesNode.error("expected an array of addresses or CIDR ranges such as [\"10.0.0.0/8\", \"2001:db8::/32\"], found \(sourcesNode.value.typeDescription)")
+            }
+        }
         apps = [:]
         guard let appsNode = node.child("apps", required: true) else { return }
         let members = appsNode.members()
@@ -111,7 +155,9 @@ extension HeraldConfiguration {
     public func matrixReport() -> (lines: [String], errors: Int) {
         guard let matrix else { return (["matrix: off (no \"matrix\" section)"], 0) }
         var lines = ["matrix: POST /_matrix/push/v1/notify on \(matrix.listen?.description ?? "api.listen (\(api.listen))"), "
-                     + "maxBodyBytes=\(matrix.maxBodyBytes) maxRequestsPerSecond=\(matrix.maxRequestsPerSecond)"]
+                     + "maxBodyBytes=\(matrix.maxBodyBytes) maxRequestsPerSecond=\(matrix.maxRequestsPerSecond) "
+                     + "maxRequestsPerSecondPerSource=\(matrix.maxRequestsPerSecondPerSource) maxDevicesPerApp=\(matrix.maxDevicesPerApp) "
+                     + "allowedSources=\(matrix.allowedSources.map { $0.map(\.description).joined(separator: ",") } ?? "any")"]
         var errors = 0
         for id in matrix.apps.keys.sorted() {
             let m = matrix.apps[id]!

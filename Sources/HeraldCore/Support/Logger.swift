@@ -104,43 +104,107 @@ public enum LogFormat: String, CaseIterable, Sendable {
     case json
 
     /// Renders one record as a line (with the trailing newline).
+    ///
+    /// Every value is escaped so that a line stays one line and shows only what it says: control
+    /// characters (C0, DEL, C1), line and paragraph separators, bidirectional overrides and the
+    /// replacement character that marks invalid UTF-8 in the input are written as `\u001b`-style
+    /// escapes (plus `\n`, `\r`, `\t`, `\"` and `\\`), in both formats. Values come from
+    /// strangers (a Matrix `app_id`, a path), so nothing they send can forge a line or drive a terminal.
     public func render(_ record: LogRecord) -> String {
         switch self {
         case .json:
-            var w = JSONWriter(capacity: 160)
-            w.object { o in
-                o.string("time", record.time.iso8601)
-                o.string("level", record.level.rawValue)
-                o.string("label", record.label)
-                o.string("msg", record.message)
-                for key in record.metadata.keys.sorted() where !["time", "level", "label", "msg"].contains(key) {
-                    o.string(key, record.metadata[key])
-                }
+            var line = "{"
+            var first = true
+            func member(_ key: String, _ value: String) {
+                if !first { line += "," }
+                first = false
+                LogEscaping.appendJSONString(key, to: &line)
+                line += ":"
+                LogEscaping.appendJSONString(value, to: &line)
             }
-            return w.string + "\n"
+            member("time", record.time.iso8601)
+            member("level", record.level.rawValue)
+            member("label", record.label)
+            member("msg", record.message)
+            for key in record.metadata.keys.sorted() where !["time", "level", "label", "msg"].contains(key) {
+                member(key, record.metadata[key]!)
+            }
+            return line + "}\n"
         case .logfmt:
             var line = "time=\(record.time.iso8601) level=\(record.level.rawValue) label=\(Self.logfmtValue(record.label)) msg=\(Self.logfmtValue(record.message))"
             for key in record.metadata.keys.sorted() {
-                line += " \(key)=\(Self.logfmtValue(record.metadata[key]!))"
+                line += " \(LogEscaping.logfmtKey(key))=\(Self.logfmtValue(record.metadata[key]!))"
             }
             return line + "\n"
         }
     }
 
+    /// A logfmt value: bare when it has no space, `=`, `"`, `\\` or character to escape;
+    /// else quoted, with ``LogEscaping`` escapes.
     static func logfmtValue(_ value: String) -> String {
-        let needsQuotes = value.isEmpty || value.contains { $0 == " " || $0 == "=" || $0 == "\"" || $0 == "\n" || $0 == "\t" }
-        guard needsQuotes else { return value }
+        let bare = !value.isEmpty && value.unicodeScalars.allSatisfy { s in
+            s.value > 0x20 && s != "=" && s != "\"" && s != "\\" && !LogEscaping.mustEscape(s)
+        }
+        if bare { return value }
         var out = "\""
-        for ch in value {
-            switch ch {
+        LogEscaping.appendEscaped(value, to: &out)
+        return out + "\""
+    }
+}
+
+/// The escaping shared by both log formats.
+enum LogEscaping {
+    /// Whether a scalar is written as an escape: C0, DEL, C1, U+2028/U+2029, the bidirectional
+    /// controls (U+061C, U+200E, U+200F, U+202A…U+202E, U+2066…U+2069), U+FEFF, and U+FFFD
+    /// (what invalid UTF-8 became when the text was decoded).
+    static func mustEscape(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0..<0x20, 0x7f...0x9f, 0x2028, 0x2029, 0x061c, 0x200e, 0x200f, 0x202a...0x202e, 0x2066...0x2069, 0xfeff, 0xfffd:
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// Appends `value` with `"`, `\\`, `\n`, `\r`, `\t` and every ``mustEscape(_:)`` scalar escaped
+    /// (`\u001b`); valid inside a JSON string and a quoted logfmt value.
+    static func appendEscaped(_ value: String, to out: inout String) {
+        for scalar in value.unicodeScalars {
+            switch scalar {
             case "\"": out += "\\\""
             case "\\": out += "\\\\"
             case "\n": out += "\\n"
+            case "\r": out += "\\r"
             case "\t": out += "\\t"
-            default: out.append(ch)
+            default:
+                if mustEscape(scalar) {
+                    let hex = String(scalar.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
             }
         }
-        return out + "\""
+    }
+
+    /// A quoted JSON string.
+    static func appendJSONString(_ value: String, to out: inout String) {
+        out += "\""
+        appendEscaped(value, to: &out)
+        out += "\""
+    }
+
+    /// A logfmt key: letters, digits, `_`, `.`, `-` and `:`; anything else becomes `_`.
+    static func logfmtKey(_ key: String) -> String {
+        let ok = !key.isEmpty && key.utf8.allSatisfy { b in
+            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5a) || (b >= 0x61 && b <= 0x7a)
+                || b == UInt8(ascii: "_") || b == UInt8(ascii: ".") || b == UInt8(ascii: "-") || b == UInt8(ascii: ":")
+        }
+        if ok { return key }
+        if key.isEmpty { return "_" }
+        return String(String.UnicodeScalarView(key.unicodeScalars.map { s in
+            s.isASCII && (s.properties.isAlphabetic || ("0"..."9").contains(s) || "_.-:".unicodeScalars.contains(s)) ? s : "_"
+        }))
     }
 }
 

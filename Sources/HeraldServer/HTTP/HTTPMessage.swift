@@ -12,15 +12,18 @@ public struct HTTPRequest: Sendable {
     public var body: [UInt8]
     /// The body was larger than the limit (and was dropped).
     public var bodyTooLarge: Bool
+    /// The address of the connection's peer (`nil` when not an IP socket, or in tests).
+    public var peer: IPAddress?
 
     public init(method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:],
-                body: [UInt8] = [], bodyTooLarge: Bool = false) {
+                body: [UInt8] = [], bodyTooLarge: Bool = false, peer: IPAddress? = nil) {
         self.method = method
         self.path = path
         self.query = query
         self.headers = headers
         self.body = body
         self.bodyTooLarge = bodyTooLarge
+        self.peer = peer
     }
 
     /// The path split at `/`, each segment percent-decoded (`nil` for a malformed escape).

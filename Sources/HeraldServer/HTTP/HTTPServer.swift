@@ -385,7 +385,8 @@ public final class HTTPServer: @unchecked Sendable {
             return herald_mhd_result(1)
         }, box)
         let request = HTTPRequest(method: context.method, path: context.path, query: query.values, headers: headers,
-                                  body: context.body, bodyTooLarge: context.bodyTooLarge)
+                                  body: context.body, bodyTooLarge: context.bodyTooLarge,
+                                  peer: IPAddress(peerOf: herald_mhd_connection_fd(connection)))
         context.request = request
         if let response = immediate(request) { return response }
         if immediateOnly { return nil }

@@ -14,7 +14,13 @@ import HeraldCore
 ///
 /// Pushkeys become devices of the user `matrix:<app_id>` in the token store (registered at
 /// `pushkey_ts`), so Apple's answers invalidate them with the timestamp rule and `herald devices`
-/// and `herald prune` see them.
+/// and `herald prune` see them. The gateway pushes only to devices of `matrix:` users: a pushkey
+/// whose token the devices API registered for one of the app's own users is never sent to.
+///
+/// The endpoint has no authentication (as the spec and Sygnal have it), so what a stranger can
+/// make it do is bounded: `matrix.allowedSources`, rate limits per `app_id` and per source and
+/// `app_id` (``MatrixRateLimiter``), `matrix.maxDevicesPerApp`, and one log line per burst of
+/// refusals rather than one per request (``MatrixLogDigest``).
 extension API {
     /// The notify path.
     static let matrixNotifyPath = ["_matrix", "push", "v1", "notify"]
@@ -47,19 +53,63 @@ extension API {
         return nil
     }
 
-    /// Answers at once what needs no store or queue (errors, the rate limit); `nil` for a
-    /// notify to hand to ``matrixHandle(_:ownListener:)``.
+    /// Answers at once what needs no store or queue (errors, `matrix.allowedSources`, the rate
+    /// limits); `nil` for a notify to hand to ``matrixHandle(_:ownListener:)``.
     public func matrixImmediate(_ request: HTTPRequest, ownListener: Bool) -> HTTPResponse? {
         var response = matrixCheck(request, ownListener: ownListener)
-        if response == nil, let config = dependencies.snapshot().configuration.matrix,
-           let wait = matrixState.limiter.take(rate: config.maxRequestsPerSecond, now: now) {
-            matrixState.count("herald_matrix_rate_limited_total", "Notify requests refused by matrix.maxRequestsPerSecond.", [])
-            let ms = max(1, Int((wait * 1000).rounded(.up)))
-            response = Self.matrixError(429, "M_LIMIT_EXCEEDED", "more than matrix.maxRequestsPerSecond notify requests; retry in \(ms) ms",
-                                        headers: [("Retry-After", String(max(1, Int(wait.rounded(.up)))))], retryAfterMs: ms)
+        if response == nil, let config = dependencies.snapshot().configuration.matrix {
+            let now = self.now
+            matrixState.digest.flush(now: now, logger: apiLogger)
+            response = matrixAdmit(request, config, now: now)
         }
         if let response { serverMetrics.request(route: Self.routeLabel(request), status: response.status) }
         return response
+    }
+
+    /// `matrix.allowedSources`, then the rate limits; a malformed body is answered 400 here once
+    /// admitted (it costs its source the bucket of unknown `app_id`s).
+    private func matrixAdmit(_ request: HTTPRequest, _ config: MatrixConfiguration, now: Date) -> HTTPResponse? {
+        guard config.allows(request.peer) else {
+            matrixRefused("source_not_allowed", request, now: now)
+            return Self.matrixError(403, "M_FORBIDDEN", "this push gateway accepts notifications only from matrix.allowedSources")
+        }
+        let parsed = Self.matrixParse(request.body)
+        var apps = Set<MatrixRateLimiter.AppClass>()
+        if case .success(let n) = parsed {
+            for device in n.devices { apps.insert(config.apps[device.appID] != nil ? .app(device.appID) : .unknown) }
+        }
+        if apps.isEmpty { apps.insert(.unknown) }
+        if let refusal = matrixState.limiter.admit(source: request.peer, apps: apps, perSource: config.maxRequestsPerSecondPerSource,
+                                                   perApp: config.maxRequestsPerSecond, configured: Set(config.apps.keys), now: now) {
+            matrixRefused(refusal.reason, request, now: now)
+            let ms = max(1, Int((refusal.wait * 1000).rounded(.up)))
+            let limit = refusal.reason == "rate_per_source" ? "matrix.maxRequestsPerSecondPerSource (\(config.maxRequestsPerSecondPerSource) from one source)"
+                : "matrix.maxRequestsPerSecond (\(config.maxRequestsPerSecond) for one app_id)"
+            return Self.matrixError(429, "M_LIMIT_EXCEEDED", "more notify requests than \(limit); retry in \(ms) ms",
+                                    headers: [("Retry-After", String(max(1, Int(refusal.wait.rounded(.up)))))], retryAfterMs: ms)
+        }
+        if case .failure(let failure) = parsed { return failure.response }
+        return nil
+    }
+
+    /// Counts a refused request (`herald_matrix_refused_total{reason}`) and hands it to the digest.
+    private func matrixRefused(_ reason: String, _ request: HTTPRequest, now: Date) {
+        matrixState.count("herald_matrix_refused_total", "Matrix notify requests refused before reading them, by reason "
+                          + "(rate_per_source, rate_per_app, source_not_allowed).", [("reason", reason)])
+        matrixState.digest.record(.refused, reason: reason, source: request.peer, now: now, logger: apiLogger) {
+            ("Matrix notify refused", ["reason": reason, "source": request.peer?.description ?? "unknown"])
+        }
+    }
+
+    /// The body as a notification, or the 400 that says why not.
+    static func matrixParse(_ body: [UInt8]) -> Result<MatrixNotification, MatrixParseFailure> {
+        let json: JSONValue
+        do { json = try StrictJSON.parse(body) } catch {
+            return .failure(MatrixParseFailure(response: matrixError(400, "M_NOT_JSON", "the body is not JSON: \(error.description)")))
+        }
+        do { return .success(try MatrixNotification.parse(json)) } catch {
+            return .failure(MatrixParseFailure(response: matrixError(400, "M_BAD_JSON", error.issues.prefix(5).map(\.description).joined(separator: "; "))))
+        }
     }
 
     /// Answers a notify request.
@@ -85,20 +135,30 @@ extension API {
     }
 
     private func notify(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let json: JSONValue
-        do { json = try StrictJSON.parse(request.body) } catch {
-            return Self.matrixError(400, "M_NOT_JSON", "the body is not JSON: \(error.description)")
-        }
         let notification: MatrixNotification
-        do { notification = try MatrixNotification.parse(json) } catch {
-            return Self.matrixError(400, "M_BAD_JSON", error.issues.prefix(5).map(\.description).joined(separator: "; "))
+        switch Self.matrixParse(request.body) {
+        case .success(let n): notification = n
+        case .failure(let failure): return failure.response
         }
         var rejected: [String] = []
+        var overCap: [String] = []
         for device in notification.devices {
-            if let reason = try await notify(notification, device) {
-                rejected.append(device.pushkey)
-                apiLogger.info("pushkey rejected", ["app_id": device.appID, "pushkey": Redact.token(device.pushkey), "reason": reason])
+            switch try await notify(notification, device, source: request.peer) {
+            case .done: break
+            case .rejected: rejected.append(device.pushkey)
+            case .overDeviceLimit: overCap.append(device.appID)
             }
+        }
+        if let appID = overCap.first, let config = dependencies.snapshot().configuration.matrix {
+            // Not `rejected`: that would make the homeserver delete the pusher for good. An error
+            // makes it retry later (the spec), and the pushes this request did queue are not sent
+            // twice (the event id's idempotency key).
+            let retry = dependencies.snapshot().configuration.server.retryAfter
+            return Self.matrixError(503, "M_RESOURCE_LIMIT_EXCEEDED",
+                                    "app_id \(JSONValue.string(String(appID.prefix(200))).jsonString) has matrix.maxDevicesPerApp "
+                                    + "(\(config.maxDevicesPerApp)) devices: \(overCap.count) new pushkey\(overCap.count == 1 ? "" : "s") "
+                                    + "not registered; retry later",
+                                    headers: [("Retry-After", String(retry))])
         }
         return HTTPResponse.json(200) { o in
             o.array("rejected") { w in
@@ -110,59 +170,117 @@ extension API {
         }
     }
 
-    /// Queues one pusher's notification; returns why its pushkey is rejected, or `nil`.
-    private func notify(_ n: MatrixNotification, _ device: MatrixDevice) async throws -> String? {
+    /// What became of one pusher's notification.
+    private enum MatrixOutcome {
+        /// Queued, a duplicate, or nothing to send (not the pushkey's fault).
+        case done
+        /// Listed in `rejected`.
+        case rejected
+        /// A new pushkey of an app at `matrix.maxDevicesPerApp`.
+        case overDeviceLimit
+    }
+
+    /// Counts a pushkey not sent (`herald_matrix_pushkeys_total`) and hands it to the digest.
+    private func matrixNotSent(_ label: String, _ outcome: String, _ device: MatrixDevice, source: IPAddress?, reason: String) {
+        matrixState.pushkey(label, outcome)
+        matrixState.digest.record(.notSent, reason: outcome, source: source, now: now, logger: apiLogger) {
+            ("pushkey not sent", ["app_id": String(device.appID.prefix(200)), "pushkey": Redact.token(String(device.pushkey.prefix(512))),
+                                  "outcome": outcome, "reason": reason, "source": source?.description ?? "unknown"])
+        }
+    }
+
+    /// Queues one pusher's notification.
+    private func notify(_ n: MatrixNotification, _ device: MatrixDevice, source: IPAddress?) async throws -> MatrixOutcome {
         let configuration = dependencies.snapshot().configuration
-        guard let mapping = configuration.matrix?.apps[device.appID], let app = configuration.app(mapping.app) else {
-            matrixState.pushkey("unknown", "rejected_unknown_app")
-            return "unknown app_id (not a key of matrix.apps)"
+        guard let matrix = configuration.matrix, let mapping = matrix.apps[device.appID], let app = configuration.app(mapping.app) else {
+            matrixNotSent("unknown", "rejected_unknown_app", device, source: source, reason: "unknown app_id (not a key of matrix.apps)")
+            return .rejected
         }
         let label = device.appID
         let token: String
         do { token = try MatrixPushkey.hexToken(device.pushkey) } catch {
-            matrixState.pushkey(label, "rejected_bad_pushkey")
-            return "the pushkey is no APNs token: \(error)"
+            matrixNotSent(label, "rejected_bad_pushkey", device, source: source, reason: "the pushkey is no APNs token: \(error)")
+            return .rejected
         }
         let environment = mapping.environment ?? configuration.defaultEnvironment(app)
         let store = dependencies.store
         // Registered at pushkey_ts (never later than now): Apple's timestamp rule then compares
         // against when the pusher was made, not when Herald first saw it.
         let registeredAt = min(device.pushkeyDate ?? Date(timeIntervalSince1970: 0), now)
+        let user = Self.matrixUser(device.appID)
         let known = try await store.device(app: app.id, token: token)
+        if let known, !Self.isMatrixUser(known.user) {
+            // The devices API registered this token for one of the app's own users: the gateway
+            // neither sends to it nor takes it over. Not rejected either: the pusher may be
+            // genuine (the same app install), and rejecting would delete it for good.
+            matrixNotSent(label, "foreign_device", device, source: source,
+                          reason: "the token belongs to a device the devices API registered; the gateway sends only to matrix: devices")
+            return .done
+        }
         if let known, let dead = known.invalidatedAt {
             guard let ts = device.pushkeyTS, Double(ts) > dead.timeIntervalSince1970 else {
-                matrixState.pushkey(label, "rejected_dead")
-                return "APNs reported the token dead (\(known.invalidationReason ?? "invalid")) at \(dead.iso8601), "
-                    + "at or after the pusher's pushkey_ts (\(device.pushkeyTS.map(String.init) ?? "absent"))"
+                matrixNotSent(label, "rejected_dead", device, source: source,
+                              reason: "APNs reported the token dead (\(known.invalidationReason ?? "invalid")) at \(dead.iso8601), "
+                                + "at or after the pusher's pushkey_ts (\(device.pushkeyTS.map(String.init) ?? "absent"))")
+                return .rejected
             }
         }
         if known == nil || known?.invalidatedAt != nil,
            let transport = configuration.defaultTransport(app: app, environment: known?.environment ?? environment) {
-            _ = try await store.register(DeviceRegistration(app: app.id, token: token, user: known?.user ?? "matrix:\(device.appID)",
-                                                            transport: known?.transport ?? transport,
-                                                            environment: known?.environment ?? environment), at: registeredAt)
+            let isNew = known == nil
+            if isNew {
+                let admitted = try await matrixState.devices.reserve(device.appID, cap: matrix.maxDevicesPerApp, now: now) {
+                    try await store.listDevices(app: app.id, user: user, limit: matrix.maxDevicesPerApp + 1).count
+                }
+                guard admitted else {
+                    matrixNotSent(label, "device_limit", device, source: source,
+                                  reason: "matrix.maxDevicesPerApp (\(matrix.maxDevicesPerApp)) reached; the pushkey is not registered")
+                    return .overDeviceLimit
+                }
+            }
+            let result: RegistrationResult
+            do {
+                result = try await store.register(DeviceRegistration(app: app.id, token: token, user: known?.user ?? user,
+                                                                     transport: known?.transport ?? transport,
+                                                                     environment: known?.environment ?? environment), at: registeredAt)
+            } catch {
+                if isNew { matrixState.devices.release(device.appID) }
+                throw error
+            }
+            if isNew && result.change != .created { matrixState.devices.release(device.appID) }
+            if result.change == .moved, let previous = result.previousUser, !Self.isMatrixUser(previous) {
+                // The devices API registered the token between the look-up and now: leave it
+                // to its user (this push is not sent).
+                _ = try await store.register(DeviceRegistration(app: app.id, token: token, user: previous,
+                                                                transport: result.device.transport, environment: result.device.environment),
+                                             at: now)
+                matrixNotSent(label, "foreign_device", device, source: source,
+                              reason: "the token belongs to a device the devices API registered; the gateway sends only to matrix: devices")
+                return .done
+            }
         }
 
         let content: NotificationContent
         let mode: MatrixPayload.Mode
         switch MatrixPayload.map(n, device: device, defaultPayload: mapping.defaultPayload) {
         case .reject(let reason):
-            matrixState.pushkey(label, "rejected_default_payload")
-            return reason
+            matrixNotSent(label, "rejected_default_payload", device, source: source, reason: reason)
+            return .rejected
         case .nothing:
             matrixState.pushkey(label, "nothing_to_send")
-            return nil
+            return .done
         case .tooLarge(let bytes):
-            matrixState.pushkey(label, "too_large")
-            apiLogger.warning("notification not sent: its payload stays over Apple's limit after shortening the alert texts",
-                              ["app_id": label, "event_id": n.eventID ?? "", "bytes": String(bytes)])
-            return nil
+            matrixNotSent(label, "too_large", device, source: source,
+                          reason: "the payload stays over Apple's limit after shortening the alert texts (\(bytes) bytes)")
+            return .done
         case .send(let c, let m, let dropped):
             content = c
             mode = m
             if !dropped.isEmpty {
-                apiLogger.warning("default_payload keys Herald cannot send were left out",
-                                  ["app_id": label, "pushkey": Redact.token(device.pushkey), "keys": dropped.joined(separator: ",")])
+                matrixState.digest.record(.trimmed, reason: "unsendable_keys", source: source, now: now, logger: apiLogger) {
+                    ("default_payload keys Herald cannot send were left out",
+                     ["app_id": label, "pushkey": Redact.token(device.pushkey), "keys": String(dropped.joined(separator: ",").prefix(500))])
+                }
             }
         }
         let key = n.eventID.flatMap { $0.isEmpty ? nil : Self.matrixIdempotencyKey(eventID: $0, token: token) }
@@ -174,15 +292,21 @@ extension API {
             // Herald's own mapping produced something the queue refuses: a defect, not the pusher's fault.
             matrixState.pushkey(label, "refused")
             apiLogger.error("notification refused", ["app_id": label, "error": e.message])
-            return nil
+            return .done
         }
         matrixState.pushkey(label, receipt.replayed ? "duplicate" : "accepted")
         if !receipt.replayed {
             matrixState.count("herald_matrix_payloads_total", "Matrix notifications queued, by the payload they send.",
                               [("app_id", label), ("mode", mode.rawValue)])
         }
-        return nil
+        return .done
     }
+
+    /// The user owning an `app_id`'s devices: `matrix:<app_id>`.
+    static func matrixUser(_ appID: String) -> String { "matrix:\(appID)" }
+
+    /// Whether a device's user is one the gateway made (`matrix:…`).
+    static func isMatrixUser(_ user: String) -> Bool { user.hasPrefix("matrix:") }
 
     /// `matrix:<event_id>:<token>`, hashed when longer than the queue's key limit.
     static func matrixIdempotencyKey(eventID: String, token: String) -> String {
@@ -204,9 +328,16 @@ extension API {
     }
 }
 
-/// The gateway's rate limiter and per-app-id counters.
+/// A notify body that is no notification: the 400 to answer.
+struct MatrixParseFailure: Error {
+    var response: HTTPResponse
+}
+
+/// The gateway's limits, log digest and per-app-id counters.
 final class MatrixGatewayState: Sendable {
-    let limiter = TokenBucket()
+    let limiter = MatrixRateLimiter()
+    let devices = MatrixDeviceLimit()
+    let digest = MatrixLogDigest()
     private let registry: MetricsRegistry
     private let counters = Locked<[String: Counter]>([:])
 
@@ -215,7 +346,8 @@ final class MatrixGatewayState: Sendable {
     /// `herald_matrix_pushkeys_total{app_id,outcome}`.
     func pushkey(_ appID: String, _ outcome: String) {
         count("herald_matrix_pushkeys_total", "Pushers of Matrix notify requests, by Matrix app id and what Herald did "
-              + "(accepted, duplicate, rejected_*, nothing_to_send, too_large, refused).", [("app_id", appID), ("outcome", outcome)])
+              + "(accepted, duplicate, rejected_*, nothing_to_send, too_large, refused, foreign_device, device_limit).",
+              [("app_id", appID), ("outcome", outcome)])
     }
 
     func count(_ name: String, _ help: String, _ labels: [(String, String)]) {
@@ -224,22 +356,5 @@ final class MatrixGatewayState: Sendable {
         let c = registry.counter(name, help: help, labels: labels)
         counters.withLock { $0[key] = c }
         c.increment()
-    }
-}
-
-/// A token bucket holding one second of requests.
-final class TokenBucket: Sendable {
-    private let state = Locked<(tokens: Double, at: Date?)>((0, nil))
-
-    /// Takes a token; `nil` when one was there, else the seconds until one will be.
-    func take(rate: Int, now: Date) -> TimeInterval? {
-        state.withLock { s in
-            let capacity = Double(rate)
-            let elapsed = s.at.map { max(0, now.timeIntervalSince($0)) } ?? .infinity
-            s.tokens = min(capacity, s.tokens + elapsed * capacity)
-            s.at = now
-            if s.tokens >= 1 { s.tokens -= 1; return nil }
-            return (1 - s.tokens) / capacity
-        }
     }
 }
