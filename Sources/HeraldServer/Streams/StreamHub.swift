@@ -54,7 +54,8 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         /// How long an event written to an acking client waits for its ack.
         let ackTimeout: TimeInterval
 
-        init(sink: any EventSink, user: String, key: Key, acking: Bool = false, ackTimeout: TimeInterval = 3) {
+        init(sink: any EventSink, user: String, key: Key, acking: Bool = false,
+             ackTimeout: TimeInterval = StreamsConfiguration.defaultAckTimeout) {
             self.sink = sink
             self.user = user
             self.key = key
