@@ -352,6 +352,29 @@ import Glibc
         _ = clients
         _ = held
     }
+
+    /// Issue 24, item 4: a SIGHUP that changes `api.streams.maxStreams` is refused, naming the key
+    /// (the HTTP server sizes its connection table at start); the per-device and per-user limits
+    /// apply on reload.
+    @Test func aReloadThatChangesMaxStreamsIsRefusedNamingTheKeyAndThePerUserLimitApplies() async throws {
+        let base = TestDaemon.configJSON()
+        let d = try await TestDaemon.start(config: base, fromFile: true)
+        let changed = base.replacingOccurrences(of: #""maxBodyBytes": 4096"#, with: #""maxBodyBytes": 4096, "streams": {"maxStreams": 5}"#)
+        #expect(changed != base)
+        try changed.write(toFile: d.directory.file("config.json"), atomically: true, encoding: .utf8)
+        guard case .refused(let reasons) = await d.daemon.reloadFromFile() else {
+            Issue.record("a maxStreams change must be refused"); return
+        }
+        #expect(reasons == ["api.streams.maxStreams changed (10000 → 5): restart to apply"], "\(reasons)")
+        #expect(d.daemon.configuration.api.streams.maxStreams == 10_000)
+        #expect(d.logs.text.contains("api.streams.maxStreams changed"))
+
+        let limits = base.replacingOccurrences(of: #""maxBodyBytes": 4096"#, with: #""maxBodyBytes": 4096, "streams": {"maxPerDevice": 1, "maxPerUser": 7}"#)
+        try limits.write(toFile: d.directory.file("config.json"), atomically: true, encoding: .utf8)
+        guard case .applied = await d.daemon.reloadFromFile() else { Issue.record("per-device and per-user limits apply on reload"); return }
+        #expect(d.daemon.configuration.api.streams.maxPerDevice == 1)
+        #expect(d.daemon.configuration.api.streams.maxPerUser == 7)
+    }
 }
 
 extension LocalDeliveryTests {

@@ -11,7 +11,7 @@ import HeraldCrypto
 enum StreamDaemonBench {
     static let spec = CommandSpec(
         path: "bench stream",
-        summary: "N live streams on one daemon: memory per stream, 202-to-client latency of one notification to all, /healthz meanwhile.",
+        summary: "N live streams on one daemon: memory per stream, 202-to-client latency of one notification to all, /healthz meanwhile, close-to-absent time, ack round trip.",
         usage: "bench stream [--n N] [--synchronous full|normal] [--batch-size B] [--work DIR] [--no-reference]",
         options: [
             .value("n", "N", "streams, one user and device each (default 10000)"),
@@ -26,8 +26,11 @@ enum StreamDaemonBench {
         process cannot hold both ends under the descriptor limit), measures the daemon's resident
         memory before and with the streams, sends one notification to all N users with
         POST /v1/notifications, and reports when the clients had it (p50, p99, last) counted from the
-        API's 202, while a prober asks /healthz every 20 ms. Targets: at most 16 KB per stream, p99 at
-        most 250 ms.
+        API's 202, while a prober asks /healthz every 20 ms. Then, with every stream still open, it
+        opens 100 more streams and closes them one by one (FIN and RST in turn), timing each close
+        until the daemon counts the device as absent, and times an acknowledging client (ack=1): the
+        ack's round trip and the 202 to `delivered`. Targets: at most 16 KB per stream, p99 at most
+        250 ms, close to absent p99 at most 100 ms.
         """)
 
     static let command = HeraldCLI.Command(spec: spec) { arguments, context throws(CLIError) in
@@ -65,7 +68,7 @@ enum StreamDaemonBench {
              "apps": {"\(app)": {"routes": ["live", "log"], "foreground": "local-only", "clientSecret": "\(secret)"}},
              "transports": {"live": {"type": "local"}, "log": {"type": "log", "path": "\(dir)/push.jsonl"}},
              "api": {"listen": "127.0.0.1:\(port)", "keys": [{"id": "bench", "secret": "\(apiKey)", "scopes": ["send", "admin"]}],
-                     "maxBodyBytes": 4194304, "streams": {"maxStreams": \(max(n, 1) + 100)}},
+                     "maxBodyBytes": 4194304, "streams": {"maxStreams": \(max(n, 1) + 300)}},
              "delivery": {"batchSize": \(batchSize)},
              "log": {"level": "warning"}}
             """
@@ -100,6 +103,10 @@ enum StreamDaemonBench {
                 usleep(50_000)
             }
             let withStreams = residentKB(daemon.pid)
+            // With every stream open (the client exits once it has the broadcast): closes (FIN and
+            // RST in turn), and an acknowledging client.
+            let closes = try closeToAbsent(port: port, open: n, count: 100)
+            let (acks, delivered) = try ackRoundTrips(port: port, count: 50)
 
             let prober = HealthProber(port: port)
             prober.start()
@@ -131,6 +138,10 @@ enum StreamDaemonBench {
                         + "last \(last); \(count) of \(n) clients had it, disconnects \(Int(field("disconnects") ?? 0))")
             let h50 = (health.p50 * 1000).fixed(1), h99 = (health.p99 * 1000).fixed(1), hmax = (health.max * 1000).fixed(1)
             console.out("/healthz meanwhile: \(health.count) answers, p50 \(h50) ms, p99 \(h99) ms, max \(hmax) ms, failures \(health.failures)")
+            console.out("a client's close to its device counting as absent, \(closes.count) closes with \(n) streams open: "
+                        + "\(Self.summary(closes)) (target p99 ≤ 100 ms)")
+            console.out("an acknowledging client (ack=1) beside them, \(acks.count) notifications: ack round trip (POST /v1/stream/ack to 204) "
+                        + "\(Self.summary(acks)); 202 to delivered \(Self.summary(delivered))")
             if reference {
                 let (code, output) = try Subprocess.run(herald, ["bench", "stream-http", "--n", String(n)])
                 console.out("reference (same run): the HTTP layer alone, one event written to \(n) streams:")

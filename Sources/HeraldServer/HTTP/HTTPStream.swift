@@ -9,7 +9,9 @@ import Glibc
 /// What a streaming response does after its headers: see ``HTTPResponse/stream(status:headers:heartbeat:closing:open:)``.
 public struct HTTPStreamBody: Sendable {
     /// Bytes the server writes to the stream every `interval` seconds; a write that fails
-    /// (the client went away) closes the stream.
+    /// closes the stream. A client that closes (FIN or RST) is seen at once without it (the
+    /// registry's ``HangUpWatcher``); the heartbeat finds peers that vanished silently (a
+    /// network that went away) and keeps proxies from closing idle streams.
     public var heartbeat: (interval: TimeInterval, bytes: [UInt8])?
     /// The last bytes sent when the server stops, before the stream ends cleanly.
     public var closing: [UInt8]
@@ -22,8 +24,8 @@ extension HTTPResponse {
     /// A response whose body is written over time through an ``HTTPStream`` (chunked on HTTP/1.1).
     ///
     /// - Parameters:
-    ///   - heartbeat: bytes the server writes every `interval` seconds; this is what finds dead
-    ///     connections (streams have no idle timeout).
+    ///   - heartbeat: bytes the server writes every `interval` seconds; it finds peers that
+    ///     vanished without a FIN or RST (streams have no idle timeout; closes are seen at once).
     ///   - closing: the final bytes every open stream gets when the server stops.
     ///   - open: called with the stream once the headers are queued (on the server thread).
     public static func stream(status: Int = 200, headers: [(String, String)] = [],

@@ -53,16 +53,14 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         let acking: Bool
         /// How long an event written to an acking client waits for its ack.
         let ackTimeout: TimeInterval
-        /// When it opened (the oldest is replaced when a device is over its limit).
-        let openedAt: Date
 
-        init(sink: any EventSink, user: String, key: Key, acking: Bool = false, ackTimeout: TimeInterval = 3, openedAt: Date = Date()) {
+        init(sink: any EventSink, user: String, key: Key, acking: Bool = false,
+             ackTimeout: TimeInterval = StreamsConfiguration.defaultAckTimeout) {
             self.sink = sink
             self.user = user
             self.key = key
             self.acking = acking
             self.ackTimeout = ackTimeout
-            self.openedAt = openedAt
         }
     }
 
@@ -213,8 +211,7 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
     /// No limit applies (a caller that wants them uses ``register(_:app:user:device:acking:ackTimeout:limits:)``).
     public func attach(_ sink: any EventSink, app: String, user: String, device: String, after: Int64?,
                        acking: Bool = false, ackTimeout: TimeInterval = StreamsConfiguration.defaultAckTimeout) async -> Connection {
-        let connection = Connection(sink: sink, user: user, key: Key(app: app, device: device), acking: acking, ackTimeout: ackTimeout,
-                                    openedAt: clock.now)
+        let connection = Connection(sink: sink, user: user, key: Key(app: app, device: device), acking: acking, ackTimeout: ackTimeout)
         _ = insert(connection, limits: Limits(perDevice: .max, perUser: .max))
         await catchUp(connection, after: after)
         return connection
@@ -232,8 +229,7 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
     ///   ``refusal(app:user:device:limits:)`` to refuse before answering).
     public func register(_ sink: any EventSink, app: String, user: String, device: String, acking: Bool = false,
                          ackTimeout: TimeInterval = StreamsConfiguration.defaultAckTimeout, limits: Limits = Limits()) -> Connection? {
-        let connection = Connection(sink: sink, user: user, key: Key(app: app, device: device), acking: acking, ackTimeout: ackTimeout,
-                                    openedAt: clock.now)
+        let connection = Connection(sink: sink, user: user, key: Key(app: app, device: device), acking: acking, ackTimeout: ackTimeout)
         return insert(connection, limits: limits) ? connection : nil
     }
 
@@ -242,6 +238,7 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         let key = connection.key, app = key.app, device = key.device, user = connection.user
         let replaced: [Connection]? = state.withLock { s in
             if Self.refusal(s, key: key, user: user, limits: limits) != nil { return nil }
+            // In the order they opened: the first is the oldest.
             var list = s.connections[key] ?? []
             var replaced: [Connection] = []
             while list.count >= max(1, limits.perDevice) { replaced.append(list.removeFirst()) }
@@ -534,6 +531,8 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
                 if let acked = s.acked[w.key], acked >= w.seq {
                     batch.results[w.index] = .acknowledged(id: w.seq)
                 } else if s.connections[w.key] == nil {
+                    // It closed between the write and now.
+                    Self.keepNumber(&s, key: w.key, notificationID: w.notificationID, seq: w.seq, frame: w.frame)
                     batch.results[w.index] = .notConnected(since: s.closedAt[w.key] ?? start)
                 } else {
                     batch.pending[w.key, default: []].append(.init(index: w.index, seq: w.seq, notificationID: w.notificationID,
