@@ -41,16 +41,18 @@ let package = Package(
         .target(name: "APNsBinaryProtocol", path: "Sources/APNsBinaryProtocol"),
 
         // MARK: APNs simulators and the daemon
-        .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldCrypto", "APNsBinaryProtocol", "CNGHTTP2"],
+        .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "APNsBinaryProtocol", "CNGHTTP2"],
                 path: "Sources/HeraldSimulator"),
-        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldCrypto", "CMicroHTTPD"],
+        .target(name: "HeraldMatrix", dependencies: ["HeraldCore", "HeraldAPNs"], path: "Sources/HeraldMatrix"),
+        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldMatrix", "HeraldCrypto", "CMicroHTTPD"],
                 path: "Sources/HeraldServer"),
 
         // MARK: Transport plugins
-        .target(name: "HeraldLogTransport", dependencies: ["HeraldCore"], path: "Plugins/LogTransport"),
+        .target(name: "HeraldAPNs", dependencies: ["HeraldCore", "HeraldCrypto"], path: "Plugins/APNsShared"),
+        .target(name: "HeraldLogTransport", dependencies: ["HeraldCore", "HeraldAPNs"], path: "Plugins/LogTransport"),
         .target(name: "HeraldLocalTransport", dependencies: ["HeraldCore"], path: "Plugins/Local"),
-        .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldCrypto", "CCurl", "CNGHTTP2"], path: "Plugins/APNsHTTP2"),
-        .target(name: "HeraldAPNsBinary", dependencies: ["HeraldCore", "HeraldCrypto", "APNsBinaryProtocol"], path: "Plugins/APNsBinary"),
+        .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "CCurl", "CNGHTTP2"], path: "Plugins/APNsHTTP2"),
+        .target(name: "HeraldAPNsBinary", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "APNsBinaryProtocol"], path: "Plugins/APNsBinary"),
 
         // MARK: CLI and executable
         .target(name: "HeraldCLI",

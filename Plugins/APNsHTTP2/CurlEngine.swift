@@ -1,6 +1,7 @@
 import CCurl
 import Dispatch
 import FoundationEssentials
+import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
 #if canImport(Glibc)

@@ -1,6 +1,7 @@
 import CCurl  // epoll (its shim includes sys/epoll.h)
 import CNGHTTP2
 import FoundationEssentials
+import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
 #if canImport(Glibc)

@@ -2,6 +2,7 @@ import CCurl  // epoll (its shim includes sys/epoll.h)
 import CNGHTTP2
 import Dispatch
 import FoundationEssentials
+import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
 #if canImport(Glibc)

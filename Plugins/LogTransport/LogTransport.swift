@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 
 /// The `log` transport: appends each delivery as one JSON line to a file, or to standard output.
@@ -19,11 +20,19 @@ public final class LogTransport: TransportPlugin {
     public struct Configuration: TransportConfiguration {
         /// File to append to, resolved against the config's folder; `nil` writes to stdout.
         public var path: String?
-        public var environment: APNsEnvironment? { nil }
+
+        /// The payload APNs would get (the `log` route is a dry run of APNs), for any device address.
+        public func render(_ content: NotificationContent, context: RenderContext) throws(ContentProblem) -> RenderedPayload {
+            var payload = try APNsRoute.render(content, context: context)
+            payload.headers["apns-topic"] = APNsSendOptions(payload).pushType.topic(forBundleID: context.topic)
+            return payload
+        }
         public var summary: String { path ?? "stdout" }
 
         public init(path: String?) { self.path = path }
     }
+
+    public static let overrideBlocks = [APNsOptions.block]
 
     public static let kind = "log"
 
@@ -79,7 +88,7 @@ public final class LogTransport: TransportPlugin {
             let reason = "cannot write to \(configuration.summary): \(failure)"
             return batch.map { _ in .retry(after: nil, reason: reason) }
         }
-        return batch.map { .delivered(apnsID: $0.apnsID.lowercasedString) }
+        return batch.map { _ in .delivered(receipt: nil, evidence: "written to \(configuration.summary)") }
     }
 
     /// Appends `bytes` (and fsyncs them with durable writes); nil when written, else why not.
@@ -97,7 +106,7 @@ public final class LogTransport: TransportPlugin {
 
     /// The JSON line written for one delivery: headers Herald would send and the payload.
     public static func line(for d: Delivery, transport: String, time: String) -> [UInt8] {
-        var w = JSONWriter(capacity: 256 + d.payload.count)
+        var w = JSONWriter(capacity: 256 + d.payload.body.count)
         w.object { o in
             o.string("time", time)
             o.string("transport", transport)
@@ -106,17 +115,13 @@ public final class LogTransport: TransportPlugin {
             o.string("app", d.app)
             o.string("token", d.token)
             if let user = d.user { o.string("user", user) }
-            o.string("environment", d.environment.rawValue)
             o.int("attempt", d.attempt)
             o.object("headers") { h in
-                h.string("apns-id", d.apnsID.lowercasedString)
-                h.string("apns-push-type", d.content.pushType.rawValue)
-                h.string("apns-topic", d.apnsTopic)
-                h.string("apns-priority", String(d.content.priority))
-                if let e = d.content.apns.expiration { h.string("apns-expiration", String(e)) }
-                h.string("apns-collapse-id", d.content.apns.collapseID)
+                // The delivery's message id, under the header APNs would get it in (the ledger reads it back).
+                h.string("apns-id", d.messageID.lowercasedString)
+                for name in d.payload.headers.keys.sorted() { h.string(name, d.payload.headers[name]!) }
             }
-            o.rawJSON("payload", d.payload)
+            o.rawJSON("payload", d.payload.body)
         }
         return w.bytes
     }

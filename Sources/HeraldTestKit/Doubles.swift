@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 
 /// A transport for tests: answers each delivery from a script and records every call.

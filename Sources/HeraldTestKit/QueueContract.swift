@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 
 /// Behaviour every ``DeliveryQueue`` must share, as scenarios that return what went wrong (empty

@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
 

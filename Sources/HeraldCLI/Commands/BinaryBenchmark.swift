@@ -2,6 +2,7 @@ import APNsBinaryProtocol
 import Dispatch
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
 

@@ -1,3 +1,4 @@
+import HeraldAPNs
 import HeraldCore
 
 /// `herald check`: validate the configuration and the credentials it names.

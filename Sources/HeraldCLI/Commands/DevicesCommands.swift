@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 
 /// `herald devices add | list | remove`: the token store by hand.

@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 
 /// `herald send`: fan a notification out in-process and report per device.
