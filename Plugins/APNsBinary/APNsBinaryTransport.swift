@@ -68,6 +68,7 @@ public final class APNsBinaryTransport: TransportPlugin, DeadTokenSource {
     /// contiguous ordered parts, and returns once every one has its outcome: proven delivered,
     /// or what the gateway or a lost connection decided.
     public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] {
+        let batch = APNsRoute.rendered(batch)
         guard !batch.isEmpty else { return [] }
         let connections = self.connections.withLock { $0 }
         guard !connections.isEmpty else {

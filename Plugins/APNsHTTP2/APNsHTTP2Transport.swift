@@ -70,6 +70,7 @@ public final class APNsHTTP2Transport: TransportPlugin {
     }
 
     public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] {
+        let batch = APNsRoute.rendered(batch)
         guard !batch.isEmpty else { return [] }
         let engines = self.engines.withLock { $0 }
         guard !engines.isEmpty else {

@@ -218,12 +218,19 @@ public enum APNsRoute {
         if content.data["aps"] != nil {
             throw ContentProblem(field: "data.aps", "\"aps\" is reserved for Apple's keys; use the top-level fields or the apns block")
         }
-        let o = content.apnsOptions(block)
+        let payload = unchecked(content, block: block)
+        let type = APNsSendOptions(payload).pushType
+        if payload.body.count > type.maxPayloadBytes {
+            throw ContentProblem(field: "payload", "is \(payload.body.count) bytes; APNs accepts at most \(type.maxPayloadBytes) for \(type.rawValue) notifications")
+        }
+        return payload
+    }
+
+    /// The payload and headers without the checks (the block read leniently, no size limit).
+    static func unchecked(_ content: NotificationContent, block: APNsOptions? = nil) -> RenderedPayload {
+        let o = content.apnsOptions(block ?? content.apns)
         let type = content.pushType(o)
         let body = APNsPayload.encode(content, options: o, pushType: type)
-        if body.count > type.maxPayloadBytes {
-            throw ContentProblem(field: "payload", "is \(body.count) bytes; APNs accepts at most \(type.maxPayloadBytes) for \(type.rawValue) notifications")
-        }
         var headers = [Header.pushType: type.rawValue, Header.priority: String(type.priority(requested: o.priority))]
         if let e = o.expiration { headers[Header.expiration] = String(e) }
         if let c = o.collapseID { headers[Header.collapseID] = c }
@@ -244,5 +251,34 @@ public struct APNsSendOptions: Sendable, Equatable {
         priority = h[APNsRoute.Header.priority].flatMap { Int($0) } ?? pushType.defaultPriority
         expiration = h[APNsRoute.Header.expiration].flatMap { Int64($0) }
         collapseID = h[APNsRoute.Header.collapseID]
+    }
+}
+
+extension NotificationContent {
+    /// Content with an `apns` override block.
+    public init(alert: AlertContent? = nil, badge: Int? = nil, sound: Sound? = nil, data: [String: JSONValue] = [:],
+                apns: APNsOptions) {
+        self.init(alert: alert, badge: badge, sound: sound, data: data)
+        self.apns = apns
+    }
+}
+
+extension APNsRoute {
+    /// The batch with every unrendered delivery rendered (once per notification). The delivery
+    /// engine renders, with every check, before it hands a batch over; this covers callers that
+    /// drive a transport directly (tools, tests), whose oversized payloads the transport's own
+    /// size check then refuses.
+    public static func rendered(_ batch: [Delivery]) -> [Delivery] {
+        guard batch.contains(where: { $0.payload == .unrendered }) else { return batch }
+        var byNotification: [String: RenderedPayload] = [:]
+        return batch.map { d in
+            guard d.payload == .unrendered else { return d }
+            var d = d
+            if let known = byNotification[d.notificationID] { d.payload = known; return d }
+            let payload = unchecked(d.content)
+            byNotification[d.notificationID] = payload
+            d.payload = payload
+            return d
+        }
     }
 }

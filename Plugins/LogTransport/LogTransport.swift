@@ -77,6 +77,13 @@ public final class LogTransport: TransportPlugin {
     public var preferredBatchSize: Int { 1000 }
 
     public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] {
+        // Rendered by the delivery engine; a caller that drives the transport directly gets the same render.
+        let batch = batch.map { d -> Delivery in
+            guard d.payload == .unrendered, let payload = try? configuration.render(d.content, context: d.renderContext) else { return d }
+            var d = d
+            d.payload = payload
+            return d
+        }
         var lines = [UInt8]()
         lines.reserveCapacity(batch.count * 400)
         let time = clock.now.iso8601

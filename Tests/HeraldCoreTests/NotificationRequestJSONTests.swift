@@ -26,10 +26,11 @@ struct NotificationRequestJSONTests {
         #expect(r.app == "a")
         #expect(r.users == ["u1", "u2"])
         #expect(r.tokens == ["t1"])
-        #expect(r.environment == .sandbox)
+        #expect(r.attributes == .apns(.sandbox))
         #expect(r.idempotencyKey == "k")
-        #expect(r.content.alert == .fields(Alert(title: "T", subtitle: "S", body: "B", launchImage: "L", titleLocKey: "tk", titleLocArgs: ["x"],
+        #expect(r.content.alert == .fields(Alert(title: "T", subtitle: "S", body: "B", titleLocKey: "tk", titleLocArgs: ["x"],
                                                   subtitleLocKey: "sk", subtitleLocArgs: ["y"], locKey: "lk", locArgs: ["z"])))
+        #expect(r.content.apns.launchImage == "L")
         #expect(r.content.sound == .critical(name: "s.caf", volume: 0.3))
         #expect(r.content.data["order"] == ["id": 7])
         #expect(r.content.apns.liveActivity?.contentState == ["score": 3])

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import HeraldLogTransport
 import HeraldPostgres
@@ -23,7 +24,7 @@ struct PostgresSharedQueueTests {
     func notification(_ id: String, tokens: Int) -> QueuedNotification {
         QueuedNotification(id: id, app: "app", topic: "app", content: NotificationContent(alert: .text("hi")), idempotencyKey: nil,
                            createdAt: t0, deliveries: (0..<tokens).map {
-                               PlannedDelivery(token: String(format: "%04x", $0), user: "u", transport: "t", environment: .production, apnsID: UUID())
+                               PlannedDelivery(token: String(format: "%04x", $0), user: "u", transport: "t", messageID: UUID())
                            })
     }
 
@@ -170,7 +171,7 @@ struct PostgresSharedQueueTests {
             let second = try await nodes[0].queue.claim(transport: "t", limit: 1, now: t0, leaseUntil: t0.addingTimeInterval(60))
             let all = there + first + second
             #expect(all.map(\.delivery.notificationID) == ["n1", "n1", "n2", "n2"])
-            #expect(all.allSatisfy { $0.delivery.content == content && $0.delivery.payload == APNsPayload.encode(content) })
+            #expect(all.allSatisfy { $0.delivery.content == content && $0.delivery.payload == .unrendered })
             #expect(all.filter { $0.delivery.token == "0000" }.map(\.delivery.user) == [#"u"\,{}"#, #"u"\,{}"#])
         }
     }

@@ -7,10 +7,10 @@ import Testing
 /// it takes, and `nil` (the full reader decides) for everything else.
 struct NotificationBodyTests {
     func full(_ text: String) throws -> NotificationRequest {
-        try NotificationRequest.fromAPI(StrictJSON.parse(Array(text.utf8)))
+        try NotificationRequest.fromAPI(StrictJSON.parse(Array(text.utf8)), blocks: .known(["apns"]))
     }
 
-    func fast(_ text: String) -> NotificationRequest? { NotificationBody.decodeCommon(Array(text.utf8)) }
+    func fast(_ text: String) -> NotificationRequest? { NotificationBody.decodeCommon(Array(text.utf8), blocks: ["apns"]) }
 
     @Test(arguments: [
         #"{"app":"com.example.app","users":["solo"],"alert":{"title":"Hello","body":"Benchmark"},"data":{"k":"v"}}"#,

@@ -59,15 +59,18 @@ enum SendCommand {
             throw .usage("give at least one --user, --token or --tokens-file", command: command)
         }
         let content = try buildContent(arguments)
-        var environment: APNsEnvironment? = nil
+        var attributes = DeviceAttributes()
         if let e = arguments.value("environment") {
-            guard let parsed = APNsEnvironment(rawValue: e) else {
+            guard APNsEnvironment(rawValue: e) != nil else {
                 throw .usage("--environment: expected sandbox or production, found \"\(e)\"", command: command)
             }
-            environment = parsed
+            attributes[APNsEnvironment.attribute] = e
         }
-        let request = NotificationRequest(app: app.id, users: users, tokens: tokens, content: content, environment: environment)
-        do throws(DispatchError) { try FanOut.validate(content) } catch {
+        let request = NotificationRequest(app: app.id, users: users, tokens: tokens, content: content, attributes: attributes)
+        // Every route of the app checks the content before anything is sent.
+        do throws(DispatchError) {
+            _ = try FanOut.render(FanOut.withDefaults(content, app: app), app: app, configuration: configuration, notificationID: "")
+        } catch {
             throw .usage(cliField(error), command: command)
         }
 
@@ -89,16 +92,24 @@ enum SendCommand {
                     var w = JSONWriter()
                     w.object { o in
                         o.string("token", d.token); o.string("user", d.user); o.string("transport", d.transport)
-                        o.string("environment", d.environment.rawValue); o.string("apns_topic", d.apnsTopic)
-                        o.string("push_type", d.content.pushType.rawValue); o.int("priority", d.content.priority)
-                        o.rawJSON("payload", d.payload)
+                        o.string("message_id", d.messageID.lowercasedString)
+                        if d.payload.headers[APNsRoute.Header.pushType] != nil {
+                            // What APNs would get (the fields this output always had).
+                            let options = APNsSendOptions(d.payload)
+                            o.string("apns_topic", options.pushType.topic(forBundleID: d.topic))
+                            o.string("push_type", options.pushType.rawValue); o.int("priority", options.priority)
+                        }
+                        if !d.payload.headers.isEmpty {
+                            o.object("headers") { h in for k in d.payload.headers.keys.sorted() { h.string(k, d.payload.headers[k]!) } }
+                        }
+                        o.rawJSON("payload", d.payload.body)
                     }
                     console.out(w.string)
                 } else {
-                    console.out("would send to \(Redact.token(d.token)) user=\(d.user ?? "-") transport=\(d.transport) topic=\(d.apnsTopic)")
+                    console.out("would send to \(Redact.token(d.token)) user=\(d.user ?? "-") transport=\(d.transport) topic=\(d.topic)")
                 }
             }
-            for r in plan.reports { console.out(json ? r.jsonLine : "\(r.outcome.rawValue) \(r.token): \(r.reason ?? "")") }
+            for r in plan.reports { console.out(json ? r.jsonLine(legacyAPNsID: isAPNs(r.transport, configuration)) : "\(r.outcome.rawValue) \(r.token): \(r.reason ?? "")") }
             if !json {
                 console.out("payload: \(String(decoding: APNsPayload.encode(content), as: UTF8.self))")
                 console.out("\(plan.deliveries.count) deliveries planned, \(plan.reports.count) refused, \(plan.skippedOverLimit) over the per-user limit, \(plan.duplicates) duplicates")
@@ -124,7 +135,7 @@ enum SendCommand {
         let progress = (!json && context.console.stderrIsTerminal && total > 1) ? ProgressBar(total: total, console: console) : nil
         let start = Date()
         let reports = await dispatcher.execute(plan) { report in
-            if json { console.out(report.jsonLine) }
+            if json { console.out(report.jsonLine(legacyAPNsID: isAPNs(report.transport, configuration))) }
             progress?.advance(outcome: report.outcome.rawValue)
         }
         for t in started.values { await t.shutdown() }
@@ -149,7 +160,7 @@ enum SendCommand {
         let counts: [DeliveryState: Int]
         do {
             counts = try await dispatcher.sendBulk(request, chunks: file) { report in
-                if json { console.out(report.jsonLine) } else if report.outcome != .delivered { console.out(line(report)) }
+                if json { console.out(report.jsonLine(legacyAPNsID: isAPNs(report.transport, dispatcher.configuration))) } else if report.outcome != .delivered { console.out(line(report)) }
                 progress?.advance(outcome: report.outcome.rawValue)
             }
         } catch {
@@ -245,5 +256,10 @@ enum SendCommand {
             throw .usage("nothing to send: give --alert, --title/--body, --badge, --sound, --content-available, --data or --push-type widgets", command: command)
         }
         return content
+    }
+
+    /// Whether `transport` is an APNs route (its reports keep the deprecated `apns_id`).
+    static func isAPNs(_ transport: String?, _ configuration: HeraldConfiguration) -> Bool {
+        transport.flatMap { configuration.transports[$0]?.configuration.platform } == .ios
     }
 }

@@ -219,6 +219,12 @@ public struct FanOut: Sendable {
     /// its own limits before anything is queued.
     /// - Throws: ``DispatchError/invalidRequest(field:message:)`` naming the route and its limit.
     public func render(_ content: NotificationContent, app: AppConfiguration, notificationID: String) throws(DispatchError) -> [String: RenderedPayload] {
+        try Self.render(content, app: app, configuration: configuration, notificationID: notificationID)
+    }
+
+    /// ``render(_:app:notificationID:)`` without a fan-out (the CLI checks content before it opens the store).
+    public static func render(_ content: NotificationContent, app: AppConfiguration, configuration: HeraldConfiguration,
+                              notificationID: String) throws(DispatchError) -> [String: RenderedPayload] {
         let context = RenderContext(notificationID: notificationID, app: app.id, topic: app.topic)
         var payloads: [String: RenderedPayload] = [:]
         for name in app.routes {

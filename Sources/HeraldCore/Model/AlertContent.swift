@@ -59,3 +59,11 @@ extension NotificationContent {
         }
     }
 }
+
+extension NotificationContent {
+    /// Content in the earlier `alert` spelling of the visible fields.
+    public init(alert: AlertContent?, badge: Int? = nil, sound: Sound? = nil, data: [String: JSONValue] = [:]) {
+        self.init(badge: badge, sound: sound, data: data)
+        self.alert = alert
+    }
+}

@@ -16,7 +16,7 @@ extension API {
         let rawToken = root.string("token")
         let subscription = root.child("subscription")
         let transportName = root.string("transport")
-        let platform = root.string("platform").map(Platform.init)
+        let platform = root.string("platform").map { Platform($0) }
         var attributes = DeviceAttributes()
         // Plugin attributes the API passes through (APNs's environment); the route's plugin checks them.
         if let environment = root.string("environment") { attributes["environment"] = environment }
@@ -32,7 +32,7 @@ extension API {
         case (_?, _?): throw APIError.invalid("subscription", "give either \"token\" or \"subscription\", not both")
         }
         let route: (transport: String, address: DeviceAddress)
-        do {
+        do throws(AddressProblem) {
             route = try configuration.registrationRoute(app: app, input: input, attributes: attributes, transport: transportName, platform: platform)
         } catch {
             throw APIError.invalid(error.field, error.message)

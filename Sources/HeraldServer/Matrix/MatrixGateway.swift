@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import HeraldCore
+import HeraldMatrix
 
 /// The Matrix Push Gateway API's `POST /_matrix/push/v1/notify` (on `api.listen`, or on
 /// `matrix.listen` through a listener of its own).
@@ -29,7 +30,7 @@ extension API {
     /// request is a notify to process.
     /// - Parameter ownListener: the request came through `matrix.listen` (not `api.listen`).
     func matrixCheck(_ request: HTTPRequest, ownListener: Bool) -> HTTPResponse? {
-        guard let config = dependencies.snapshot().configuration.matrix else {
+        guard let config = dependencies.snapshot().configuration.section(MatrixConfiguration.self) else {
             return Self.matrixError(404, "M_UNRECOGNIZED", "the Matrix push gateway is off: add a \"matrix\" section to the configuration")
         }
         if !ownListener, let listen = config.listen {
@@ -51,7 +52,7 @@ extension API {
     /// notify to hand to ``matrixHandle(_:ownListener:)``.
     public func matrixImmediate(_ request: HTTPRequest, ownListener: Bool) -> HTTPResponse? {
         var response = matrixCheck(request, ownListener: ownListener)
-        if response == nil, let config = dependencies.snapshot().configuration.matrix,
+        if response == nil, let config = dependencies.snapshot().configuration.section(MatrixConfiguration.self),
            let wait = matrixState.limiter.take(rate: config.maxRequestsPerSecond, now: now) {
             matrixState.count("herald_matrix_rate_limited_total", "Notify requests refused by matrix.maxRequestsPerSecond.", [])
             let ms = max(1, Int((wait * 1000).rounded(.up)))
@@ -113,7 +114,7 @@ extension API {
     /// Queues one pusher's notification; returns why its pushkey is rejected, or `nil`.
     private func notify(_ n: MatrixNotification, _ device: MatrixDevice) async throws -> String? {
         let configuration = dependencies.snapshot().configuration
-        guard let mapping = configuration.matrix?.apps[device.appID], let app = configuration.app(mapping.app) else {
+        guard let mapping = configuration.section(MatrixConfiguration.self)?.apps[device.appID], let app = configuration.app(mapping.app) else {
             matrixState.pushkey("unknown", "rejected_unknown_app")
             return "unknown app_id (not a key of matrix.apps)"
         }
@@ -123,7 +124,8 @@ extension API {
             matrixState.pushkey(label, "rejected_bad_pushkey")
             return "the pushkey is no APNs token: \(error)"
         }
-        let environment = mapping.environment ?? configuration.defaultEnvironment(app)
+        var attributes = DeviceAttributes()
+        attributes["environment"] = mapping.environment
         let store = dependencies.store
         // Registered at pushkey_ts (never later than now): Apple's timestamp rule then compares
         // against when the pusher was made, not when Herald first saw it.
@@ -136,11 +138,12 @@ extension API {
                     + "at or after the pusher's pushkey_ts (\(device.pushkeyTS.map(String.init) ?? "absent"))"
             }
         }
+        if let known { attributes = known.attributes }
         if known == nil || known?.invalidatedAt != nil,
-           let transport = configuration.defaultTransport(app: app, environment: known?.environment ?? environment) {
+           let route = configuration.firstRoute(app: app, input: .token(token), attributes: attributes) {
             _ = try await store.register(DeviceRegistration(app: app.id, token: token, user: known?.user ?? "matrix:\(device.appID)",
-                                                            transport: known?.transport ?? transport,
-                                                            environment: known?.environment ?? environment), at: registeredAt)
+                                                            transport: known?.transport ?? route.transport,
+                                                            attributes: known?.attributes ?? route.address.attributes), at: registeredAt)
         }
 
         let content: NotificationContent
@@ -169,7 +172,7 @@ extension API {
         let receipt: EnqueueReceipt
         do {
             receipt = try await accept(NotificationRequest(app: app.id, tokens: [token], content: content, idempotencyKey: key,
-                                                           environment: known?.environment ?? environment))
+                                                           attributes: attributes))
         } catch let e as APIError where e.status == 400 {
             // Herald's own mapping produced something the queue refuses: a defect, not the pusher's fault.
             matrixState.pushkey(label, "refused")
