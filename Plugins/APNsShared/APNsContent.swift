@@ -220,6 +220,11 @@ public enum APNsRoute {
         }
         let payload = unchecked(content, block: block)
         let type = APNsSendOptions(payload).pushType
+        if type == .alert && content.alert == nil && content.badge == nil && content.sound == nil && content.data.isEmpty
+            && !content.apnsOptions(block).contentAvailable {
+            throw ContentProblem(field: "body", "nothing for APNs to send: give title, body, badge, sound, data, content_available, "
+                                 + "apns.live_activity or apns.push_type \"widgets\"")
+        }
         if payload.body.count > type.maxPayloadBytes {
             throw ContentProblem(field: "payload", "is \(payload.body.count) bytes; APNs accepts at most \(type.maxPayloadBytes) for \(type.rawValue) notifications")
         }

@@ -49,7 +49,7 @@ struct TransportFixture {
     }
 
     static func delivery(_ n: Int, content: NotificationContent = NotificationContent(alert: .text("Hello"))) -> Delivery {
-        Delivery(id: Int64(n), notificationID: "n", app: "com.example.app", topic: "com.example.app", token: token(n),
+        Delivery(id: Int64(n), notificationID: "n\(n)", app: "com.example.app", topic: "com.example.app", token: token(n),
                  user: nil, transport: "apns", content: content)
     }
 

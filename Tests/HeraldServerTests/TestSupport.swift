@@ -1,6 +1,7 @@
 import Foundation
 import HeraldAPNs
 import HeraldCore
+import HeraldMatrix
 import HeraldServer
 import HeraldSQLite
 import HeraldTestKit
@@ -85,6 +86,7 @@ struct TestDaemon {
     static var registry: TransportRegistry {
         var r = TransportRegistry()
         r.register(TestPlugin.self)
+        r.register(section: MatrixConfiguration.self)
         return r
     }
 

@@ -258,8 +258,8 @@ enum SendCommand {
         return content
     }
 
-    /// Whether `transport` is an APNs route (its reports keep the deprecated `apns_id`).
+    /// Whether `transport` renders APNs payloads (its reports keep the deprecated `apns_id`).
     static func isAPNs(_ transport: String?, _ configuration: HeraldConfiguration) -> Bool {
-        transport.flatMap { configuration.transports[$0]?.configuration.platform } == .ios
+        transport.flatMap { configuration.transports[$0]?.reads(APNsOptions.block) } ?? false
     }
 }

@@ -125,7 +125,8 @@ public struct HeraldConfiguration: Sendable {
                 continue
             }
             if let configuration = registry.parseConfiguration(kind: kind, node: section) {
-                result[name] = TransportSpec(name: name, kind: kind, configuration: configuration)
+                result[name] = TransportSpec(name: name, kind: kind, configuration: configuration,
+                                             overrideBlocks: registry.overrideBlocks(kind: kind))
             } else if section.context.errors.allSatisfy({ !$0.path.hasPrefix(section.path) }) {
                 section.error("invalid \(kind) configuration")
             }

@@ -167,12 +167,19 @@ public struct TransportSpec: Sendable {
     public var name: String
     public var kind: String
     public var configuration: any TransportConfiguration
+    /// The override blocks its plugin reads (``TransportPlugin/overrideBlocks``).
+    public var overrideBlocks: [String]
 
-    public init(name: String, kind: String, configuration: any TransportConfiguration) {
+    public init(name: String, kind: String, configuration: any TransportConfiguration, overrideBlocks: [String] = []) {
         self.name = name
         self.kind = kind
         self.configuration = configuration
+        self.overrideBlocks = overrideBlocks
     }
+
+    /// Whether its plugin reads the override block `name` (a front end keeps that platform's
+    /// compatibility fields for it, such as the status API's `apns_id`).
+    public func reads(_ block: String) -> Bool { overrideBlocks.contains(block) }
 
     /// Whether this route takes `input` for a device with `attributes`: the normalised address
     /// when it does.
@@ -231,6 +238,9 @@ public struct TransportRegistry: Sendable {
 
     /// The registered types, sorted.
     public var kinds: [String] { entries.keys.sorted() }
+
+    /// The override blocks the plugin registered as `kind` reads.
+    public func overrideBlocks(kind: String) -> [String] { entries[kind]?.blocks ?? [] }
 
     /// The override blocks the registered plugins read (the API's known block names).
     public var overrideBlocks: Set<String> { Set(entries.values.flatMap(\.blocks)) }

@@ -123,7 +123,7 @@ extension API {
                         e.string("message_id", d.messageID)
                         if let r = d.receipt { e.string("receipt", r) }
                         // Deprecated: APNs deliveries keep the field they always had (the `apns-id` APNs confirmed).
-                        if let t = d.transport, transports[t]?.configuration.platform == .ios { e.string("apns_id", d.receipt ?? d.messageID) }
+                        if let t = d.transport, transports[t]?.reads("apns") == true { e.string("apns_id", d.receipt ?? d.messageID) }
                         e.string("updated_at", d.updatedAt.iso8601)
                         if d.state == .queued, let next = d.nextAttemptAt { e.string("next_attempt_at", next.iso8601) }
                     }
