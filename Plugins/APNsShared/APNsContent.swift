@@ -178,7 +178,7 @@ public enum APNsRoute {
         }
         let token: String
         do { token = try DeviceToken.normalize(raw) } catch {
-            throw AddressProblem(field: "token", "\(error) (APNs device tokens are hex)")
+            throw AddressProblem(field: "token", "\(error)")
         }
         if let given = attributes[APNsEnvironment.attribute] {
             guard let env = APNsEnvironment(rawValue: given) else {

@@ -21,6 +21,15 @@ public final class LogTransport: TransportPlugin {
         /// File to append to, resolved against the config's folder; `nil` writes to stdout.
         public var path: String?
 
+        /// A hex device token (the `log` route is a dry run of APNs), of any environment: a given
+        /// one is checked and kept.
+        public func address(_ input: DeviceAddressInput, attributes: DeviceAttributes) throws(AddressProblem) -> DeviceAddress {
+            let environment = attributes.apnsEnvironment ?? .production
+            var address = try APNsRoute.address(input, attributes: attributes, environment: environment)
+            if attributes[APNsEnvironment.attribute] == nil { address.attributes = DeviceAttributes() }
+            return address
+        }
+
         /// The payload APNs would get (the `log` route is a dry run of APNs), for any device address.
         public func render(_ content: NotificationContent, context: RenderContext) throws(ContentProblem) -> RenderedPayload {
             var payload = try APNsRoute.render(content, context: context)

@@ -103,10 +103,11 @@ import Testing
         let alert = NotificationContent(alert: .text("x"))
         var voip = NotificationContent(data: ["call": "1"])
         voip.apns.pushType = .voip
-        let batch = [TransportFixture.delivery(1, content: Self.padded(alert, to: 4097)),
-                     TransportFixture.delivery(2, content: Self.padded(voip, to: 5121)),
-                     TransportFixture.delivery(3, content: Self.padded(alert, to: 4096)),
-                     TransportFixture.delivery(4, content: Self.padded(voip, to: 5120))]
+        // Rendered without the accept-time check (a caller driving the transport directly): the transport refuses what is over.
+        let batch = APNsRoute.rendered([TransportFixture.delivery(1, content: Self.padded(alert, to: 4097)),
+                                        TransportFixture.delivery(2, content: Self.padded(voip, to: 5121)),
+                                        TransportFixture.delivery(3, content: Self.padded(alert, to: 4096)),
+                                        TransportFixture.delivery(4, content: Self.padded(voip, to: 5120))])
         #expect(batch.map(\.payload.body.count) == [4097, 5121, 4096, 5120])
         let outcomes = await transport.deliver(batch)
         await transport.shutdown()

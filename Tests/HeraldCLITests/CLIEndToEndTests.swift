@@ -149,7 +149,7 @@ struct CLIFixture {
         #expect(app.stderr.contains("--app: unknown app \"com.example.ap\"; configured: com.example.app, com.example.other"))
         let priority = try f.run(["send", "--app", "com.example.app", "--user", "a", "--alert", "x", "--priority", "7"])
         #expect(priority.status == 2)
-        #expect(priority.stderr.contains("--priority: must be 10, 5 or 1, found 7"))
+        #expect(priority.stderr.contains("--priority: route dry (log): must be 10, 5 or 1, found 7"), "\(priority.stderr)")
         let token = try f.run(["devices", "add", "--app", "com.example.app", "--user", "a", "--token", "xyz"])
         #expect(token.status == 2)
         #expect(token.stderr.contains("--token: device token has a character that is not hexadecimal: \"x\""))

@@ -226,32 +226,35 @@ enum SendCommand {
             }
             content.data = members
         }
+        // The apns override block, built whole and set once (its typed view drops what it cannot read).
+        var apns = APNsOptions()
         if let t = a.value("push-type") {
             guard let type = PushType(rawValue: t) else {
                 throw .usage("--push-type: unknown \"\(t)\"; expected one of: \(PushType.allCases.map(\.rawValue).joined(separator: ", "))", command: command)
             }
-            content.apns.pushType = type
+            apns.pushType = type
         }
-        content.apns.priority = try a.int("priority", command: command)
+        apns.priority = try a.int("priority", command: command)
         if let e = a.value("expiration") {
             guard let v = Int64(e), v >= 0 else { throw .usage("--expiration: expected seconds since 1970 (or 0), found \"\(e)\"", command: command) }
-            content.apns.expiration = v
+            apns.expiration = v
         }
-        content.apns.collapseID = a.value("collapse-id")
-        content.apns.threadID = a.value("thread-id")
-        content.apns.category = a.value("category")
-        content.apns.contentAvailable = a.flag("content-available")
-        content.apns.mutableContent = a.flag("mutable-content")
+        apns.collapseID = a.value("collapse-id")
+        apns.threadID = a.value("thread-id")
+        apns.category = a.value("category")
+        apns.contentAvailable = a.flag("content-available")
+        apns.mutableContent = a.flag("mutable-content")
         if let l = a.value("interruption-level") {
             guard let level = InterruptionLevel(rawValue: l) else {
                 throw .usage("--interruption-level: expected one of: \(InterruptionLevel.allCases.map(\.rawValue).joined(separator: ", "))", command: command)
             }
-            content.apns.interruptionLevel = level
+            apns.interruptionLevel = level
         }
         if let r = a.value("relevance-score") {
             guard let score = Double(r) else { throw .usage("--relevance-score: expected a number from 0 to 1", command: command) }
-            content.apns.relevanceScore = score
+            apns.relevanceScore = score
         }
+        content.apns = apns
         if content.isEmpty {
             throw .usage("nothing to send: give --alert, --title/--body, --badge, --sound, --content-available, --data or --push-type widgets", command: command)
         }

@@ -35,16 +35,19 @@ extension HeraldConfiguration {
             }
             return (name, try address(on: spec, input, attributes))
         }
-        var refusals: [String] = []
+        var refusals: [(route: String, problem: AddressProblem)] = []
         for name in routeOrder(app) {
             guard let spec = transports[name] else { continue }
             do {
                 return (name, try address(on: spec, input, attributes))
             } catch {
-                refusals.append("\(name) (\(spec.kind)): \(error)")
+                refusals.append(("\(name) (\(spec.kind))", error))
             }
         }
-        throw AddressProblem(field: input.field, "no route of app \(app.id) takes this device: \(refusals.joined(separator: "; "))")
+        // One route: its own words. Several: what each expects.
+        if refusals.count == 1 { throw refusals[0].problem }
+        throw AddressProblem(field: input.field, "no route of app \(app.id) takes this device: "
+                             + refusals.map { "\($0.route): \($0.problem)" }.joined(separator: "; "))
     }
 
     /// The first route of the app that takes `input` (a raw address in a notification), with
