@@ -1,6 +1,7 @@
 import APNsBinaryProtocol
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
 
@@ -40,7 +41,18 @@ public struct APNsBinaryConfiguration: TransportConfiguration {
     /// Deadline for connecting (TCP and TLS) and for a proof's answer. Default 10 s.
     public var timeout: TimeInterval = 10
 
-    public var environment: APNsEnvironment? { apnsEnvironment }
+
+    public var platform: Platform? { .ios }
+
+    public func address(_ input: DeviceAddressInput, attributes: DeviceAttributes) throws(AddressProblem) -> DeviceAddress {
+        try APNsRoute.address(input, attributes: attributes, environment: apnsEnvironment)
+    }
+
+    public func canCarry(_ attributes: DeviceAttributes) -> Bool { APNsRoute.canCarry(attributes, environment: apnsEnvironment) }
+
+    public func render(_ content: NotificationContent, context: RenderContext) throws(ContentProblem) -> RenderedPayload {
+        try APNsRoute.render(content, context: context)
+    }
 
     public var summary: String {
         var parts = ["\(apnsEnvironment.rawValue) \(endpoint)", "format \(format.rawValue)",

@@ -1,6 +1,7 @@
 import APNsBinaryProtocol
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
 
@@ -14,6 +15,8 @@ import HeraldCrypto
 /// service says through ``DeadTokenSource``; the host applies it to the store.
 public final class APNsBinaryTransport: TransportPlugin, DeadTokenSource {
     public typealias Configuration = APNsBinaryConfiguration
+    public static let overrideBlocks = [APNsOptions.block]
+
     public static let kind = "apns-binary"
 
     public static func configuration(from node: ConfigNode) -> APNsBinaryConfiguration? {
@@ -65,6 +68,7 @@ public final class APNsBinaryTransport: TransportPlugin, DeadTokenSource {
     /// contiguous ordered parts, and returns once every one has its outcome: proven delivered,
     /// or what the gateway or a lost connection decided.
     public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] {
+        let batch = APNsRoute.rendered(batch)
         guard !batch.isEmpty else { return [] }
         let connections = self.connections.withLock { $0 }
         guard !connections.isEmpty else {
@@ -78,7 +82,7 @@ public final class APNsBinaryTransport: TransportPlugin, DeadTokenSource {
             // Fields are read in place: a `Delivery` is large, and copying each one would cost
             // more than everything else done here.
             for slot in deliveries.indices {
-                let size = deliveries[slot].payload.count
+                let size = deliveries[slot].payload.body.count
                 if size > maxPayload {
                     completion.complete(slot, .rejected(reason: "7 Invalid payload size: the payload is \(size) bytes; maxPayload is \(maxPayload) (not sent)"))
                     continue
@@ -87,10 +91,11 @@ public final class APNsBinaryTransport: TransportPlugin, DeadTokenSource {
                     completion.complete(slot, .rejected(reason: "5 Invalid token size: the binary provider API takes 32-byte tokens; this one is \(deliveries[slot].token.utf8.count / 2) bytes (not sent)"))
                     continue
                 }
-                let expiration = deliveries[slot].content.apns.expiration ?? 0
-                frames.append(BinaryFrame(batch: completion, slot: slot, token: token, payload: deliveries[slot].payload,
+                let options = APNsSendOptions(deliveries[slot].payload)
+                let expiration = options.expiration ?? 0
+                frames.append(BinaryFrame(batch: completion, slot: slot, token: token, payload: deliveries[slot].payload.body,
                                           expiry: UInt32(clamping: max(0, expiration)),
-                                          priority: deliveries[slot].content.priority == 10 ? 10 : 5))
+                                          priority: options.priority == 10 ? 10 : 5))
             }
         }
         if !frames.isEmpty {

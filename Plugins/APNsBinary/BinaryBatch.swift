@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 
 /// Collects one `deliver` call's outcomes, slot by slot, from any thread; the caller awaits them all.

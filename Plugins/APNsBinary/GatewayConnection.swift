@@ -1,6 +1,7 @@
 import APNsBinaryProtocol
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
 
@@ -431,7 +432,7 @@ final class GatewayConnection: @unchecked Sendable {
             proofBudget.spend()  // this connection ended because of a proof
         }
         let resolution = window.resolve(response, identified: identified)
-        resolution.delivered.complete(.delivered(apnsID: nil, evidence: resolution.evidence))
+        resolution.delivered.complete(.delivered(receipt: nil, evidence: resolution.evidence))
         settings.metrics.delivered.increment(by: Int64(resolution.delivered.count))
         if let (frame, outcome) = resolution.failed {
             frame.complete(outcome)

@@ -1,4 +1,5 @@
 import APNsBinaryProtocol
+import HeraldAPNs
 import HeraldCore
 
 /// The notifications written on one connection and not yet proven, and what the gateway's one

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
 
@@ -60,7 +61,18 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
     /// dispatcher's backoff takes over. Default 2.
     public var connectionRetries: Int = 2
 
-    public var environment: APNsEnvironment? { apnsEnvironment }
+
+    public var platform: Platform? { .ios }
+
+    public func address(_ input: DeviceAddressInput, attributes: DeviceAttributes) throws(AddressProblem) -> DeviceAddress {
+        try APNsRoute.address(input, attributes: attributes, environment: apnsEnvironment)
+    }
+
+    public func canCarry(_ attributes: DeviceAttributes) -> Bool { APNsRoute.canCarry(attributes, environment: apnsEnvironment) }
+
+    public func render(_ content: NotificationContent, context: RenderContext) throws(ContentProblem) -> RenderedPayload {
+        try APNsRoute.render(content, context: context)
+    }
 
     public var summary: String {
         var parts = ["\(apnsEnvironment.rawValue) \(endpoint)"]

@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
 
@@ -13,6 +14,8 @@ import HeraldCrypto
 /// ``ResponseMapping``; a payload over Apple's limit is rejected without a request.
 public final class APNsHTTP2Transport: TransportPlugin {
     public typealias Configuration = APNsHTTP2Configuration
+    public static let overrideBlocks = [APNsOptions.block]
+
     public static let kind = "apns-http2"
 
     public static func configuration(from node: ConfigNode) -> APNsHTTP2Configuration? {
@@ -67,6 +70,7 @@ public final class APNsHTTP2Transport: TransportPlugin {
     }
 
     public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] {
+        let batch = APNsRoute.rendered(batch)
         guard !batch.isEmpty else { return [] }
         let engines = self.engines.withLock { $0 }
         guard !engines.isEmpty else {
@@ -88,15 +92,16 @@ public final class APNsHTTP2Transport: TransportPlugin {
         }
         var payloads = PayloadBytes.Cache()
         for (slot, delivery) in batch.enumerated() {
-            let pushType = delivery.content.pushType
-            if delivery.payload.count > pushType.maxPayloadBytes {
-                completion.complete(slot, .rejected(reason: "PayloadTooLarge: the payload is \(delivery.payload.count) bytes; APNs accepts at most \(pushType.maxPayloadBytes) for \(pushType.rawValue) notifications"))
+            let options = APNsSendOptions(delivery.payload)
+            let pushType = options.pushType
+            if delivery.payload.body.count > pushType.maxPayloadBytes {
+                completion.complete(slot, .rejected(reason: "PayloadTooLarge: the payload is \(delivery.payload.body.count) bytes; APNs accepts at most \(pushType.maxPayloadBytes) for \(pushType.rawValue) notifications"))
                 continue
             }
             let key = HeaderShape.Key(pushType: pushType,
                                       topic: pushType.topic(forBundleID: configuration.topic ?? delivery.topic),
-                                      priority: delivery.content.priority, expiration: delivery.content.apns.expiration,
-                                      collapseID: delivery.content.apns.collapseID, authorization: token?.header)
+                                      priority: options.priority, expiration: options.expiration,
+                                      collapseID: options.collapseID, authorization: token?.header)
             let request = PendingRequest(delivery: delivery, payload: payloads.bytes(for: delivery), slot: slot, batch: completion,
                                          shapeKey: key, token: token,
                                          retries: configuration.connectionRetries)

@@ -1,5 +1,6 @@
 import CCurl
 import FoundationEssentials
+import HeraldAPNs
 import HeraldCore
 import Glibc
 

@@ -2,6 +2,7 @@ import CCurl
 import CLinux  // epoll
 import Dispatch
 import FoundationEssentials
+import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 import CCurl
 import FoundationEssentials
+import HeraldAPNs
 import HeraldCore
 #if canImport(Glibc)
 import Glibc
@@ -93,7 +94,7 @@ final class EasyHandle {
         // Not copied: the request keeps the bytes alive until the transfer leaves the multi handle.
         herald_curl_easy_setopt_long(handle, CURLOPT_POSTFIELDSIZE, r.payload.count)
         herald_curl_easy_setopt_pointer(handle, CURLOPT_POSTFIELDS, r.payload.base)
-        herald_curl_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headers.list(apnsID: r.delivery.apnsID, shape: shape))
+        herald_curl_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headers.list(apnsID: r.delivery.messageID, shape: shape))
     }
 
     /// Whether this request must open a new connection instead of reusing one (set per request).

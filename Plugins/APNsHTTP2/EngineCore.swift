@@ -2,6 +2,7 @@ import CCurl
 import CLinux  // epoll and eventfd
 import Dispatch
 import FoundationEssentials
+import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
 #if canImport(Glibc)
@@ -212,7 +213,7 @@ class EngineCore: @unchecked Sendable {
         lastAnswerAt = now
         if status != 403 { warm = true }
         responseCounter(status).increment()
-        switch ResponseMapping.outcome(status: status, body: body, apnsID: r.delivery.apnsID.lowercasedString, retryAfter: retryAfter) {
+        switch ResponseMapping.outcome(status: status, body: body, apnsID: r.delivery.messageID.lowercasedString, retryAfter: retryAfter) {
         case .outcome(let outcome):
             finish(r, outcome)
         case .refreshProviderToken(let reason):

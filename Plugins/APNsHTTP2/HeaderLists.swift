@@ -1,6 +1,7 @@
 import CCurl
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 
 /// The headers every request of one "shape" shares, as a libcurl header list built once.

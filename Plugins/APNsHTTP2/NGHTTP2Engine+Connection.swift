@@ -2,6 +2,7 @@ import CCurl
 import CLinux  // epoll
 import CNGHTTP2
 import FoundationEssentials
+import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
 #if canImport(Glibc)

@@ -3,6 +3,7 @@ import CLinux  // epoll
 import CNGHTTP2
 import Dispatch
 import FoundationEssentials
+import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
 #if canImport(Glibc)

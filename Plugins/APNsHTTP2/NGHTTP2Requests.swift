@@ -1,5 +1,6 @@
 import CNGHTTP2
 import FoundationEssentials
+import HeraldAPNs
 import HeraldCore
 #if canImport(Glibc)
 import Glibc
@@ -125,7 +126,7 @@ final class NGStream {
         // apns-id
         let idStart = text + at
         let digits = Self.digits.utf8Start
-        withUnsafeBytes(of: r.delivery.apnsID.uuid) { bytes in
+        withUnsafeBytes(of: r.delivery.messageID.uuid) { bytes in
             for (k, byte) in bytes.enumerated() {
                 if k == 4 || k == 6 || k == 8 || k == 10 { text[at] = 45; at += 1 }  // "-"
                 text[at] = digits[Int(byte >> 4)]

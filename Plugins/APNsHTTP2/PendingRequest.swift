@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 
 /// A payload's bytes at a fixed address, handed to libcurl with `CURLOPT_POSTFIELDS` (which
@@ -31,8 +32,8 @@ final class PayloadBytes: @unchecked Sendable {
         private var byNotification: [String: PayloadBytes] = [:]
 
         mutating func bytes(for delivery: Delivery) -> PayloadBytes {
-            if let known = byNotification[delivery.notificationID], known.source == delivery.payload { return known }
-            let fresh = PayloadBytes(delivery.payload)
+            if let known = byNotification[delivery.notificationID], known.source == delivery.payload.body { return known }
+            let fresh = PayloadBytes(delivery.payload.body)
             byNotification[delivery.notificationID] = fresh
             return fresh
         }

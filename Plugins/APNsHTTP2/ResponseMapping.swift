@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 
 /// What an APNs answer means for the delivery, from Apple's status codes and reasons.
@@ -11,7 +12,7 @@ enum ResponseMapping {
     ///   - body: the JSON error body (`{"reason":…, "timestamp":…}`), empty on 200.
     ///   - apnsID: the `apns-id` response header.
     static func outcome(status: Int, body: [UInt8], apnsID: String?, retryAfter: TimeInterval? = nil) -> Mapped {
-        if status == 200 { return .outcome(.delivered(apnsID: apnsID)) }
+        if status == 200 { return .outcome(.delivered(receipt: apnsID)) }
         let parsed = try? JSONValue.parse(Data(body))
         let reason = parsed?["reason"]?.stringValue ?? "HTTP \(status)"
         let timestamp = parsed?["timestamp"]?.doubleValue.map { Date(timeIntervalSince1970: $0 / 1000) }

@@ -19,7 +19,6 @@ import HeraldCore
 public final class LocalTransport: TransportPlugin {
     /// The `local` transport has no keys besides `type`.
     public struct Configuration: TransportConfiguration {
-        public var environment: APNsEnvironment? { nil }
         public var summary: String { "live streams of the daemon (GET /v1/stream)" }
         public init() {}
     }
@@ -50,8 +49,8 @@ public final class LocalTransport: TransportPlugin {
         }
         return results.map { result in
             switch result {
-            case .written(let id): return .delivered(apnsID: nil, evidence: "written to the device's stream as event \(id)")
-            case .acknowledged(let id): return .delivered(apnsID: nil, evidence: "acknowledged by the device as event \(id)")
+            case .written(let id): return .delivered(receipt: nil, evidence: "written to the device's stream as event \(id)")
+            case .acknowledged(let id): return .delivered(receipt: nil, evidence: "acknowledged by the device as event \(id)")
             case .notConnected(let since): return .notConnected(since: since)
             case .unavailable(let reason): return .retry(after: 1, reason: reason)
             }

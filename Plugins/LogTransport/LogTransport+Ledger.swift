@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 
 /// The log file is the transport's own record of what it accepted: after a crash the daemon

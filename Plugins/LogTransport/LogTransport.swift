@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 
 /// The `log` transport: appends each delivery as one JSON line to a file, or to standard output.
@@ -21,11 +22,28 @@ public final class LogTransport: TransportPlugin {
     public struct Configuration: TransportConfiguration {
         /// File to append to, resolved against the config's folder; `nil` writes to stdout.
         public var path: String?
-        public var environment: APNsEnvironment? { nil }
+
+        /// A hex device token (the `log` route is a dry run of APNs), of any environment: a given
+        /// one is checked and kept.
+        public func address(_ input: DeviceAddressInput, attributes: DeviceAttributes) throws(AddressProblem) -> DeviceAddress {
+            let environment = attributes.apnsEnvironment ?? .production
+            var address = try APNsRoute.address(input, attributes: attributes, environment: environment)
+            if attributes[APNsEnvironment.attribute] == nil { address.attributes = DeviceAttributes() }
+            return address
+        }
+
+        /// The payload APNs would get (the `log` route is a dry run of APNs), for any device address.
+        public func render(_ content: NotificationContent, context: RenderContext) throws(ContentProblem) -> RenderedPayload {
+            var payload = try APNsRoute.render(content, context: context)
+            payload.headers["apns-topic"] = APNsSendOptions(payload).pushType.topic(forBundleID: context.topic)
+            return payload
+        }
         public var summary: String { path ?? "stdout" }
 
         public init(path: String?) { self.path = path }
     }
+
+    public static let overrideBlocks = [APNsOptions.block]
 
     public static let kind = "log"
 
@@ -91,6 +109,13 @@ public final class LogTransport: TransportPlugin {
     public var preferredBatchSize: Int { 1000 }
 
     public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] {
+        // Rendered by the delivery engine; a caller that drives the transport directly gets the same render.
+        let batch = batch.map { d -> Delivery in
+            guard d.payload == .unrendered, let payload = try? configuration.render(d.content, context: d.renderContext) else { return d }
+            var d = d
+            d.payload = payload
+            return d
+        }
         var lines = [UInt8]()
         lines.reserveCapacity(batch.count * 400)
         let time = clock.now.iso8601
@@ -102,7 +127,7 @@ public final class LogTransport: TransportPlugin {
             let reason = "cannot write to \(configuration.summary): \(failure)"
             return batch.map { _ in .retry(after: nil, reason: reason) }
         }
-        return batch.map { .delivered(apnsID: $0.apnsID.lowercasedString) }
+        return batch.map { _ in .delivered(receipt: nil, evidence: "written to \(configuration.summary)") }
     }
 
     /// Appends `bytes` (and fsyncs them with durable writes, on a file that can be synced); nil
@@ -132,7 +157,7 @@ public final class LogTransport: TransportPlugin {
 
     /// The JSON line written for one delivery: headers Herald would send and the payload.
     public static func line(for d: Delivery, transport: String, time: String) -> [UInt8] {
-        var w = JSONWriter(capacity: 256 + d.payload.count)
+        var w = JSONWriter(capacity: 256 + d.payload.body.count)
         w.object { o in
             o.string("time", time)
             o.string("transport", transport)
@@ -141,17 +166,13 @@ public final class LogTransport: TransportPlugin {
             o.string("app", d.app)
             o.string("token", d.token)
             if let user = d.user { o.string("user", user) }
-            o.string("environment", d.environment.rawValue)
             o.int("attempt", d.attempt)
             o.object("headers") { h in
-                h.string("apns-id", d.apnsID.lowercasedString)
-                h.string("apns-push-type", d.content.pushType.rawValue)
-                h.string("apns-topic", d.apnsTopic)
-                h.string("apns-priority", String(d.content.priority))
-                if let e = d.content.apns.expiration { h.string("apns-expiration", String(e)) }
-                h.string("apns-collapse-id", d.content.apns.collapseID)
+                // The delivery's message id, under the header APNs would get it in (the ledger reads it back).
+                h.string("apns-id", d.messageID.lowercasedString)
+                for name in d.payload.headers.keys.sorted() { h.string(name, d.payload.headers[name]!) }
             }
-            o.rawJSON("payload", d.payload)
+            o.rawJSON("payload", d.payload.body)
         }
         return w.bytes
     }

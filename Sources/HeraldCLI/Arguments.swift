@@ -1,3 +1,4 @@
+import HeraldAPNs
 import HeraldCore
 
 /// A command's options, parsed from `argv` without outside packages.

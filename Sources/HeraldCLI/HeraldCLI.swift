@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 import HeraldSQLite
 

@@ -1,6 +1,6 @@
 import HeraldCore
 
-/// The content (and APNs payload) of notifications this node accepted, by notification id, until
+/// The content of notifications this node accepted, by notification id, until
 /// their deliveries are claimed for the first time, so a claim of its own accepts need not parse
 /// the stored JSON again (as ``NotificationCache`` does for SQLite).
 ///
@@ -8,7 +8,7 @@ import HeraldCore
 /// claimed here and leave oldest first once the cache holds `limit` notifications. A miss only
 /// costs the parse.
 struct AcceptedContentCache {
-    private var entries: [String: (content: NotificationContent, payload: [UInt8], unclaimed: Int)] = [:]
+    private var entries: [String: (content: NotificationContent, unclaimed: Int)] = [:]
     /// Ids in insertion order from `head` on (some already gone), for evicting the oldest.
     private var order: [String] = []
     private var head = 0
@@ -21,7 +21,7 @@ struct AcceptedContentCache {
     /// Caches a notification with `unclaimed` deliveries waiting for their first claim.
     mutating func insert(_ id: String, _ content: NotificationContent, unclaimed: Int) {
         guard unclaimed > 0 else { return }
-        entries[id] = (content, APNsPayload.encode(content), unclaimed)
+        entries[id] = (content, unclaimed)
         order.append(id)
         while entries.count > limit, head < order.count {
             entries[order[head]] = nil
@@ -40,10 +40,10 @@ struct AcceptedContentCache {
     /// Forgets `id` (its accept stored nothing).
     mutating func remove(_ id: String) { entries[id] = nil }
 
-    /// The content and payload of `id`, counting one of its deliveries as claimed.
-    mutating func claim(_ id: String) -> (NotificationContent, [UInt8])? {
+    /// The content of `id`, counting one of its deliveries as claimed.
+    mutating func claim(_ id: String) -> NotificationContent? {
         guard let entry = entries[id] else { return nil }
         if entry.unclaimed <= 1 { entries[id] = nil } else { entries[id]!.unclaimed -= 1 }
-        return (entry.content, entry.payload)
+        return entry.content
     }
 }

@@ -102,9 +102,9 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
         let since = String(idempotencySince.millisecondsSince1970), node = nodeID
         // The accept on its own: a key's path, or the fallback when a batch statement fails.
         let store: (PGConnection) throws -> (EnqueueReceipt, [String]) = { [added] db in
-            let arrays = [PGArray.text(d.map(\.token)), PGArray.text(d.map(\.user)), PGArray.text(d.map(\.environment.rawValue)),
+            let arrays = [PGArray.text(d.map(\.token)), PGArray.text(d.map(\.user)),
                           PGArray.text(d.map(\.transport)), PGArray.text(d.map(\.state.rawValue)), PGArray.text(d.map(\.reason)),
-                          PGArray.text(d.map { $0.apnsID.lowercasedString }), PGArray.text(d.map(\.fallback))]
+                          PGArray.text(d.map { $0.messageID.lowercasedString }), PGArray.text(d.map(\.fallback))]
             if let key = n.idempotencyKey {
                 // A key older than the window is free again.
                 try db.execute("UPDATE notifications SET idempotency_key = NULL WHERE app = $1 AND idempotency_key = $2 AND created_at < $3",
@@ -116,12 +116,12 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
                     VALUES ($1, $2, $3, $4, $5, $6, $7)
                     ON CONFLICT (app, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING seq),
                 d AS (
-                    INSERT INTO deliveries (notification, token, "user", environment, transport, state, attempts,
-                                            next_attempt_at, last_reason, apns_id, updated_at, fallback, accepted_by)
-                    SELECT n.seq, r.token, r.u, r.env, r.transport, r.state, 0,
-                           CASE WHEN r.state = 'queued' THEN $7::bigint END, r.reason, r.apns_id, $7::bigint, r.fallback, $16
-                    FROM n, unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[])
-                        WITH ORDINALITY AS r(token, u, env, transport, state, reason, apns_id, fallback, ord)
+                    INSERT INTO deliveries (notification, token, "user", transport, state, attempts,
+                                            next_attempt_at, last_reason, message_id, updated_at, fallback, accepted_by)
+                    SELECT n.seq, r.token, r.u, r.transport, r.state, 0,
+                           CASE WHEN r.state = 'queued' THEN $7::bigint END, r.reason, r.message_id, $7::bigint, r.fallback, $15
+                    FROM n, unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
+                        WITH ORDINALITY AS r(token, u, transport, state, reason, message_id, fallback, ord)
                     ORDER BY r.ord)
                 SELECT seq FROM n
                 """, [n.id, n.app, n.topic, content, n.idempotencyKey, String(d.count), created] + arrays + [node])
@@ -141,7 +141,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
             if n.idempotencyKey == nil {
                 let plain = PGAcceptWriter.PlainAccept(
                     notification: [n.id, n.app, n.topic, content, String(d.count), created],
-                    deliveries: d.map { [$0.token, $0.user, $0.environment.rawValue, $0.transport, $0.state.rawValue, $0.reason, $0.apnsID.lowercasedString, $0.fallback] },
+                    deliveries: d.map { [$0.token, $0.user, $0.transport, $0.state.rawValue, $0.reason, $0.messageID.lowercasedString, $0.fallback] },
                     wake: added.keys.sorted())
                 receipt = try await writer.accept(plain, result: EnqueueReceipt(id: n.id, deliveries: d.count, replayed: false), fallback: store)
             } else {
@@ -179,8 +179,8 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
                                  AND (d.accepted_by IS NULL OR d.accepted_by = $5 OR d.next_attempt_at <= $6 OR \(Self.streamHere(node: "$5")))
                                  AND NOT \(Self.streamElsewhere(node: "$5"))
                                  ORDER BY d.next_attempt_at, d.id LIMIT $3 FOR UPDATE SKIP LOCKED)
-                    RETURNING id, notification, token, "user", environment, attempts, apns_id, fallback)
-                SELECT c.id, c.token, c."user", c.environment, c.attempts, c.apns_id, n.seq, n.id, n.app, n.topic, n.content, n.created_at,
+                    RETURNING id, notification, token, "user", attempts, message_id, fallback)
+                SELECT c.id, c.token, c."user", NULL, c.attempts, c.message_id, n.seq, n.id, n.app, n.topic, n.content, n.created_at,
                        c.fallback
                 FROM c JOIN notifications n ON n.seq = c.notification ORDER BY c.id
                 """, [transport, String(now.millisecondsSince1970), String(limit), String(leaseUntil.millisecondsSince1970), node,
@@ -212,24 +212,23 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
         """
     }
 
-    /// Rows `id, token, user, environment, attempts, apns_id, seq, nid, app, topic, content, created_at, fallback`.
+    /// Rows `id, token, user, (unused), attempts, message_id, seq, nid, app, topic, content, created_at, fallback`.
     private static func deliveries(_ r: PGRows, transport: String, cache: Locked<AcceptedContentCache>) throws -> [ClaimedDelivery] {
-        var parsed: [Int64: (NotificationContent, [UInt8])] = [:]
+        var parsed: [Int64: NotificationContent] = [:]
         var result: [ClaimedDelivery] = []
         result.reserveCapacity(r.count)
         // Rows of this node's own accepts (first attempts) whose content is still cached.
-        let cached: [Int: (NotificationContent, [UInt8])] = cache.withLock { c in
-            var found: [Int: (NotificationContent, [UInt8])] = [:]
+        let cached: [Int: NotificationContent] = cache.withLock { c in
+            var found: [Int: NotificationContent] = [:]
             for i in 0..<r.count where r.int(i, 4) == 1 { if let hit = c.claim(r.string(i, 7)) { found[i] = hit } }
             return found
         }
         for i in 0..<r.count {
             let seq = r.int(i, 6)
-            let content: (NotificationContent, [UInt8])
+            let content: NotificationContent
             if let c = cached[i] ?? parsed[seq] { content = c } else {
                 do {
-                    let c = try NotificationContent.fromAPIJSON(Array(r.string(i, 10).utf8))
-                    content = (c, APNsPayload.encode(c))
+                    content = try NotificationContent.fromAPIJSON(Array(r.string(i, 10).utf8))
                 } catch {
                     throw StoreError("queue: notification \(r.string(i, 7)) has content this Herald cannot read: \(error)")
                 }
@@ -237,9 +236,9 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
             }
             result.append(ClaimedDelivery(delivery: Delivery(
                 id: r.int(i, 0), notificationID: r.string(i, 7), app: r.string(i, 8), topic: r.string(i, 9), token: r.string(i, 1),
-                user: r[i, 2], environment: APNsEnvironment(rawValue: r.string(i, 3)) ?? .production, transport: transport,
-                attempt: Int(r.int(i, 4)), apnsID: UUID(lowercasedString: r.string(i, 5)) ?? UUIDSource.random(),
-                content: content.0, payload: content.1, fallback: r[i, 12]), acceptedAt: Date(millisecondsSince1970: r.int(i, 11))))
+                user: r[i, 2], transport: transport,
+                attempt: Int(r.int(i, 4)), messageID: UUID(lowercasedString: r.string(i, 5)) ?? UUIDSource.random(),
+                content: content, fallback: r[i, 12]), acceptedAt: Date(millisecondsSince1970: r.int(i, 11))))
         }
         return result
     }
@@ -253,19 +252,19 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
         let waits: (DeliveryCompletion) -> Bool = { $0.state == .queued || $0.state == .parked }
         let params = [PGArray.ints(c.map { $0.id }), PGArray.ints(c.map { $0.attempt }),
                       PGArray.text(c.map { waits($0) ? DeliveryState.queued.rawValue : $0.state.rawValue }),
-                      PGArray.text(c.map { $0.reason }), PGArray.text(c.map { $0.apnsID }),
+                      PGArray.text(c.map { $0.reason }), PGArray.text(c.map { $0.receipt }),
                       PGArray.ints(c.map { waits($0) ? ($0.retryAt ?? now).millisecondsSince1970 : nil }),
                       PGArray.ints(c.map { waits($0) && !$0.countsAttempt ? 1 : 0 }), String(now.millisecondsSince1970),
                       PGArray.text(c.map { $0.state == .parked ? "t" : "f" }), PGArray.text(c.map { $0.transport })]
         // One statement for the batch; the fencing is in the WHERE clause.
         let changed = try await pool.run { db in
             try db.execute("""
-                UPDATE deliveries d SET state = c.state, last_reason = c.reason, apns_id = COALESCE(c.apns_id, d.apns_id),
+                UPDATE deliveries d SET state = c.state, last_reason = c.reason, receipt = COALESCE(c.receipt, d.receipt),
                     lease_until = NULL, claimed_by = NULL, next_attempt_at = c.retry_at, updated_at = $8, attempts = d.attempts - c.give_back,
                     parked = c.parked::boolean, transport = COALESCE(c.transport, d.transport),
                     fallback = CASE WHEN c.transport IS NULL THEN d.fallback END
                 FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::int[], $9::text[], $10::text[])
-                    AS c(id, attempt, state, reason, apns_id, retry_at, give_back, parked, transport)
+                    AS c(id, attempt, state, reason, receipt, retry_at, give_back, parked, transport)
                 WHERE d.id = c.id AND d.attempts = c.attempt AND d.state = 'sent'
                 RETURNING d.transport, d.state, CASE WHEN c.transport IS NULL THEN d.transport
                                                      ELSE (SELECT o.transport FROM deliveries o WHERE o.id = d.id) END
@@ -368,13 +367,13 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
             guard n.count == 1 else { return nil }
             let s = try db.execute("""
                 SELECT id, token, "user", transport, CASE WHEN parked AND state = 'queued' THEN 'parked' ELSE state END,
-                       attempts, last_reason, apns_id, updated_at, next_attempt_at
+                       attempts, last_reason, message_id, updated_at, next_attempt_at, receipt
                 FROM deliveries WHERE notification = $1 ORDER BY id
                 """, [n.string(0, 0)])
             let deliveries = (0..<s.count).map { i in
                 DeliveryStatus(id: s.int(i, 0), token: s.string(i, 1), user: s[i, 2], transport: s[i, 3],
                                state: DeliveryState(rawValue: s.string(i, 4)) ?? .failed, attempts: Int(s.int(i, 5)),
-                               lastReason: s[i, 6], apnsID: s.string(i, 7), updatedAt: Date(millisecondsSince1970: s.int(i, 8)),
+                               lastReason: s[i, 6], messageID: s.string(i, 7), receipt: s[i, 10], updatedAt: Date(millisecondsSince1970: s.int(i, 8)),
                                nextAttemptAt: s.optionalInt(i, 9).map { Date(millisecondsSince1970: $0) })
             }
             return NotificationStatus(id: notificationID, app: n.string(0, 1), createdAt: Date(millisecondsSince1970: n.int(0, 2)),

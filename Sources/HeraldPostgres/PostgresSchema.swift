@@ -122,6 +122,17 @@ enum PostgresSchema {
         CREATE INDEX deliveries_leased ON deliveries (lease_until) WHERE lease_until IS NOT NULL;
         ALTER TABLE deliveries ADD COLUMN accepted_by TEXT
         """,
+        // 6: one core for every platform (see the SQLite schema's step 5): the environment
+        // becomes the APNs plugin's device attribute, `apns_id` the neutral `message_id` with
+        // the platform's `receipt` beside it.
+        """
+        ALTER TABLE devices ADD COLUMN attributes TEXT;
+        UPDATE devices SET attributes = '{"environment":"' || environment || '"}';
+        ALTER TABLE devices DROP COLUMN environment;
+        ALTER TABLE deliveries DROP COLUMN environment;
+        ALTER TABLE deliveries RENAME COLUMN apns_id TO message_id;
+        ALTER TABLE deliveries ADD COLUMN receipt TEXT
+        """,
     ]
 
     /// The schema version of the database (0: none yet).

@@ -9,12 +9,12 @@ final class PostgresTokenStore: TokenStore, Sendable {
 
     init(pool: PGPool) { self.pool = pool }
 
-    private static let columns = "app, token, \"user\", transport, environment, created_at, updated_at, invalidated_at, invalidation_reason"
+    private static let columns = "app, token, \"user\", transport, attributes, created_at, updated_at, invalidated_at, invalidation_reason"
 
     private static func devices(_ r: PGRows) -> [Device] {
         (0..<r.count).map { i in
             Device(app: r.string(i, 0), token: r.string(i, 1), user: r.string(i, 2), transport: r.string(i, 3),
-                   environment: APNsEnvironment(rawValue: r.string(i, 4)) ?? .production,
+                   attributes: DeviceAttributes(json: r[i, 4]),
                    createdAt: Date(millisecondsSince1970: r.int(i, 5)), updatedAt: Date(millisecondsSince1970: r.int(i, 6)),
                    invalidatedAt: r.optionalInt(i, 7).map { Date(millisecondsSince1970: $0) }, invalidationReason: r[i, 8])
         }
@@ -27,14 +27,14 @@ final class PostgresTokenStore: TokenStore, Sendable {
             let rows = try db.execute("""
                 WITH previous AS (SELECT "user" FROM devices WHERE app = $1 AND token = $2),
                 upsert AS (
-                    INSERT INTO devices (app, token, "user", transport, environment, created_at, updated_at)
+                    INSERT INTO devices (app, token, "user", transport, attributes, created_at, updated_at)
                     VALUES ($1, $2, $3, $4, $5, $6, $6)
                     ON CONFLICT (app, token) DO UPDATE SET
-                        "user" = excluded."user", transport = excluded.transport, environment = excluded.environment,
+                        "user" = excluded."user", transport = excluded.transport, attributes = excluded.attributes,
                         updated_at = excluded.updated_at, invalidated_at = NULL, invalidation_reason = NULL
                     RETURNING \(Self.columns), (xmax = 0) AS inserted)
                 SELECT upsert.*, (SELECT "user" FROM previous) FROM upsert
-                """, [r.app, r.token, r.user, r.transport, r.environment.rawValue, String(now.millisecondsSince1970)])
+                """, [r.app, r.token, r.user, r.transport, r.attributes.json, String(now.millisecondsSince1970)])
             guard let device = Self.devices(rows).first else { throw StoreError("register device: the row vanished after writing it") }
             if rows[0, 9] == "t" { return RegistrationResult(change: .created, device: device) }
             if let p = rows[0, 10], p != r.user { return RegistrationResult(change: .moved, device: device, previousUser: p) }

@@ -8,7 +8,6 @@ struct CachedNotification {
     var app: String
     var topic: String
     var content: NotificationContent
-    var payload: [UInt8]
     var createdAt: Date
 }
 

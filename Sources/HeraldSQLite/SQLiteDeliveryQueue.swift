@@ -110,7 +110,6 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
     public func enqueue(_ n: QueuedNotification, idempotencySince: Date) async throws -> EnqueueReceipt {
         // Everything that needs no database is prepared here, off the writer thread.
         let contentJSON = String(decoding: n.content.apiJSON, as: UTF8.self)
-        let payload = APNsPayload.encode(n.content)
         let rows = n.deliveries.map(DeliveryRow.init)
         var added: [String: (queued: Int, inFlight: Int)] = [:]
         for d in n.deliveries where d.state == .queued {
@@ -145,9 +144,9 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
                 let s = try statements.insertDeliveries(chunk.count, db)
                 var p: Int32 = 1
                 for r in chunk {
-                    s.bind(p, seq).bind(p + 1, r.token).bind(p + 2, r.user).bind(p + 3, r.environment).bind(p + 4, r.transport)
-                        .bind(p + 5, r.state).bind(p + 6, r.queued ? created : nil).bind(p + 7, r.reason)
-                        .bind(p + 8, r.apnsID).bind(p + 9, created).bind(p + 10, r.fallback)
+                    s.bind(p, seq).bind(p + 1, r.token).bind(p + 2, r.user).bind(p + 3, r.transport)
+                        .bind(p + 4, r.state).bind(p + 5, r.queued ? created : nil).bind(p + 6, r.reason)
+                        .bind(p + 7, r.messageID).bind(p + 8, created).bind(p + 9, r.fallback)
                     p += WriterStatements.deliveryColumns
                 }
                 try s.run()
@@ -157,7 +156,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
             // Cached now, not after the commit: a claim in the same group commit reads it. A
             // rollback clears the cache (row ids can be reused after one).
             cache.insert(seq, CachedNotification(id: n.id, app: n.app, topic: n.topic, content: n.content,
-                                                 payload: payload, createdAt: n.createdAt), unclaimed: waiting)
+                                                 createdAt: n.createdAt), unclaimed: waiting)
             return (receipt, { [self] in adjust(added) })
         }
     }
@@ -200,7 +199,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
     public func interrupted(transport: String) async throws -> [ClaimedDelivery] {
         try await writer.perform { [self] db in
             let s = try db.statement("""
-                SELECT id, notification, token, user, environment, attempts, apns_id, fallback FROM deliveries
+                SELECT id, notification, token, user, attempts, message_id, fallback FROM deliveries
                 WHERE state = 'sent' AND transport = ? AND lease_until IS NULL ORDER BY id
                 """)
             s.bind(1, transport)
@@ -214,18 +213,17 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
         var seq: Int64
         var token: String
         var user: String?
-        var environment: String
         var attempts: Int
-        var apnsID: String
+        var messageID: String
         var fallback: String?
     }
 
-    /// Rows `id, notification, token, user, environment, attempts, apns_id, fallback`, read to the end.
+    /// Rows `id, notification, token, user, attempts, message_id, fallback`, read to the end.
     private static func rows(_ s: SQLiteStatement) throws -> [ClaimRow] {
         var rows: [ClaimRow] = []
         while try s.step() {
-            rows.append(ClaimRow(id: s.int64(0), seq: s.int64(1), token: s.string(2), user: s.optionalString(3), environment: s.string(4),
-                                 attempts: Int(s.int64(5)), apnsID: s.string(6), fallback: s.optionalString(7)))
+            rows.append(ClaimRow(id: s.int64(0), seq: s.int64(1), token: s.string(2), user: s.optionalString(3),
+                                 attempts: Int(s.int64(4)), messageID: s.string(5), fallback: s.optionalString(6)))
         }
         return rows
     }
@@ -246,9 +244,8 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
                 loaded[r.seq] = n
             }
             result.append(ClaimedDelivery(delivery: Delivery(id: r.id, notificationID: n.id, app: n.app, topic: n.topic, token: r.token, user: r.user,
-                                   environment: APNsEnvironment(rawValue: r.environment) ?? .production,
-                                   transport: transport, attempt: r.attempts, apnsID: UUID(lowercasedString: r.apnsID) ?? UUIDSource.random(),
-                                   content: n.content, payload: n.payload, fallback: r.fallback), acceptedAt: n.createdAt))
+                                   transport: transport, attempt: r.attempts, messageID: UUID(lowercasedString: r.messageID) ?? UUIDSource.random(),
+                                   content: n.content, fallback: r.fallback), acceptedAt: n.createdAt))
         }
         return result
     }
@@ -263,7 +260,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
             do { content = try NotificationContent.fromAPIJSON(Array(s.string(3).utf8)) } catch {
                 throw StoreError("queue: notification \(id) has content this Herald cannot read: \(error)")
             }
-            return CachedNotification(id: id, app: app, topic: topic, content: content, payload: APNsPayload.encode(content),
+            return CachedNotification(id: id, app: app, topic: topic, content: content,
                                       createdAt: Date(millisecondsSince1970: s.int64(4)))
         }
     }
@@ -293,7 +290,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
                     try retry.run()
                 } else {
                     finish.reset()
-                    finish.bind(1, c.state.rawValue).bind(2, c.reason).bind(3, c.apnsID).bind(4, nowMs).bind(5, c.id).bind(6, c.attempt)
+                    finish.bind(1, c.state.rawValue).bind(2, c.reason).bind(3, c.receipt).bind(4, nowMs).bind(5, c.id).bind(6, c.attempt)
                     try finish.run()
                 }
                 guard db.changes > 0 else { continue }
@@ -407,7 +404,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
             let seq = n.int64(0), app = n.string(1), created = n.int64(2), key = n.optionalString(3)
             n.reset()
             let s = try db.statement("""
-                SELECT id, token, user, transport, state, attempts, last_reason, apns_id, updated_at, next_attempt_at, parked
+                SELECT id, token, user, transport, state, attempts, last_reason, message_id, updated_at, next_attempt_at, parked, receipt
                 FROM deliveries WHERE notification = ? ORDER BY id
                 """)
             s.bind(1, seq)
@@ -417,7 +414,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
                     id: s.int64(0), token: s.string(1), user: s.optionalString(2), transport: s.optionalString(3),
                     state: s.int64(10) == 1 && s.string(4) == "queued" ? .parked : DeliveryState(rawValue: s.string(4)) ?? .failed,
                     attempts: Int(s.int64(5)),
-                    lastReason: s.optionalString(6), apnsID: s.string(7), updatedAt: Date(millisecondsSince1970: s.int64(8)),
+                    lastReason: s.optionalString(6), messageID: s.string(7), receipt: s.optionalString(11), updatedAt: Date(millisecondsSince1970: s.int64(8)),
                     nextAttemptAt: s.optionalInt64(9).map { Date(millisecondsSince1970: $0) }))
             }
             return NotificationStatus(id: notificationID, app: app, createdAt: Date(millisecondsSince1970: created),

@@ -40,11 +40,11 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
         try await thread.run { [self] in try locked(body) }
     }
 
-    private static let columns = "app, token, user, transport, environment, created_at, updated_at, invalidated_at, invalidation_reason"
+    private static let columns = "app, token, user, transport, attributes, created_at, updated_at, invalidated_at, invalidation_reason"
 
     private static func device(from s: SQLiteStatement) -> Device {
         Device(app: s.string(0), token: s.string(1), user: s.string(2), transport: s.string(3),
-               environment: APNsEnvironment(rawValue: s.string(4)) ?? .production,
+               attributes: DeviceAttributes(json: s.optionalString(4)),
                createdAt: Date(millisecondsSince1970: s.int64(5)), updatedAt: Date(millisecondsSince1970: s.int64(6)),
                invalidatedAt: s.optionalInt64(7).map { Date(millisecondsSince1970: $0) },
                invalidationReason: s.optionalString(8))
@@ -63,13 +63,13 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
                 let previous = try fetchDevice(app: r.app, token: r.token)
                 let nowMs = now.millisecondsSince1970
                 try db.withStatement("""
-                    INSERT INTO devices (app, token, user, transport, environment, created_at, updated_at)
+                    INSERT INTO devices (app, token, user, transport, attributes, created_at, updated_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (app, token) DO UPDATE SET
-                        user = excluded.user, transport = excluded.transport, environment = excluded.environment,
+                        user = excluded.user, transport = excluded.transport, attributes = excluded.attributes,
                         updated_at = excluded.updated_at, invalidated_at = NULL, invalidation_reason = NULL
                     """) { s in
-                    s.bind(1, r.app).bind(2, r.token).bind(3, r.user).bind(4, r.transport).bind(5, r.environment.rawValue)
+                    s.bind(1, r.app).bind(2, r.token).bind(3, r.user).bind(4, r.transport).bind(5, r.attributes.json)
                         .bind(6, nowMs).bind(7, nowMs)
                     try s.run()
                 }

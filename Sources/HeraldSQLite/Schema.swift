@@ -82,5 +82,17 @@ public enum HeraldSchema {
             PRIMARY KEY (app, user)
         ) WITHOUT ROWID;
         """,
+        // 5: one core for every platform. A device's environment becomes an attribute of its
+        // plugin (`attributes`, a JSON object of strings; APNs devices keep theirs as
+        // {"environment": …}); a delivery's `apns_id` becomes its neutral `message_id`, with
+        // the platform's own `receipt` beside it; deliveries no longer copy the environment.
+        """
+        ALTER TABLE devices ADD COLUMN attributes TEXT;
+        UPDATE devices SET attributes = '{"environment":"' || environment || '"}';
+        ALTER TABLE devices DROP COLUMN environment;
+        ALTER TABLE deliveries DROP COLUMN environment;
+        ALTER TABLE deliveries RENAME COLUMN apns_id TO message_id;
+        ALTER TABLE deliveries ADD COLUMN receipt TEXT;
+        """,
     ])
 }

@@ -6,23 +6,21 @@ import HeraldCore
 struct DeliveryRow: Sendable {
     var token: String
     var user: String?
-    var environment: String
     var transport: String?
     var state: String
     var queued: Bool
     var reason: String?
-    var apnsID: String
+    var messageID: String
     var fallback: String?
 
     init(_ d: PlannedDelivery) {
         token = d.token
         user = d.user
-        environment = d.environment.rawValue
         transport = d.transport
         state = d.state.rawValue
         queued = d.state == .queued
         reason = d.reason
-        apnsID = d.apnsID.lowercasedString
+        messageID = d.messageID.lowercasedString
         fallback = d.fallback
     }
 }
@@ -33,7 +31,7 @@ struct DeliveryRow: Sendable {
 /// - Important: only for the writer thread's connection.
 struct WriterStatements {
     /// Parameters per row of ``insertDeliveries(_:_:)``.
-    static let deliveryColumns: Int32 = 11
+    static let deliveryColumns: Int32 = 10
     /// Most rows in one `INSERT` (a notification's deliveries go in chunks of this size).
     static let maxRowsPerInsert = 16
 
@@ -54,13 +52,13 @@ struct WriterStatements {
     }
 
     /// `INSERT INTO deliveries` of `rows` rows (1…``maxRowsPerInsert``), ``deliveryColumns``
-    /// parameters each: notification, token, user, environment, transport, state,
-    /// next_attempt_at, last_reason, apns_id, updated_at, fallback.
+    /// parameters each: notification, token, user, transport, state,
+    /// next_attempt_at, last_reason, message_id, updated_at, fallback.
     mutating func insertDeliveries(_ rows: Int, _ db: SQLiteDatabase) throws -> SQLiteStatement {
-        let values = Array(repeating: "(?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
+        let values = Array(repeating: "(?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
         return try Self.reuse(&deliveries[rows], db, """
-            INSERT INTO deliveries (notification, token, user, environment, transport, state, attempts,
-                                    next_attempt_at, last_reason, apns_id, updated_at, fallback)
+            INSERT INTO deliveries (notification, token, user, transport, state, attempts,
+                                    next_attempt_at, last_reason, message_id, updated_at, fallback)
             VALUES \(values)
             """)
     }
@@ -68,7 +66,7 @@ struct WriterStatements {
     /// Due deliveries, oldest first: `?1` transport, `?2` now, `?3` limit.
     mutating func due(_ db: SQLiteDatabase) throws -> SQLiteStatement {
         try Self.reuse(&dueDeliveries, db, """
-            SELECT id, notification, token, user, environment, attempts, apns_id, fallback FROM deliveries
+            SELECT id, notification, token, user, attempts, message_id, fallback FROM deliveries
             WHERE state = 'queued' AND transport = ?1 AND next_attempt_at <= ?2 ORDER BY next_attempt_at, id LIMIT ?3
             """)
     }
@@ -78,10 +76,10 @@ struct WriterStatements {
         try Self.reuse(&sent, db, "UPDATE deliveries SET state = 'sent', parked = 0, attempts = attempts + 1, lease_until = ?1, updated_at = ?2 WHERE id = ?3")
     }
 
-    /// A final outcome: `?1` state, `?2` reason, `?3` apns-id (`NULL` keeps it), `?4` now, `?5` id, `?6` attempt.
+    /// A final outcome: `?1` state, `?2` reason, `?3` the platform's receipt (`NULL` keeps it), `?4` now, `?5` id, `?6` attempt.
     mutating func finish(_ db: SQLiteDatabase) throws -> SQLiteStatement {
         try Self.reuse(&finished, db, """
-            UPDATE deliveries SET state = ?1, last_reason = ?2, apns_id = COALESCE(?3, apns_id), lease_until = NULL,
+            UPDATE deliveries SET state = ?1, last_reason = ?2, receipt = COALESCE(?3, receipt), lease_until = NULL,
                 next_attempt_at = NULL, updated_at = ?4
             WHERE id = ?5 AND attempts = ?6 AND state = 'sent'
             """)

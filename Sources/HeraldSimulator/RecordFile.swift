@@ -1,3 +1,4 @@
+import HeraldAPNs
 import HeraldCore
 #if canImport(Glibc)
 import Glibc

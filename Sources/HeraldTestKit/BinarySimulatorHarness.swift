@@ -1,5 +1,6 @@
 import APNsBinaryProtocol
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import HeraldSimulator
 

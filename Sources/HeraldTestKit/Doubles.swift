@@ -1,8 +1,15 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 
 /// A transport for tests: answers each delivery from a script and records every call.
 public final class ScriptedTransport: Transport, Sendable {
+    /// A route for tests that takes any device and renders the neutral content (the core's default).
+    public struct Configuration: TransportConfiguration {
+        public var summary: String { "scripted" }
+        public init() {}
+    }
+
     /// One call to ``deliver(_:)``.
     public struct Call: Sendable {
         public var time: Date
@@ -17,7 +24,7 @@ public final class ScriptedTransport: Transport, Sendable {
 
     /// - Parameter script: the outcome for a delivery (look at `attempt` to vary by attempt).
     public init(name: String, clock: any WallClock, batchSize: Int = 500,
-                script: @escaping @Sendable (Delivery) -> DeliveryOutcome = { .delivered(apnsID: $0.apnsID.uuidString.lowercased()) }) {
+                script: @escaping @Sendable (Delivery) -> DeliveryOutcome = { .delivered(receipt: $0.messageID.uuidString.lowercased()) }) {
         self.name = name
         self.clock = clock
         self.preferredBatchSize = batchSize

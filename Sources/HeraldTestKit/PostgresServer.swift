@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 
 /// A PostgreSQL server for tests (Debian's `postgresql` package): one per test process, started

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 
 /// Behaviour every ``DeliveryQueue`` must share, as scenarios that return what went wrong (empty
@@ -15,8 +16,7 @@ public enum QueueContract {
         let lease = t0.addingTimeInterval(60)
         let n = QueuedNotification(id: UUIDSource.timeOrdered().lowercasedString, app: "app", topic: "app",
                                    content: NotificationContent(alert: .text("hi")), idempotencyKey: nil, createdAt: t0,
-                                   deliveries: [PlannedDelivery(token: "ab01", user: "alice", transport: "live", environment: .production,
-                                                                apnsID: UUIDSource.random(), fallback: "push")])
+                                   deliveries: [PlannedDelivery(token: "ab01", user: "alice", transport: "live", messageID: UUIDSource.random(), fallback: "push")])
         let receipt = try await queue.enqueue(n, idempotencySince: .distantPast)
         var claimed = try await queue.claim(transport: "live", limit: 10, now: t0, leaseUntil: lease)
         check(claimed.map(\.delivery.fallback) == ["push"], "the claim carries the fallback: \(claimed.map(\.delivery.fallback))")
@@ -55,8 +55,8 @@ public enum QueueContract {
         for (i, user) in ["ann", "ann", "ann", "bob"].enumerated() {
             let n = QueuedNotification(id: UUIDSource.timeOrdered().lowercasedString, app: "app", topic: "app",
                                        content: NotificationContent(alert: .text("m\(i)")), idempotencyKey: nil, createdAt: t0,
-                                       deliveries: [PlannedDelivery(token: "ab0\(i)", user: user, transport: "live", environment: .production,
-                                                                    apnsID: UUIDSource.random())])
+                                       deliveries: [PlannedDelivery(token: "ab0\(i)", user: user, transport: "live",
+                                                                    messageID: UUIDSource.random())])
             ids.append(try await queue.enqueue(n, idempotencySince: .distantPast).id)
             let claimed = try await queue.claim(transport: "live", limit: 10, now: t0, leaseUntil: t0.addingTimeInterval(60))
             try await queue.complete(claimed.map { .parked($0.delivery, until: t0.addingTimeInterval(3600), reason: "in the inbox") }, now: t0)

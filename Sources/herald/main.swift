@@ -6,6 +6,7 @@ import HeraldCLI
 import HeraldCore
 import HeraldLocalTransport
 import HeraldLogTransport
+import HeraldMatrix
 import HeraldPostgres
 import HeraldSQLite
 
@@ -17,8 +18,9 @@ sigemptyset(&handled)
 for s in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&handled, s) }
 pthread_sigmask(SIG_UNBLOCK, &handled, nil)
 
-// Transport plugins and storage drivers are registered here, explicitly, once.
+// Transport plugins, front ends' configuration sections and storage drivers are registered here, explicitly, once.
 var registry = TransportRegistry()
+registry.register(section: MatrixConfiguration.self)
 registry.register(LogTransport.self)
 registry.register(LocalTransport.self)
 registry.register(APNsHTTP2Transport.self)

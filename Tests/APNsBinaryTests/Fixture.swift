@@ -1,5 +1,6 @@
 import APNsBinaryProtocol
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import HeraldSimulator
 import HeraldTestKit
@@ -52,7 +53,8 @@ struct BinaryFixture {
     static func delivery(_ n: Int, content: NotificationContent = NotificationContent(alert: .text("Hello \(0)")),
                          payload: [UInt8]? = nil) -> Delivery {
         Delivery(id: Int64(n), notificationID: "n\(n)", app: "com.example.app", topic: "com.example.app", token: token(n),
-                 user: nil, environment: .sandbox, transport: "legacy", content: content, payload: payload)
+                 user: nil, transport: "legacy", content: content,
+                 payload: payload.map { RenderedPayload(body: $0) } ?? APNsRoute.rendered([Delivery(id: 0, notificationID: "n\(n)", app: "com.example.app", topic: "com.example.app", token: "", user: nil, transport: "legacy", content: content)])[0].payload)
     }
 
     /// Tokens the gateway accepted, in order of arrival.

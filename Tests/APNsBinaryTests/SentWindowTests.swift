@@ -1,4 +1,5 @@
 import APNsBinaryProtocol
+import HeraldAPNs
 import HeraldCore
 import Testing
 @testable import HeraldAPNsBinary

@@ -1,5 +1,6 @@
 import APNsBinaryProtocol
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import HeraldSimulator
 import HeraldTestKit
@@ -38,7 +39,7 @@ import Testing
         for (i, n) in received.enumerated() {
             #expect(n.command == format.command)
             #expect(n.tokenHex == batch[i].token)
-            #expect(n.payload == batch[i].payload)
+            #expect(n.payload == batch[i].payload.body)
             #expect(n.identifier == (format == .simple ? nil : UInt32(i + 1)))
             #expect(n.expiry == (format == .simple ? nil : (i == 1 ? 1_900_000_000 : 0)))
             #expect(n.priority == (format == .frame ? (i == 1 ? 5 : 10) : nil))

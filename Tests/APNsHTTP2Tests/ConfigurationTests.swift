@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import HeraldTestKit
 import Testing
@@ -24,7 +25,7 @@ func readConfig(_ json: JSONValue) -> (APNsHTTP2Configuration?, [String], [Strin
         let config = try #require(c)
         #expect(config.endpoint.baseURL == "https://api.push.apple.com:443")
         #expect(config.connections == 1 && config.maxConcurrentStreams == 500 && config.timeout == 10)
-        #expect(config.environment == .production)
+        #expect(config.apnsEnvironment == .production)
         guard case .token(_, "ABC123DEFG", "DEF123GHIJ", _) = config.authentication else { Issue.record("token auth"); return }
     }
 

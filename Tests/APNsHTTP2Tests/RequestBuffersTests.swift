@@ -1,5 +1,6 @@
 import CCurl
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import Testing
 @testable import HeraldAPNsHTTP2
@@ -8,7 +9,7 @@ import Testing
 @Suite struct RequestBuffersTests {
     static func delivery(_ n: Int, notification: String, payload: [UInt8]) -> Delivery {
         Delivery(id: Int64(n), notificationID: notification, app: "a", topic: "a", token: String(format: "%064x", n), user: nil,
-                 environment: .sandbox, transport: "apns", content: NotificationContent(alert: .text("x")), payload: payload)
+                 transport: "apns", content: NotificationContent(alert: .text("x")), payload: RenderedPayload(body: payload))
     }
 
     @Test func oneCopyOfThePayloadPerNotification() {

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import Testing
 @testable import HeraldAPNsHTTP2
@@ -9,7 +10,7 @@ import Testing
     }
 
     @Test func successKeepsTheAPNsID() {
-        #expect(map(200, "", apnsID: "abc") == .outcome(.delivered(apnsID: "abc")))
+        #expect(map(200, "", apnsID: "abc") == .outcome(.delivered(receipt: "abc")))
     }
 
     @Test func deadTokens() {

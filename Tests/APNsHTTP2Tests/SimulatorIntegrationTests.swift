@@ -2,6 +2,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
 import HeraldSimulator
@@ -48,8 +49,8 @@ struct TransportFixture {
     }
 
     static func delivery(_ n: Int, content: NotificationContent = NotificationContent(alert: .text("Hello"))) -> Delivery {
-        Delivery(id: Int64(n), notificationID: "n", app: "com.example.app", topic: "com.example.app", token: token(n),
-                 user: nil, environment: .sandbox, transport: "apns", content: content)
+        Delivery(id: Int64(n), notificationID: "n\(n)", app: "com.example.app", topic: "com.example.app", token: token(n),
+                 user: nil, transport: "apns", content: content)
     }
 
     static func tokenAuth(faults: HTTP2Faults = HTTP2Faults(), clock: (any WallClock)? = nil,
@@ -76,11 +77,11 @@ struct TransportFixture {
         let outcomes = await transport.deliver(batch)
         #expect(transport.runningEngines.allSatisfy { engine == .curl ? $0 is CurlEngine : $0 is NGHTTP2Engine })
         await transport.shutdown()
-        #expect(outcomes == batch.map { .delivered(apnsID: $0.apnsID.uuidString.lowercased()) })
+        #expect(outcomes == batch.map { .delivered(receipt: $0.messageID.uuidString.lowercased()) })
         let received = f.apns.simulator.received
         #expect(received.count == 40)
         let first = try #require(received.first { $0.deviceToken == TransportFixture.token(1) })
-        #expect(first.apnsID == batch[0].apnsID.uuidString.lowercased())
+        #expect(first.apnsID == batch[0].messageID.uuidString.lowercased())
         #expect(first.topic == "com.example.app" && first.pushType == .alert)
         #expect(first.priority == 5 && first.collapseID == "c-1" && first.expiration == content.apns.expiration)
         #expect(first.keyID == "ABC123DEFG" && first.teamID == "DEF123GHIJ")
@@ -188,7 +189,7 @@ struct TransportFixture {
         let outcomes = await transport.deliver(batch)
         await transport.shutdown()
         for (d, o) in zip(batch, outcomes) {
-            #expect(o == .delivered(apnsID: d.apnsID.uuidString.lowercased()), "\(d.token): \(o)")
+            #expect(o == .delivered(receipt: d.messageID.uuidString.lowercased()), "\(d.token): \(o)")
         }
         return (f.apns.simulator.received, f.apns.simulator.counters)
     }
@@ -247,7 +248,7 @@ struct TransportFixture {
         let dispatcher = Dispatcher(configuration: configuration, store: try SQLiteTokenStore(path: dir.file("h.db")),
                                     transports: ["apns": transport], logger: .disabled)
         let reports = try await dispatcher.send(NotificationRequest(app: "com.example.app", tokens: [TransportFixture.token(1), TransportFixture.token(2)],
-                                                                    content: NotificationContent(alert: .text("x")), environment: .sandbox))
+                                                                    content: NotificationContent(alert: .text("x")), attributes: .apns(.sandbox)))
         await transport.shutdown()
         #expect(reports.map(\.outcome) == [.delivered, .delivered])
         // Every refused attempt was tried again: 2 deliveries + 3 × 500 + 2 × 503 + 4 × 429.
@@ -422,8 +423,8 @@ final class ConnectProxy: @unchecked Sendable {
         proxy.freezeOpenTunnels()
         let after = await transport.deliver([second])
         await transport.shutdown()
-        #expect(before == [.delivered(apnsID: first.apnsID.lowercasedString)])
-        #expect(after == [.delivered(apnsID: second.apnsID.lowercasedString)], "\(after)")
+        #expect(before == [.delivered(receipt: first.messageID.lowercasedString)])
+        #expect(after == [.delivered(receipt: second.messageID.lowercasedString)], "\(after)")
         #expect(proxy.targets.count == 2, "one tunnel, then a new one after the first went silent")
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import HeraldSimulator
 import HeraldTestKit
@@ -11,9 +12,9 @@ import Testing
     static func expectDeliveredOnce(_ batch: [Delivery], _ outcomes: [DeliveryOutcome], _ received: [ReceivedNotification],
                                     sourceLocation: SourceLocation = #_sourceLocation) {
         for (d, o) in zip(batch, outcomes) {
-            #expect(o == .delivered(apnsID: d.apnsID.uuidString.lowercased()), "\(d.token): \(o)", sourceLocation: sourceLocation)
+            #expect(o == .delivered(receipt: d.messageID.uuidString.lowercased()), "\(d.token): \(o)", sourceLocation: sourceLocation)
         }
-        let ids = Set(batch.map { $0.apnsID.uuidString.lowercased() })
+        let ids = Set(batch.map { $0.messageID.uuidString.lowercased() })
         let arrived = received.map(\.apnsID).filter { ids.contains($0) }
         #expect(arrived.count == batch.count, "sent more than once: \(arrived.count - Set(arrived).count)", sourceLocation: sourceLocation)
         #expect(Set(arrived) == ids, sourceLocation: sourceLocation)
@@ -85,7 +86,7 @@ import Testing
         var delivered = 0
         for (d, o) in zip(batch, outcomes) {
             switch o {
-            case .delivered(let id, _): delivered += 1; #expect(id == d.apnsID.uuidString.lowercased())
+            case .delivered(let id, _): delivered += 1; #expect(id == d.messageID.uuidString.lowercased())
             case .retry(_, let reason): #expect(reason.hasPrefix("no answer: "), "\(reason)")
             default: Issue.record("\(d.token): \(o)")
             }

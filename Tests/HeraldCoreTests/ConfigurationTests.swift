@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import HeraldLogTransport
 import HeraldTestKit
@@ -7,10 +8,19 @@ import Testing
 /// A transport plugin with one required key, to check that plugins validate their own section.
 final class FakeAPNsTransport: TransportPlugin {
     struct Configuration: TransportConfiguration {
-        var environment: APNsEnvironment?
-        var summary: String { "fake \(environment?.rawValue ?? "any")" }
+        var environment: APNsEnvironment
+        var summary: String { "fake \(environment.rawValue)" }
+        var platform: Platform? { .ios }
+        func address(_ input: DeviceAddressInput, attributes: DeviceAttributes) throws(AddressProblem) -> DeviceAddress {
+            try APNsRoute.address(input, attributes: attributes, environment: environment)
+        }
+        func canCarry(_ attributes: DeviceAttributes) -> Bool { APNsRoute.canCarry(attributes, environment: environment) }
+        func render(_ content: NotificationContent, context: RenderContext) throws(ContentProblem) -> RenderedPayload {
+            try APNsRoute.render(content, context: context)
+        }
     }
     static let kind = "fake-apns"
+    static let overrideBlocks = [APNsOptions.block]
     static func configuration(from node: ConfigNode) -> Configuration? {
         let env = node.oneOf("environment", APNsEnvironment.self, required: true)
         let keyID = node.string("keyId", required: true)
@@ -19,7 +29,7 @@ final class FakeAPNsTransport: TransportPlugin {
     }
     let name: String
     init(name: String, configuration: Configuration, context: TransportContext) throws { self.name = name }
-    func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] { batch.map { _ in .delivered(apnsID: nil) } }
+    func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] { batch.map { _ in .delivered(receipt: nil) } }
 }
 
 func testRegistry() -> TransportRegistry {
@@ -273,8 +283,9 @@ let minimal = """
                         "dry": {"type": "log"}}}
         """)
         let app = try #require(c.apps["a"])
-        #expect(c.defaultTransport(app: app, environment: .production) == "prod")
-        #expect(c.defaultTransport(app: app, environment: .sandbox) == "sand")
-        #expect(c.defaultEnvironment(app) == .production)
+        let token = DeviceAddressInput.token(String(repeating: "ab", count: 32))
+        #expect(c.firstRoute(app: app, input: token, attributes: .apns(.production))?.transport == "prod")
+        #expect(c.firstRoute(app: app, input: token, attributes: .apns(.sandbox))?.transport == "sand")
+        #expect(c.firstRoute(app: app, input: token, attributes: DeviceAttributes())?.address.attributes == .apns(.production))
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import HeraldLocalTransport
 import HeraldSQLite
@@ -104,8 +105,7 @@ final class LocalFixture: Sendable {
     let policy = OutcomePolicy(retry: RetryPolicy(), local: ["app": LocalDeliveryRules(presenceGrace: 10, inboxTTL: 3600)])
 
     func delivery(fallback: String?) -> Delivery {
-        Delivery(id: 1, notificationID: "n", app: "app", topic: "app", token: "ab", user: "alice", environment: .production,
-                 transport: "live", content: NotificationContent(alert: .text("hi")), fallback: fallback)
+        Delivery(id: 1, notificationID: "n", app: "app", topic: "app", token: "ab", user: "alice", transport: "live", content: NotificationContent(alert: .text("hi")), fallback: fallback)
     }
 
     func action(_ outcome: DeliveryOutcome, fallback: String?, at seconds: TimeInterval) -> DeliveryAction {

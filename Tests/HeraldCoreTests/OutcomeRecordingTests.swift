@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import HeraldSQLite
 import HeraldTestKit
@@ -66,15 +67,15 @@ final class FlakyOutcomeQueue: DeliveryQueue {
         let store = try SQLiteTokenStore(path: dir.file("herald.db"))
         let lease: TimeInterval = 30
         let worker = TransportWorker(
-            name: "t", transport: transport, queue: queue,
+            name: "t", transport: transport, configuration: ScriptedTransport.Configuration(), queue: queue,
             invalidator: TokenInvalidator(store: store, logger: .disabled, metrics: MetricsRegistry()),
             clock: clock, logger: .disabled, metrics: DeliveryMetrics(registry: MetricsRegistry()), alreadyStarted: true,
             random: { 0 },
             settings: { .init(retry: RetryPolicy(), batchSize: 10, concurrency: 1, deadline: lease, lease: lease) })
         _ = try await queue.enqueue(QueuedNotification(
             id: "n1", app: "app", topic: "app", content: NotificationContent(alert: .text("hi")), idempotencyKey: nil, createdAt: clock.now,
-            deliveries: [PlannedDelivery(token: String(repeating: "a", count: 64), user: "u", transport: "t", environment: .production,
-                                         apnsID: UUIDSource.random())]), idempotencySince: clock.now)
+            deliveries: [PlannedDelivery(token: String(repeating: "a", count: 64), user: "u", transport: "t", 
+                                         messageID: UUIDSource.random())]), idempotencySince: clock.now)
         worker.start()
         worker.wake()
         #expect(await within { queue.completeCalls.attempts == 1 })

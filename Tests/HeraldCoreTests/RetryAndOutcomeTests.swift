@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import Testing
 
@@ -34,39 +35,38 @@ import Testing
 @Suite struct OutcomePolicyTests {
     let policy = OutcomePolicy(retry: RetryPolicy(maxAttempts: 3, initialDelay: 1, maxDelay: 60, multiplier: 2, jitter: 0))
     let now = Date(timeIntervalSince1970: 2_000_000_000)
-    let content = NotificationContent(alert: .text("x"))
+    let expiration: Int64? = nil
 
     @Test func finalOutcomes() {
-        #expect(policy.action(for: .delivered(apnsID: "a"), attempt: 1, content: content, now: now, random: 0) == .finish(.delivered, reason: nil))
-        #expect(policy.action(for: .rejected(reason: "BadTopic"), attempt: 1, content: content, now: now, random: 0) == .finish(.rejected, reason: "BadTopic"))
-        #expect(policy.action(for: .expired, attempt: 1, content: content, now: now, random: 0) == .finish(.expired, reason: nil))
-        #expect(policy.action(for: .setupFailure(reason: "no"), attempt: 1, content: content, now: now, random: 0) == .pause(reason: "no"))
+        #expect(policy.action(for: .delivered(receipt: "a"), attempt: 1, expiration: expiration, now: now, random: 0) == .finish(.delivered, reason: nil))
+        #expect(policy.action(for: .rejected(reason: "BadTopic"), attempt: 1, expiration: expiration, now: now, random: 0) == .finish(.rejected, reason: "BadTopic"))
+        #expect(policy.action(for: .expired, attempt: 1, expiration: expiration, now: now, random: 0) == .finish(.expired, reason: nil))
+        #expect(policy.action(for: .setupFailure(reason: "no"), attempt: 1, expiration: expiration, now: now, random: 0) == .pause(reason: "no"))
     }
 
     @Test func invalidTokenUsesApplesTimestampOrNow() {
         let t = Date(timeIntervalSince1970: 1_900_000_000)
-        #expect(policy.action(for: .tokenInvalid(since: t, reason: "Unregistered"), attempt: 1, content: content, now: now, random: 0)
+        #expect(policy.action(for: .tokenInvalid(since: t, reason: "Unregistered"), attempt: 1, expiration: expiration, now: now, random: 0)
                 == .invalidate(since: t, reason: "Unregistered"))
-        #expect(policy.action(for: .tokenInvalid(since: nil, reason: "BadDeviceToken"), attempt: 1, content: content, now: now, random: 0)
+        #expect(policy.action(for: .tokenInvalid(since: nil, reason: "BadDeviceToken"), attempt: 1, expiration: expiration, now: now, random: 0)
                 == .invalidate(since: now, reason: "BadDeviceToken"))
     }
 
     @Test func retriesThenGivesUp() {
-        #expect(policy.action(for: .retry(after: nil, reason: "ServiceUnavailable"), attempt: 1, content: content, now: now, random: 0)
+        #expect(policy.action(for: .retry(after: nil, reason: "ServiceUnavailable"), attempt: 1, expiration: expiration, now: now, random: 0)
                 == .retry(at: now.addingTimeInterval(1), reason: "ServiceUnavailable"))
-        #expect(policy.action(for: .retry(after: nil, reason: "ServiceUnavailable"), attempt: 2, content: content, now: now, random: 0)
+        #expect(policy.action(for: .retry(after: nil, reason: "ServiceUnavailable"), attempt: 2, expiration: expiration, now: now, random: 0)
                 == .retry(at: now.addingTimeInterval(2), reason: "ServiceUnavailable"))
-        #expect(policy.action(for: .retry(after: nil, reason: "ServiceUnavailable"), attempt: 3, content: content, now: now, random: 0)
+        #expect(policy.action(for: .retry(after: nil, reason: "ServiceUnavailable"), attempt: 3, expiration: expiration, now: now, random: 0)
                 == .finish(.failed, reason: "ServiceUnavailable (gave up after 3 attempts)"))
     }
 
     @Test func neverRetriesPastExpiration() {
-        var c = content
-        c.apns.expiration = Int64(now.timeIntervalSince1970) + 1
-        #expect(policy.action(for: .retry(after: 5, reason: "TooManyRequests"), attempt: 1, content: c, now: now, random: 0)
+        var c = Int64(now.timeIntervalSince1970) + 1
+        #expect(policy.action(for: .retry(after: 5, reason: "TooManyRequests"), attempt: 1, expiration: c, now: now, random: 0)
                 == .finish(.expired, reason: "TooManyRequests (expires before the next attempt)"))
-        c.apns.expiration = 0
-        #expect(policy.action(for: .retry(after: nil, reason: "InternalServerError"), attempt: 1, content: c, now: now, random: 0)
+        c = 0
+        #expect(policy.action(for: .retry(after: nil, reason: "InternalServerError"), attempt: 1, expiration: c, now: now, random: 0)
                 == .finish(.expired, reason: "InternalServerError (expires before the next attempt)"))
     }
 }

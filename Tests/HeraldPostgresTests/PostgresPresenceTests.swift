@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import HeraldLogTransport
 import HeraldPostgres
@@ -15,7 +16,7 @@ struct PostgresPresenceTests {
     func notification(_ id: String, devices: [String], app: String = "app") -> QueuedNotification {
         QueuedNotification(id: id, app: app, topic: app, content: NotificationContent(alert: .text("hi")), idempotencyKey: nil,
                            createdAt: t0, deliveries: devices.map {
-                               PlannedDelivery(token: $0, user: "u", transport: "live", environment: .production, apnsID: UUID())
+                               PlannedDelivery(token: $0, user: "u", transport: "live", messageID: UUID())
                            })
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import HeraldLogTransport
 import HeraldPostgres
@@ -23,7 +24,7 @@ struct PostgresSharedQueueTests {
     func notification(_ id: String, tokens: Int) -> QueuedNotification {
         QueuedNotification(id: id, app: "app", topic: "app", content: NotificationContent(alert: .text("hi")), idempotencyKey: nil,
                            createdAt: t0, deliveries: (0..<tokens).map {
-                               PlannedDelivery(token: String(format: "%04x", $0), user: "u", transport: "t", environment: .production, apnsID: UUID())
+                               PlannedDelivery(token: String(format: "%04x", $0), user: "u", transport: "t", messageID: UUID())
                            })
     }
 
@@ -170,7 +171,7 @@ struct PostgresSharedQueueTests {
             let second = try await nodes[0].queue.claim(transport: "t", limit: 1, now: t0, leaseUntil: t0.addingTimeInterval(60))
             let all = there + first + second
             #expect(all.map(\.delivery.notificationID) == ["n1", "n1", "n2", "n2"])
-            #expect(all.allSatisfy { $0.delivery.content == content && $0.delivery.payload == APNsPayload.encode(content) })
+            #expect(all.allSatisfy { $0.delivery.content == content && $0.delivery.payload == .unrendered })
             #expect(all.filter { $0.delivery.token == "0000" }.map(\.delivery.user) == [#"u"\,{}"#, #"u"\,{}"#])
         }
     }
@@ -183,13 +184,19 @@ struct PostgresSharedQueueTests {
         let foreignKeys = "SELECT count(*) FROM pg_constraint WHERE conrelid = 'deliveries'::regclass AND contype = 'f'"
         _ = try await PostgresStorageDriver().migrate(configuration)
         #expect(try server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "0")
-        // A database from before the last step: the foreign key of schema step 1 in place, no `accepted_by`.
+        // A database from before step 5: the foreign key of schema step 1 in place, no `accepted_by`
+        // (and step 6 undone: the environment columns and `apns_id` as they were).
         _ = try server.query(db, """
+            ALTER TABLE devices ADD COLUMN environment TEXT NOT NULL DEFAULT 'production' CHECK (environment IN ('sandbox', 'production'));
+            ALTER TABLE devices DROP COLUMN attributes;
+            ALTER TABLE deliveries ADD COLUMN environment TEXT NOT NULL DEFAULT 'production';
+            ALTER TABLE deliveries RENAME COLUMN message_id TO apns_id;
+            ALTER TABLE deliveries DROP COLUMN receipt;
             ALTER TABLE deliveries ADD CONSTRAINT deliveries_notification_fkey FOREIGN KEY (notification) REFERENCES notifications (seq) ON DELETE CASCADE;
             DROP INDEX deliveries_leased;
             CREATE INDEX deliveries_claimed ON deliveries (lease_until) WHERE state = 'sent';
             ALTER TABLE deliveries DROP COLUMN accepted_by;
-            DELETE FROM herald_schema WHERE version = (SELECT max(version) FROM herald_schema)
+            DELETE FROM herald_schema WHERE version >= 5
             """)
         #expect(try server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "1")
         _ = try await PostgresStorageDriver().migrate(configuration)

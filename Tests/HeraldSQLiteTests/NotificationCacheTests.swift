@@ -5,7 +5,7 @@ import Testing
 
 struct NotificationCacheTests {
     let sample = CachedNotification(id: "n1", app: "a", topic: "a", content: NotificationContent(alert: .text("x")),
-                                    payload: Array("{}".utf8), createdAt: Date(timeIntervalSince1970: 0))
+                                    createdAt: Date(timeIntervalSince1970: 0))
 
     @Test func entriesLeaveAfterTheirLastFirstClaimAndRetriesOnlyLook() {
         var cache = NotificationCache(limit: 10)

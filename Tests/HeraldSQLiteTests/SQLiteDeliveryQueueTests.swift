@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import HeraldSQLite
 import HeraldTestKit
@@ -12,7 +13,7 @@ struct SQLiteDeliveryQueueTests {
                       at time: Date? = nil) -> QueuedNotification {
         QueuedNotification(id: id, app: "app", topic: "com.example.app",
                            content: NotificationContent(alert: .text("hi"), badge: 1), idempotencyKey: key, createdAt: time ?? t0,
-                           deliveries: tokens.map { PlannedDelivery(token: $0, user: "u", transport: "t", environment: .production, apnsID: UUID()) })
+                           deliveries: tokens.map { PlannedDelivery(token: $0, user: "u", transport: "t", messageID: UUID()) })
     }
 
     /// Runs `body` with a queue in a temporary folder; closes the queue and removes the folder on every path.
@@ -51,7 +52,7 @@ struct SQLiteDeliveryQueueTests {
             let status = try #require(try await q.status(notificationID: "n1"))
             #expect(status.deliveries.map(\.state) == [.delivered, .rejected])
             #expect(status.deliveries[1].lastReason == "BadTopic")
-            #expect(status.deliveries[0].apnsID == claimed[0].delivery.apnsID.uuidString.lowercased())
+            #expect(status.deliveries[0].messageID == claimed[0].delivery.messageID.uuidString.lowercased())
             #expect(try await q.status(notificationID: "nope") == nil)
         }
     }
@@ -65,7 +66,7 @@ struct SQLiteDeliveryQueueTests {
             #expect(try await q.nextDue(transport: "t") == t0 + 10)
             let second = try await q.claim(transport: "t", limit: 10, now: t0 + 10, leaseUntil: t0 + 70)
             #expect(second.first?.delivery.attempt == 2)
-            #expect(second.first?.delivery.apnsID == first[0].delivery.apnsID)
+            #expect(second.first?.delivery.messageID == first[0].delivery.messageID)
             // A late answer to attempt 1 does not touch attempt 2.
             try await q.complete([.finished(first[0].delivery, .failed, reason: "late")], now: t0 + 11)
             #expect(q.depth()["t"]?.inFlight == 1)
@@ -188,9 +189,9 @@ struct SQLiteDeliveryQueueTests {
             _ = try await q.enqueue(notification("big", tokens: tokens), idempotencySince: t0)
             let claimed = try await q.claim(transport: "t", limit: 100, now: t0, leaseUntil: t0 + 60)
             #expect(claimed.map(\.delivery.token) == tokens)
-            #expect(Set(claimed.map(\.delivery.apnsID)).count == 37)
+            #expect(Set(claimed.map(\.delivery.messageID)).count == 37)
             let status = try #require(try await q.status(notificationID: "big"))
-            #expect(status.deliveries.map(\.apnsID) == claimed.map { $0.delivery.apnsID.uuidString.lowercased() })
+            #expect(status.deliveries.map(\.messageID) == claimed.map { $0.delivery.messageID.uuidString.lowercased() })
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import HeraldServer
 import HeraldSQLite
@@ -20,7 +21,7 @@ import Testing
     @Test func temporaryFailuresAreRetriedOnTheClock() async throws {
         let clock = TestClock()
         let transport = ScriptedTransport(name: "t", clock: clock) { d in
-            d.attempt < 3 ? .retry(after: nil, reason: "ServiceUnavailable") : .delivered(apnsID: nil)
+            d.attempt < 3 ? .retry(after: nil, reason: "ServiceUnavailable") : .delivered(receipt: nil)
         }
         let d = try await TestDaemon.start(clock: clock, transports: { _ in transport })
         try await d.register(user: "alice", token: TestDaemon.token(1))
@@ -48,7 +49,7 @@ import Testing
         #expect(metrics.contains(#"herald_retries_total{transport="t"} 2"#))
         #expect(metrics.contains(#"herald_deliveries_total{transport="t",outcome="delivered",reason=""} 1"#))
         // Every attempt used the same apns-id.
-        #expect(Set(transport.attempts.map(\.delivery.apnsID)).count == 1)
+        #expect(Set(transport.attempts.map(\.delivery.messageID)).count == 1)
     }
 
     @Test func deadTokensAreInvalidatedWithTheTimestampRule() async throws {
@@ -137,7 +138,7 @@ import Testing
         let clock = TestClock()
         let fixed = Locked(false)
         let transport = ScriptedTransport(name: "t", clock: clock) { d in
-            fixed.withLock { $0 } ? .delivered(apnsID: nil) : .setupFailure(reason: "InvalidProviderToken: check keyId")
+            fixed.withLock { $0 } ? .delivered(receipt: nil) : .setupFailure(reason: "InvalidProviderToken: check keyId")
         }
         let config = TestDaemon.configJSON(server: #""probeInterval": "60s""#)
         let d = try await TestDaemon.start(config: config, clock: clock, transports: { _ in transport })
@@ -167,7 +168,7 @@ import Testing
         // Everything for com.example.app fails (say its topic was revoked); org.other.app is fine.
         let clock = TestClock()
         let transport = ScriptedTransport(name: "t", clock: clock) { d in
-            d.app == TestDaemon.app ? .retry(after: nil, reason: "ServiceUnavailable") : .delivered(apnsID: nil)
+            d.app == TestDaemon.app ? .retry(after: nil, reason: "ServiceUnavailable") : .delivered(receipt: nil)
         }
         let d = try await TestDaemon.start(clock: clock, transports: { _ in transport })
         for n in 1...20 { try await d.register(user: "u\(n)", token: TestDaemon.token(n)) }
@@ -220,7 +221,7 @@ import Testing
         await first.daemon.shutdown()
 
         // The transport "wrote" the first of the two before the crash; its ledger says so.
-        let written = gate.deliveries.first { $0.token == TestDaemon.token(1) }!.apnsID.uuidString.lowercased()
+        let written = gate.deliveries.first { $0.token == TestDaemon.token(1) }!.messageID.uuidString.lowercased()
         let ledger = LedgerTransport(name: "t", accepted: [written])
         let second = try await TestDaemon.start(config: TestDaemon.configJSON(), transports: { _ in ledger }, directory: directory)
         let final = try await second.waitUntilFinal(id)

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
 import HeraldLocalTransport
@@ -123,7 +124,7 @@ final class StreamClient: @unchecked Sendable {
 
     /// A daemon whose `push` transport answers with `push` and whose `live` is the real local transport.
     static func start(policy: String, grace: Int = 0, streams: String = #""heartbeat": 1"#, maxPerUser: Int = 5000,
-                      push: @escaping @Sendable (Delivery) -> DeliveryOutcome = { .delivered(apnsID: $0.apnsID.lowercasedString) },
+                      push: @escaping @Sendable (Delivery) -> DeliveryOutcome = { .delivered(receipt: $0.messageID.lowercasedString) },
                       directory: TemporaryDirectory? = nil) async throws -> (TestDaemon, ScriptedTransport) {
         let directory = try directory ?? TemporaryDirectory(prefix: "herald-local")
         var registry = TestDaemon.registry

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import HeraldServer
 import HeraldTestKit
@@ -13,7 +14,7 @@ import Testing
         QueuedNotification(id: id, app: TestDaemon.app, topic: TestDaemon.app, content: NotificationContent(alert: .text(id)),
                            idempotencyKey: nil, createdAt: time,
                            deliveries: [PlannedDelivery(token: TestDaemon.token(9), user: "bob", transport: transport,
-                                                        environment: .production, apnsID: UUID())])
+                                                        messageID: UUID())])
     }
 
     func status(_ d: TestDaemon, _ id: String) async throws -> HTTPTestClient.Response {

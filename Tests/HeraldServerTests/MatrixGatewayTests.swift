@@ -1,5 +1,7 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
+import HeraldMatrix
 import HeraldServer
 import HeraldSimulator
 import HeraldTestKit
@@ -71,7 +73,7 @@ import Testing
                     Issue.record("case \(i) maps to nothing")
                     continue
                 }
-                expected[token.hex] = (String(decoding: APNsPayload.encode(content), as: UTF8.self), content.priority)
+                expected[token.hex] = (String(decoding: APNsPayload.encode(content), as: UTF8.self), content.apnsPriority)
             }
             let arrived = try #require(await f.simulator.waitForNotifications(count: cases.count))
             #expect(arrived.count == cases.count)

@@ -1,6 +1,7 @@
 import Foundation
 import HeraldAPNsHTTP2
 import HeraldCore
+import HeraldMatrix
 import HeraldServer
 import HeraldSimulator
 import HeraldSQLite
@@ -43,6 +44,7 @@ struct MatrixGatewayFixture {
             let directory = try TemporaryDirectory(prefix: "herald-matrix")
             var registry = TransportRegistry()
             registry.register(APNsHTTP2Transport.self)
+            registry.register(section: MatrixConfiguration.self)
             let configuration = try DaemonConfiguration.parse(Data(config(apns, matrix: matrix).utf8), baseDirectory: directory.path,
                                                               registry: registry, environment: [:])
             let logs = RecordingLogHandler()

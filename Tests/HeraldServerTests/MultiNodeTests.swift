@@ -265,7 +265,7 @@ import Testing
             for _ in 0..<100 {
                 kill(herald, SIGSTOP)
                 try await Task.sleep(nanoseconds: 200_000_000)   // statements already sent finish
-                let sent = try server.query(db, "SELECT apns_id FROM deliveries WHERE state = 'sent'").split(separator: "\n").map(String.init)
+                let sent = try server.query(db, "SELECT message_id FROM deliveries WHERE state = 'sent'").split(separator: "\n").map(String.init)
                 answeredNotRecorded = Set(sent).intersection(node.ledger()).count
                 if answeredNotRecorded > 0 { break }
                 kill(herald, SIGCONT)

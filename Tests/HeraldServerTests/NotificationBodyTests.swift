@@ -7,10 +7,10 @@ import Testing
 /// it takes, and `nil` (the full reader decides) for everything else.
 struct NotificationBodyTests {
     func full(_ text: String) throws -> NotificationRequest {
-        try NotificationRequest.fromAPI(StrictJSON.parse(Array(text.utf8)))
+        try NotificationRequest.fromAPI(StrictJSON.parse(Array(text.utf8)), blocks: .known(["apns"]))
     }
 
-    func fast(_ text: String) -> NotificationRequest? { NotificationBody.decodeCommon(Array(text.utf8)) }
+    func fast(_ text: String) -> NotificationRequest? { NotificationBody.decodeCommon(Array(text.utf8), blocks: ["apns"]) }
 
     @Test(arguments: [
         #"{"app":"com.example.app","users":["solo"],"alert":{"title":"Hello","body":"Benchmark"},"data":{"k":"v"}}"#,
@@ -18,8 +18,13 @@ struct NotificationBodyTests {
         #" { "app" : "a" , "tokens" : [ "t1" , "t2" ] , "badge" : 3 , "sound" : "default" } "#,
         #"{"app":"a","users":["u","u","v"],"tokens":["t"],"environment":"sandbox","idempotency_key":"order-42","alert":"x"}"#,
         #"{"app":"a","users":["\u00e9l\"o\n"],"alert":"caf\u00e9 \ud83d\ude00","badge":0}"#,
-        #"{"app":"a","users":["u"],"alert":{"title":"","subtitle":"s","body":"b","launch_image":"l","title_loc_key":"tk","title_loc_args":["x",""],"subtitle_loc_key":"sk","subtitle_loc_args":[],"loc_key":"lk","loc_args":["z"]}}"#,
-        #"{"app":"a","users":["u"],"alert":{}}"#,
+        #"{"app":"a","users":["u"],"alert":{"title":"","subtitle":"s","body":"b","title_loc_key":"tk","title_loc_args":["x",""],"subtitle_loc_key":"sk","subtitle_loc_args":[],"loc_key":"lk","loc_args":["z"]}}"#,
+        #"{"app":"a","users":["u"],"title":"T","subtitle":"S","body":"B","image":"https://i","category":"c","thread":"t","collapse_key":"k","priority":"normal","expiration":0,"content_available":true}"#,
+        // Override blocks pass through unread; their plugins check them when the notification is planned.
+        #"{"app":"a","users":["u"],"alert":"x","apns":{"priority":7}}"#, #"{"app":"a","users":["u"],"alert":"x","apns":{"push_type":"nope"}}"#,
+        #"{"app":"a","users":["u"],"alert":"x","apns":{"live_activity":{"event":"end","timestamp":1}}}"#,
+        #"{"app":"a","users":["u"],"alert":"x","data":{"aps":{}}}"#, #"{"app":"a","users":["u"],"alert":"x","environment":"prod"}"#,
+        #"{"app":"a","users":["u"],"alert":"x","content_available":true}"#,
         #"{"app":"a","users":["u"],"alert":""}"#,
         #"{"app":"a","users":["u"],"data":{"order":{"id":7,"tags":["a",null,true,1.5e3]},"n":null}}"#,
         #"{"app":"a","users":["u"],"badge":2147483647,"alert":"x"}"#,
@@ -45,18 +50,17 @@ struct NotificationBodyTests {
         #"{"app":"a","users":["u"],"alert":"x","badge":2147483648}"#, #"{"app":"a","users":["u"],"alert":"x","badge":"1"}"#,
         #"{"app":"a","users":["u"],"alert":{"titel":"x"}}"#, #"{"app":"a","users":["u"],"alert":{"loc_args":["a",2]}}"#,
         #"{"app":"a","users":["u"],"alert":{"launch_image":""}}"#, #"{"app":"a","users":["u"],"alert":7}"#,
-        #"{"app":"a","users":["u"],"alert":"x","sound":""}"#, #"{"app":"a","users":["u"],"alert":"x","data":{"aps":{}}}"#,
-        #"{"app":"a","users":["u"],"alert":"x","data":[1]}"#, #"{"app":"a","users":["u"],"alert":"x","environment":"prod"}"#,
+        #"{"app":"a","users":["u"],"alert":"x","sound":""}"#, #"{"app":"a","users":["u"],"alert":{}}"#,
+        #"{"app":"a","users":["u"],"alert":"x","data":[1]}"#, #"{"app":"a","users":["u"],"alert":"x","title":"y"}"#,
         #"{"app":"a","users":["u"],"alert":"x","idempotency_key":"\#(String(repeating: "k", count: 257))"}"#,
-        #"{"app":"a","users":["u"],"alert":"x","apns":{"priority":7}}"#, #"{"app":"a","users":["u"],"alert":"x","apns":{"expiration":-1}}"#,
-        #"{"app":"a","users":["u"],"alert":"x","apns":{"collapse_id":"\#(String(repeating: "c", count: 65))"}}"#,
-        #"{"app":"a","users":["u"],"alert":"x","apns":{"relevance_score":2}}"#, #"{"app":"a","users":["u"],"alert":"x","apns":{"push_type":"nope"}}"#,
-        #"{"app":"a","users":["u"],"alert":"x","apns":[]}"#, #"{"app":"a","users":["u"],"alert":"x","content_available":true}"#,
+        #"{"app":"a","users":["u"],"alert":"x","apns":[]}"#, #"{"app":"a","users":["u"],"alert":"x","apnss":{"priority":5}}"#,
+        #"{"app":"a","users":["u"],"alert":"x","collapse_key":"\#(String(repeating: "c", count: 65))"}"#,
+        #"{"app":"a","users":["u"],"alert":"x","priority":"urgent"}"#, #"{"app":"a","users":["u"],"alert":"x","expiration":-1}"#,
+        #"{"app":"a","users":["u"],"alert":{"title":"T","launch_image":"l"}}"#,
         // Valid, but left to the full reader: duplicates, nulls, escaped keys, the rarer shapes.
         #"{"app":"a","users":["u"],"alert":"x","app":"b"}"#, #"{"app":"a","users":["u"],"alert":{"title":"a","title":"b"}}"#,
         #"{"app":"a","users":["u"],"alert":"x","apns":{"priority":5,"priority":5}}"#, #"{"app":"a","users":["u"],"alert":"x","badge":null}"#,
         #"{"\u0061pp":"a","users":["u"],"alert":"x"}"#, #"{"app":"a","users":["u"],"alert":"x","sound":{"critical":true}}"#,
-        #"{"app":"a","users":["u"],"alert":"x","apns":{"live_activity":{"event":"end","timestamp":1}}}"#,
         #"{"app":"a","users":["u"],"alert":"x","apns":{}}"#, #"{"app":"a","users":["u"],"alert":"x","data":{}}"#,
     ])
     func leavesEverythingElseToTheFullReader(_ body: String) {

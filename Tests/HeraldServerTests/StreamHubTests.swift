@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 @testable import HeraldServer
 import HeraldTestKit
@@ -67,7 +68,7 @@ final class RecordingSink: EventSink, Sendable {
     }
 
     func delivery(_ n: Int, device: String = "aa") -> Delivery {
-        Delivery(id: Int64(n), notificationID: "n\(n)", app: "app", topic: "app", token: device, user: "alice", environment: .production,
+        Delivery(id: Int64(n), notificationID: "n\(n)", app: "app", topic: "app", token: device, user: "alice",
                  transport: "live", content: NotificationContent(alert: .text("hello \(n)")))
     }
 

@@ -1,5 +1,7 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
+import HeraldMatrix
 import HeraldServer
 import HeraldSQLite
 import HeraldTestKit
@@ -8,18 +10,32 @@ import Testing
 /// The `test` transport type for configurations in these tests; the daemon's transports are
 /// injected (``TestDaemon``), so this plugin only parses.
 final class TestPlugin: TransportPlugin {
+    /// An APNs-like route: hex tokens of its environment (production when none is set), APNs payloads.
     struct Configuration: TransportConfiguration {
         var environment: APNsEnvironment?
         var label: String?
         var summary: String { "test" }
+        var platform: Platform? { .ios }
+        func address(_ input: DeviceAddressInput, attributes: DeviceAttributes) throws(AddressProblem) -> DeviceAddress {
+            var address = try APNsRoute.address(input, attributes: attributes, environment: environment ?? attributes.apnsEnvironment ?? .production)
+            if environment == nil, attributes.apnsEnvironment == nil { address.attributes = .apns(.production) }
+            return address
+        }
+        func canCarry(_ attributes: DeviceAttributes) -> Bool {
+            environment.map { APNsRoute.canCarry(attributes, environment: $0) } ?? true
+        }
+        func render(_ content: NotificationContent, context: RenderContext) throws(ContentProblem) -> RenderedPayload {
+            try APNsRoute.render(content, context: context)
+        }
     }
     static let kind = "test"
+    static let overrideBlocks = [APNsOptions.block]
     static func configuration(from node: ConfigNode) -> Configuration? {
         Configuration(environment: node.oneOf("environment", APNsEnvironment.self), label: node.string("label"))
     }
     let name: String
     init(name: String, configuration: Configuration, context: TransportContext) throws { self.name = name }
-    func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] { batch.map { .delivered(apnsID: $0.apnsID.uuidString.lowercased()) } }
+    func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] { batch.map { .delivered(receipt: $0.messageID.uuidString.lowercased()) } }
 }
 
 /// A transport that holds every batch until ``open()`` (for backpressure and shutdown tests).
@@ -39,7 +55,7 @@ final class GatedTransport: Transport, Sendable {
             }
             if now { c.resume() }
         }
-        return batch.map { .delivered(apnsID: $0.apnsID.uuidString.lowercased()) }
+        return batch.map { .delivered(receipt: $0.messageID.uuidString.lowercased()) }
     }
 
     func open() {
@@ -70,6 +86,7 @@ struct TestDaemon {
     static var registry: TransportRegistry {
         var r = TransportRegistry()
         r.register(TestPlugin.self)
+        r.register(section: MatrixConfiguration.self)
         return r
     }
 
@@ -198,7 +215,7 @@ final class LedgerTransport: DeliveryLedger, Sendable {
     }
     func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] {
         state.withLock { $0.sent += batch }
-        return batch.map { .delivered(apnsID: $0.apnsID.uuidString.lowercased()) }
+        return batch.map { .delivered(receipt: $0.messageID.uuidString.lowercased()) }
     }
     var asked: Set<String> { state.withLock { $0.asked } }
     var sent: [Delivery] { state.withLock { $0.sent } }

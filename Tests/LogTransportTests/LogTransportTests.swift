@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import HeraldLogTransport
 import HeraldTestKit
@@ -18,10 +19,10 @@ import Testing
         content.apns.expiration = 0
         let apnsID = UUID()
         let delivery = Delivery(id: 7, notificationID: "n1", app: "com.example.app", topic: "com.example.app",
-                                token: String(repeating: "ab", count: 32), user: "alice", environment: .sandbox,
-                                transport: "dry", apnsID: apnsID, content: content)
+                                token: String(repeating: "ab", count: 32), user: "alice",
+                                transport: "dry", messageID: apnsID, content: content)
         let outcomes = await transport.deliver([delivery, delivery])
-        #expect(outcomes == [.delivered(apnsID: apnsID.uuidString.lowercased()), .delivered(apnsID: apnsID.uuidString.lowercased())])
+        #expect(outcomes == [.delivered(receipt: nil, evidence: "written to \(path)"), .delivered(receipt: nil, evidence: "written to \(path)")])
         await transport.shutdown()
         let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
         #expect(lines.count == 2)
@@ -44,8 +45,7 @@ import Testing
         defer { dir.remove() }
         let path = try dir.write("d.jsonl", "{\"earlier\":true}\n")
         let transport = try LogTransport(name: "dry", configuration: .init(path: path), context: TransportContext(logger: .disabled))
-        let d = Delivery(id: 1, notificationID: "n", app: "a", topic: "a", token: "00ff", user: nil, environment: .production,
-                         transport: "dry", content: NotificationContent(alert: .text("x")))
+        let d = Delivery(id: 1, notificationID: "n", app: "a", topic: "a", token: "00ff", user: nil, transport: "dry", content: NotificationContent(alert: .text("x")))
         _ = await transport.deliver([d])
         await transport.shutdown()
         let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
@@ -57,7 +57,7 @@ import Testing
         let node = JSONNode(root: ["type": "log", "path": "var/d.jsonl"], context: context)
         let c = try #require(LogTransport.configuration(from: node))
         #expect(c.path == "/etc/herald/var/d.jsonl")
-        #expect(c.environment == nil)
+        #expect(c.platform == nil && c.canCarry(.apns(.sandbox)) && c.canCarry(.apns(.production)))
         let stdout = try #require(LogTransport.configuration(from: JSONNode(root: ["type": "log"], context: context)))
         #expect(stdout.path == nil && stdout.summary == "stdout")
     }
@@ -71,7 +71,7 @@ import Testing
 
     static func delivery(_ id: Int64 = 1) -> Delivery {
         Delivery(id: id, notificationID: "n\(id)", app: "com.example.app", topic: "com.example.app",
-                 token: String(repeating: "cd", count: 32), user: nil, environment: .production, transport: "dry",
+                 token: String(repeating: "cd", count: 32), user: nil, transport: "dry",
                  content: NotificationContent(alert: .text("x")))
     }
 

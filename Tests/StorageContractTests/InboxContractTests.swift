@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import HeraldTestKit
 import Testing
@@ -248,7 +249,7 @@ struct InboxContractTests {
                 let load: Task<Int, any Error>? = busyQueue ? Task {
                     var n = 0
                     while !Task.isCancelled {
-                        let deliveries = (0..<100).map { PlannedDelivery(token: String(format: "%04x", $0), user: "u", transport: "t", environment: .production, apnsID: UUID()) }
+                        let deliveries = (0..<100).map { PlannedDelivery(token: String(format: "%04x", $0), user: "u", transport: "t", messageID: UUID()) }
                         _ = try await storage.queue.enqueue(QueuedNotification(id: UUID().uuidString, app: "app", topic: "t", content: NotificationContent(alert: .text("x")),
                                                                                idempotencyKey: nil, createdAt: self.t0, deliveries: deliveries), idempotencySince: self.t0)
                         n += 1

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import HeraldLogTransport
 import HeraldPostgres
@@ -57,7 +58,7 @@ struct StorageContractTests {
                       at time: Date? = nil) -> QueuedNotification {
         QueuedNotification(id: id, app: "app", topic: "com.example.app",
                            content: NotificationContent(alert: .text("hi \"there\" \\ {x}"), badge: 1), idempotencyKey: key, createdAt: time ?? t0,
-                           deliveries: tokens.map { PlannedDelivery(token: $0, user: "u", transport: "t", environment: .production, apnsID: UUID()) })
+                           deliveries: tokens.map { PlannedDelivery(token: $0, user: "u", transport: "t", messageID: UUID()) })
     }
 
     func registration(_ token: String, user: String) -> DeviceRegistration {
@@ -137,7 +138,7 @@ struct StorageContractTests {
             #expect(claimed.map(\.delivery.token) == ["aa01", "aa02"])
             #expect(claimed.allSatisfy { $0.delivery.attempt == 1 && $0.delivery.notificationID == "n1" && $0.acceptedAt == t0 })
             #expect(claimed[0].delivery.content == n.content)
-            #expect(claimed[0].delivery.apnsID == n.deliveries[0].apnsID)
+            #expect(claimed[0].delivery.messageID == n.deliveries[0].messageID)
             #expect(try await q.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0.addingTimeInterval(30)).isEmpty)
             try await q.complete([.finished(claimed[0].delivery, .delivered, reason: nil),
                                   .finished(claimed[1].delivery, .invalidToken, reason: "BadDeviceToken")], now: t0.addingTimeInterval(1))

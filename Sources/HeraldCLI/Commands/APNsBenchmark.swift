@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
 
@@ -134,7 +135,7 @@ struct APNsBenchmark {
         let bytes = APNsPayload.encode(content)
         let deliveries = (0..<n).map { i in
             Delivery(id: Int64(i), notificationID: "bench", app: "com.example.app", topic: "com.example.app", token: token,
-                     user: nil, environment: .sandbox, transport: "apns", content: content, payload: bytes)
+                     user: nil, transport: "apns", content: content, payload: RenderedPayload(body: bytes))
         }
         // Warm up the connections, then measure.
         _ = await transport.deliver(Array(deliveries.prefix(streams * connections)))

@@ -2,6 +2,7 @@ import APNsBinaryProtocol
 import Dispatch
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
 
@@ -162,7 +163,7 @@ enum BinaryBenchmark {
         let hex = BinaryHex.encode(token)
         let deliveries = (0..<n).map { i in
             Delivery(id: Int64(i), notificationID: "bench", app: "com.example.app", topic: "com.example.app", token: hex,
-                     user: nil, environment: .sandbox, transport: "legacy", content: content, payload: payload)
+                     user: nil, transport: "legacy", content: content, payload: RenderedPayload(body: payload))
         }
         // Batches are cut before the clock starts, as the raw writer's buffer is prepared.
         let batches = stride(from: 0, to: n, by: 5000).map { Array(deliveries[$0..<min($0 + 5000, n)]) }

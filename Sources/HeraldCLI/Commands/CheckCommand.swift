@@ -1,4 +1,6 @@
+import HeraldAPNs
 import HeraldCore
+import HeraldMatrix
 
 /// `herald check`: validate the configuration and the credentials it names.
 enum CheckCommand {

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 
 /// `herald devices add | list | remove`: the token store by hand.
@@ -7,14 +8,15 @@ enum DevicesCommands {
     static let add = HeraldCLI.Command(spec: CommandSpec(
         path: "devices add",
         summary: "Register a device (or move/update a known token).",
-        usage: "devices add --app APP --user USER --token HEX [--transport NAME] [--environment sandbox|production] [--json]",
+        usage: "devices add --app APP --user USER --token TOKEN [--transport NAME | --platform ios|android|web] [--environment sandbox|production] [--json]",
         options: [
             CommandSpec.configOption,
             .value("app", "APP", "app id (a key of \"apps\" in the config)"),
             .value("user", "USER", "the user who owns the device"),
-            .value("token", "HEX", "device token; spaces and <> as printed by NSData are removed"),
-            .value("transport", "NAME", "transport to use (default: the app's first route that can carry the device)"),
-            .value("environment", "ENV", "sandbox or production (default: the transport's, else production)"),
+            .value("token", "TOKEN", "the device's address as its route takes it (APNs: hex; spaces and <> as printed by NSData are removed)"),
+            .value("transport", "NAME", "transport to use (default: the app's first route of --platform, else the first that takes the token)"),
+            .value("platform", "PLATFORM", "ios, android or web: the app's first route of that platform"),
+            .value("environment", "ENV", "APNs: sandbox or production (default: the route's)"),
             .flag("json", "print the device as JSON"),
         ])) { arguments, context throws(CLIError) in
         let command = "devices add"
@@ -22,42 +24,22 @@ enum DevicesCommands {
         let app = try context.app(try arguments.required("app", command: command), in: configuration, command: command)
         let user = try arguments.required("user", command: command)
         if let problem = FieldLimits.userProblem(user) { throw .usage("--user: \(problem)", command: command) }
-        let token: String
-        do { token = try DeviceToken.normalize(try arguments.required("token", command: command)) } catch let e as CLIError {
-            throw e
+        let rawToken = try arguments.required("token", command: command)
+        var attributes = DeviceAttributes()
+        attributes["environment"] = arguments.value("environment")
+        let route: (transport: String, address: DeviceAddress)
+        do throws(AddressProblem) {
+            route = try configuration.registrationRoute(app: app, input: .token(rawToken), attributes: attributes,
+                                                        transport: arguments.value("transport"),
+                                                        platform: arguments.value("platform").map { Platform($0) })
         } catch {
-            throw .usage("--token: \(error)", command: command)
-        }
-        var environment: APNsEnvironment? = nil
-        if let e = arguments.value("environment") {
-            guard let parsed = APNsEnvironment(rawValue: e) else {
-                throw .usage("--environment: expected sandbox or production, found \"\(e)\"", command: command)
-            }
-            environment = parsed
-        }
-        let transport: String
-        if let t = arguments.value("transport") {
-            guard app.routes.contains(t), let spec = configuration.transports[t] else {
-                throw .usage("--transport: \"\(t)\" is not a route of app \(app.id); routes: \(app.routes.joined(separator: ", "))", command: command)
-            }
-            if let e = environment, !spec.canCarry(e) {
-                throw .usage("--transport: \(t) serves \(spec.configuration.environment!.rawValue) devices, not \(e.rawValue)", command: command)
-            }
-            environment = environment ?? spec.configuration.environment
-            transport = t
-        } else {
-            let env = environment ?? configuration.defaultEnvironment(app)
-            guard let t = configuration.defaultTransport(app: app, environment: env) else {
-                throw .usage("app \(app.id) has no route that can carry \(env.rawValue) devices; routes: \(app.routes.joined(separator: ", "))", command: command)
-            }
-            environment = env
-            transport = t
+            throw .usage("--\(error.field): \(error.message)", command: command)
         }
         let store = try await context.openStore(configuration)
         let result: RegistrationResult
         do {
-            result = try await store.register(DeviceRegistration(app: app.id, token: token, user: user, transport: transport,
-                                                                 environment: environment ?? .production), at: Date())
+            result = try await store.register(DeviceRegistration(app: app.id, token: route.address.token, user: user, transport: route.transport,
+                                                                 attributes: route.address.attributes), at: Date())
         } catch {
             throw .runtime("cannot register the device: \(error)")
         }
@@ -71,7 +53,7 @@ enum DevicesCommands {
             context.console.out(w.string)
         } else {
             let d = result.device
-            var line = "\(result.change.rawValue) device \(Redact.token(d.token)) for user \(d.user) (app \(d.app), transport \(d.transport), \(d.environment.rawValue))"
+            var line = "\(result.change.rawValue) device \(Redact.token(d.token)) for user \(d.user) (app \(d.app), transport \(d.transport)\(d.attributes.isEmpty ? "" : ", \(d.attributes.values.keys.sorted().map { d.attributes[$0]! }.joined(separator: ", "))"))"
             if let previous = result.previousUser { line += "; moved from user \(previous)" }
             context.console.out(line)
         }
@@ -113,7 +95,7 @@ enum DevicesCommands {
         }
         if devices.isEmpty { console.err("no devices"); return }
         let rows = [["APP", "USER", "TOKEN", "TRANSPORT", "ENVIRONMENT", "UPDATED", "STATUS"]] + devices.map { d in
-            [d.app, d.user, d.token, d.transport, d.environment.rawValue, d.updatedAt.iso8601,
+            [d.app, d.user, d.token, d.transport, d.attributes["environment"] ?? "-", d.updatedAt.iso8601,
              d.invalidatedAt.map { "invalid since \($0.iso8601): \(d.invalidationReason ?? "")" } ?? "active"]
         }
         let widths = (0..<7).map { c in rows.map { $0[c].count }.max()! }

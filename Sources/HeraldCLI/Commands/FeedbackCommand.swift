@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 
 /// `herald feedback`: read the dead tokens a transport's peer reports (APNs' feedback service)

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import HeraldAPNs
 import HeraldCore
 
 /// `herald migrate`: bring the storage schema up to date (the daemon also does it on start).

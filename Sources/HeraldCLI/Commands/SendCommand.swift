@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 
 /// `herald send`: fan a notification out in-process and report per device.
@@ -65,15 +66,18 @@ enum SendCommand {
             throw .usage("give at least one --user, --token or --tokens-file", command: command)
         }
         let content = try buildContent(arguments)
-        var environment: APNsEnvironment? = nil
+        var attributes = DeviceAttributes()
         if let e = arguments.value("environment") {
-            guard let parsed = APNsEnvironment(rawValue: e) else {
+            guard APNsEnvironment(rawValue: e) != nil else {
                 throw .usage("--environment: expected sandbox or production, found \"\(e)\"", command: command)
             }
-            environment = parsed
+            attributes[APNsEnvironment.attribute] = e
         }
-        let request = NotificationRequest(app: app.id, users: users, tokens: tokens, content: content, environment: environment)
-        do throws(DispatchError) { try FanOut.validate(content) } catch {
+        let request = NotificationRequest(app: app.id, users: users, tokens: tokens, content: content, attributes: attributes)
+        // Every route of the app checks the content before anything is sent.
+        do throws(DispatchError) {
+            _ = try FanOut.render(FanOut.withDefaults(content, app: app), app: app, configuration: configuration, notificationID: "")
+        } catch {
             throw .usage(cliField(error), command: command)
         }
 
@@ -95,16 +99,24 @@ enum SendCommand {
                     var w = JSONWriter()
                     w.object { o in
                         o.string("token", d.token); o.string("user", d.user); o.string("transport", d.transport)
-                        o.string("environment", d.environment.rawValue); o.string("apns_topic", d.apnsTopic)
-                        o.string("push_type", d.content.pushType.rawValue); o.int("priority", d.content.priority)
-                        o.rawJSON("payload", d.payload)
+                        o.string("message_id", d.messageID.lowercasedString)
+                        if d.payload.headers[APNsRoute.Header.pushType] != nil {
+                            // What APNs would get (the fields this output always had).
+                            let options = APNsSendOptions(d.payload)
+                            o.string("apns_topic", options.pushType.topic(forBundleID: d.topic))
+                            o.string("push_type", options.pushType.rawValue); o.int("priority", options.priority)
+                        }
+                        if !d.payload.headers.isEmpty {
+                            o.object("headers") { h in for k in d.payload.headers.keys.sorted() { h.string(k, d.payload.headers[k]!) } }
+                        }
+                        o.rawJSON("payload", d.payload.body)
                     }
                     console.out(w.string)
                 } else {
-                    console.out("would send to \(Redact.token(d.token)) user=\(d.user ?? "-") transport=\(d.transport) topic=\(d.apnsTopic)")
+                    console.out("would send to \(Redact.token(d.token)) user=\(d.user ?? "-") transport=\(d.transport) topic=\(d.topic)")
                 }
             }
-            for r in plan.reports { console.out(json ? r.jsonLine : "\(r.outcome.rawValue) \(r.token): \(r.reason ?? "")") }
+            for r in plan.reports { console.out(json ? r.jsonLine(legacyAPNsID: isAPNs(r.transport, configuration)) : "\(r.outcome.rawValue) \(r.token): \(r.reason ?? "")") }
             if !json {
                 console.out("payload: \(String(decoding: APNsPayload.encode(content), as: UTF8.self))")
                 console.out("\(plan.deliveries.count) deliveries planned, \(plan.reports.count) refused, \(plan.skippedOverLimit) over the per-user limit, \(plan.duplicates) duplicates")
@@ -134,7 +146,7 @@ enum SendCommand {
         let progress = (!json && context.console.stderrIsTerminal && total > 1) ? ProgressBar(total: total, console: console) : nil
         let start = Date()
         let reports = await dispatcher.execute(plan) { report in
-            if json { console.out(report.jsonLine) }
+            if json { console.out(report.jsonLine(legacyAPNsID: isAPNs(report.transport, configuration))) }
             progress?.advance(outcome: report.outcome.rawValue)
         }
         for t in started.values { await t.shutdown() }
@@ -171,7 +183,7 @@ enum SendCommand {
         let counts: [DeliveryState: Int]
         do {
             counts = try await dispatcher.sendBulk(request, chunks: file) { report in
-                if json { console.out(report.jsonLine) } else if report.outcome != .delivered { console.out(line(report)) }
+                if json { console.out(report.jsonLine(legacyAPNsID: isAPNs(report.transport, dispatcher.configuration))) } else if report.outcome != .delivered { console.out(line(report)) }
                 progress?.advance(outcome: report.outcome.rawValue)
             }
         } catch {
@@ -238,35 +250,43 @@ enum SendCommand {
             }
             content.data = members
         }
+        // The apns override block, built whole and set once (its typed view drops what it cannot read).
+        var apns = APNsOptions()
         if let t = a.value("push-type") {
             guard let type = PushType(rawValue: t) else {
                 throw .usage("--push-type: unknown \"\(t)\"; expected one of: \(PushType.allCases.map(\.rawValue).joined(separator: ", "))", command: command)
             }
-            content.apns.pushType = type
+            apns.pushType = type
         }
-        content.apns.priority = try a.int("priority", command: command)
+        apns.priority = try a.int("priority", command: command)
         if let e = a.value("expiration") {
             guard let v = Int64(e), v >= 0 else { throw .usage("--expiration: expected seconds since 1970 (or 0), found \"\(e)\"", command: command) }
-            content.apns.expiration = v
+            apns.expiration = v
         }
-        content.apns.collapseID = a.value("collapse-id")
-        content.apns.threadID = a.value("thread-id")
-        content.apns.category = a.value("category")
-        content.apns.contentAvailable = a.flag("content-available")
-        content.apns.mutableContent = a.flag("mutable-content")
+        apns.collapseID = a.value("collapse-id")
+        apns.threadID = a.value("thread-id")
+        apns.category = a.value("category")
+        apns.contentAvailable = a.flag("content-available")
+        apns.mutableContent = a.flag("mutable-content")
         if let l = a.value("interruption-level") {
             guard let level = InterruptionLevel(rawValue: l) else {
                 throw .usage("--interruption-level: expected one of: \(InterruptionLevel.allCases.map(\.rawValue).joined(separator: ", "))", command: command)
             }
-            content.apns.interruptionLevel = level
+            apns.interruptionLevel = level
         }
         if let r = a.value("relevance-score") {
             guard let score = Double(r) else { throw .usage("--relevance-score: expected a number from 0 to 1", command: command) }
-            content.apns.relevanceScore = score
+            apns.relevanceScore = score
         }
+        content.apns = apns
         if content.isEmpty {
             throw .usage("nothing to send: give --alert, --title/--body, --badge, --sound, --content-available, --data or --push-type widgets", command: command)
         }
         return content
+    }
+
+    /// Whether `transport` renders APNs payloads (its reports keep the deprecated `apns_id`).
+    static func isAPNs(_ transport: String?, _ configuration: HeraldConfiguration) -> Bool {
+        transport.flatMap { configuration.transports[$0]?.reads(APNsOptions.block) } ?? false
     }
 }

@@ -1,5 +1,6 @@
 import APNsBinaryProtocol
 import FoundationEssentials
+import HeraldAPNs
 import HeraldCore
 import HeraldSimulator
 #if canImport(Glibc)

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import HeraldAPNs
 import HeraldCore
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import Glibc
+import HeraldAPNs
 import HeraldCore
 
 /// SIGTERM/SIGINT for the simulate commands (a ``SignalStream``). Installed before a command

@@ -3,7 +3,8 @@ import Glibc
 
 /// Herald's whole configuration, read from one JSON file (`config.json`).
 ///
-/// Sections: `storage`, `apps`, `transports`, `api`, `log`, `delivery`, `server`, `matrix`. Every key is documented
+/// Sections: `storage`, `apps`, `transports`, `api`, `log`, `delivery`, `server`, and those of the registered
+/// modules (``ConfigurationSection``: `matrix`). Every key is documented
 /// with its default in `docs/configuration.md`. Loading reports every problem at once, each
 /// with its JSON path; unknown keys are warnings.
 public struct HeraldConfiguration: Sendable {
@@ -19,16 +20,19 @@ public struct HeraldConfiguration: Sendable {
     public var delivery: DeliveryConfiguration
     /// The daemon's queue, workers and lifecycle (`herald serve`).
     public var server: ServerConfiguration = ServerConfiguration()
-    /// The Matrix push gateway; `nil` (the default) leaves it off.
-    public var matrix: MatrixConfiguration? = nil
+    /// The sections registered modules read (``section(_:)``), by key; absent sections are not here.
+    public var sections: [String: any ConfigurationSection] = [:]
     /// Non-fatal problems found while loading (unknown keys, odd values).
     public var warnings: [JSONIssue]
     /// Digests of the files the configuration names (keys, certificates), by JSON path, as they
     /// were when it was read.
     public var fileDigests: [String: UInt64] = [:]
+    /// The override blocks the registered plugins read (`apns`, …): the notification body's
+    /// top-level keys besides its fields.
+    public var overrideBlocks: Set<String> = []
 
-    /// Top-level keys, in documentation order.
-    public static let sections = ["storage", "apps", "transports", "api", "log", "delivery", "server", "matrix"]
+    /// The core's top-level keys, in documentation order (registered sections come after).
+    public static let coreSections = ["storage", "apps", "transports", "api", "log", "delivery", "server"]
 
     /// Loads and validates a configuration file.
     ///
@@ -85,12 +89,15 @@ public struct HeraldConfiguration: Sendable {
         let transports = readTransports(transportsNode, registry: registry)
         // Routes are checked against every name defined, valid or not: an invalid transport has its own error.
         let defined = Set(transportsNode?.value.objectValue.map { Array($0.keys) } ?? [])
-        let apps = readApps(root.child("apps", required: true), transports: defined)
+        let apps = readApps(root.child("apps", required: true), transports: defined, blocks: registry.overrideBlocks)
         let api = APIConfiguration(node: root.child("api"))
         let log = LogConfiguration(node: root.child("log"))
         let delivery = DeliveryConfiguration(node: root.child("delivery"))
         let server = ServerConfiguration(node: root.child("server"), transports: transports)
-        let matrix = MatrixConfiguration(node: root.child("matrix"), heraldApps: Set(apps.keys))
+        var sections: [String: any ConfigurationSection] = [:]
+        for reader in registry.sectionReaders {
+            if let node = root.child(reader.key), let section = reader.read(node, apps) { sections[reader.key] = section }
+        }
         AppConfiguration.checkLocalRoutes(apps, transports: transportsNode?.value, context: context)
         checkDocument(root)
         context.reportUnknownKeys()
@@ -99,8 +106,8 @@ public struct HeraldConfiguration: Sendable {
             throw ConfigurationError(source: source, errors: context.errors, warnings: context.warnings)
         }
         return HeraldConfiguration(sourcePath: nil, storage: storage, apps: apps, transports: transports, api: api,
-                                   log: log, delivery: delivery, server: server, matrix: matrix, warnings: context.warnings,
-                                   fileDigests: context.fileDigests)
+                                   log: log, delivery: delivery, server: server, sections: sections, warnings: context.warnings,
+                                   fileDigests: context.fileDigests, overrideBlocks: registry.overrideBlocks)
     }
 
     private static func readTransports(_ node: JSONNode?, registry: TransportRegistry) -> [String: TransportSpec] {
@@ -119,7 +126,8 @@ public struct HeraldConfiguration: Sendable {
                 continue
             }
             if let configuration = registry.parseConfiguration(kind: kind, node: section) {
-                result[name] = TransportSpec(name: name, kind: kind, configuration: configuration)
+                result[name] = TransportSpec(name: name, kind: kind, configuration: configuration,
+                                             overrideBlocks: registry.overrideBlocks(kind: kind))
             } else if section.context.errors.allSatisfy({ !$0.path.hasPrefix(section.path) }) {
                 section.error("invalid \(kind) configuration")
             }
@@ -127,13 +135,13 @@ public struct HeraldConfiguration: Sendable {
         return result
     }
 
-    private static func readApps(_ node: JSONNode?, transports: Set<String>) -> [String: AppConfiguration] {
+    private static func readApps(_ node: JSONNode?, transports: Set<String>, blocks: Set<String>) -> [String: AppConfiguration] {
         guard let node else { return [:] }
         var result: [String: AppConfiguration] = [:]
         let members = node.members()
         if members.isEmpty, case .object = node.value { node.error("must define at least one app") }
         for (id, section) in members {
-            if let app = AppConfiguration(id: id, node: section, transports: transports) {
+            if let app = AppConfiguration(id: id, node: section, transports: transports, blocks: blocks) {
                 result[id] = app
             }
         }
@@ -143,12 +151,8 @@ public struct HeraldConfiguration: Sendable {
     /// The app with this id.
     public func app(_ id: String) -> AppConfiguration? { apps[id] }
 
-    /// The transport a new device of `app` uses by default: the first of the app's routes that
-    /// can carry a device of `environment`.
-    /// The app's first push route that can carry `environment` (a local route never is one).
-    public func defaultTransport(app: AppConfiguration, environment: APNsEnvironment) -> String? {
-        app.routes.first { transports[$0].map { $0.kind != Self.localKind && $0.canCarry(environment) } ?? false }
-    }
+    /// The override blocks a notification body may carry, for its reader.
+    public var notificationBlocks: OverrideBlocks { .known(overrideBlocks) }
 
     /// The config `type` of the local (stream) transport.
     public static let localKind = "local"
@@ -158,14 +162,6 @@ public struct HeraldConfiguration: Sendable {
         app.routes.first { transports[$0]?.kind == Self.localKind }
     }
 
-    /// The environment assumed for a device whose environment nobody stated: that of the app's
-    /// first route that names one, else production.
-    public func defaultEnvironment(_ app: AppConfiguration) -> APNsEnvironment {
-        for name in app.routes {
-            if let environment = transports[name]?.configuration.environment { return environment }
-        }
-        return .production
-    }
 }
 
 /// A configuration that cannot be used; lists every problem.
@@ -271,6 +267,9 @@ public struct AppConfiguration: Sendable, Equatable {
     /// How long an event written to an acknowledging stream (`ack=1`) waits for its ack before it
     /// goes to the device's fallback route. Default ``StreamsConfiguration/defaultAckTimeout``.
     public var ackTimeout: TimeInterval = StreamsConfiguration.defaultAckTimeout
+    /// Default override blocks (`overrides.apns`, …): merged under each notification's own
+    /// block of the same name (the notification's keys win).
+    public var overrides: [String: JSONValue] = [:]
 
     public init(id: String, topic: String? = nil, routes: [String], foreground: ForegroundPolicy = .pushOnly,
                 maxDevicesPerUser: Int = 100) {
@@ -281,7 +280,7 @@ public struct AppConfiguration: Sendable, Equatable {
         self.maxDevicesPerUser = maxDevicesPerUser
     }
 
-    init?(id: String, node: JSONNode, transports: Set<String>) {
+    init?(id: String, node: JSONNode, transports: Set<String>, blocks: Set<String>) {
         guard case .object = node.value else {
             node.error("expected an object with \"routes\", found \(node.value.typeDescription)")
             return nil
@@ -303,6 +302,25 @@ public struct AppConfiguration: Sendable, Equatable {
             }
         }
         if let m = node.int("maxDevicesPerUser", in: 1...10_000) { maxDevicesPerUser = m }
+        if let o = node.child("overrides") {
+            if case .object = o.value {
+                for (name, block) in o.members() {
+                    guard blocks.contains(name) else {
+                        let known = blocks.sorted().joined(separator: ", ")
+                        block.error("no registered transport reads a \"\(name)\" block; known: \(known.isEmpty ? "none" : known)")
+                        continue
+                    }
+                    guard case .object(let members) = block.value else {
+                        block.error("expected an object (keys of the \(name) override block), found \(block.value.typeDescription)")
+                        continue
+                    }
+                    block.allowKeys(Array(members.keys))
+                    overrides[name] = block.value
+                }
+            } else {
+                o.error("expected an object of override blocks such as {\"apns\": {…}}, found \(o.value.typeDescription)")
+            }
+        }
         readForeground(node)
         if routes.isEmpty { return nil }
     }

@@ -103,9 +103,10 @@ public struct JSONNode {
     public let context: JSONReadContext
     private let tracker: KeyTracker?
 
-    /// A root node over `value`.
-    public init(root value: JSONValue, context: JSONReadContext) {
-        self.init(path: "", value: value, context: context)
+    /// A root node over `value`; `path` names it in errors (a block read on its own, such as
+    /// `apns`, reports `apns.priority`).
+    public init(root value: JSONValue, context: JSONReadContext, path: String = "") {
+        self.init(path: path, value: value, context: context)
     }
 
     init(path: String, value: JSONValue, context: JSONReadContext) {

@@ -18,15 +18,13 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
         let app: String
         let topic: String
         let content: NotificationContent
-        let payload: [UInt8]
         let createdAt: Date
 
-        init(id: String, app: String, topic: String, content: NotificationContent, payload: [UInt8], createdAt: Date) {
+        init(id: String, app: String, topic: String, content: NotificationContent, createdAt: Date) {
             self.id = id
             self.app = app
             self.topic = topic
             self.content = content
-            self.payload = payload
             self.createdAt = createdAt
         }
     }
@@ -35,9 +33,9 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
         var note: Note
         var token: String
         var user: String?
-        var environment: APNsEnvironment
         var transport: String
-        var apnsID: UUID
+        var messageID: UUID
+        var receipt: String? = nil
         var attempts = 0
         var state = DeliveryState.queued
         var due: Date
@@ -121,7 +119,7 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
                 guard let row = s.rows.removeValue(forKey: id) else { continue }
                 s.depth[transport, default: QueueDepth()].queued -= 1
                 reports.append(DeliveryReport(token: row.token, user: row.user, transport: transport, outcome: .failed,
-                                              reason: reason, attempts: row.attempts, apnsID: nil))
+                                              reason: reason, attempts: row.attempts, messageID: row.messageID.lowercasedString))
             }
             return reports
         }
@@ -145,7 +143,7 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
     public var waitingAccepts: Int { 0 }
 
     public func enqueue(_ n: QueuedNotification, idempotencySince: Date) async throws -> EnqueueReceipt {
-        let note = Note(id: n.id, app: n.app, topic: n.topic, content: n.content, payload: APNsPayload.encode(n.content), createdAt: n.createdAt)
+        let note = Note(id: n.id, app: n.app, topic: n.topic, content: n.content, createdAt: n.createdAt)
         var transports = Set<String>()
         let finals: [DeliveryReport] = try state.withLock { s in
             if s.closed { throw StoreError("the queue is closed") }
@@ -153,18 +151,18 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
             for d in n.deliveries {
                 guard d.state == .queued, let transport = d.transport else {
                     finals.append(DeliveryReport(token: d.token, user: d.user, transport: d.transport, outcome: d.state,
-                                                 reason: d.reason, attempts: 0, apnsID: nil))
+                                                 reason: d.reason, attempts: 0, messageID: nil))
                     continue
                 }
                 if let reason = s.abandoned[transport] {
                     finals.append(DeliveryReport(token: d.token, user: d.user, transport: transport, outcome: .failed,
-                                                 reason: reason, attempts: 0, apnsID: nil))
+                                                 reason: reason, attempts: 0, messageID: nil))
                     continue
                 }
                 let id = s.nextID
                 s.nextID += 1
-                s.rows[id] = Row(note: note, token: d.token, user: d.user, environment: d.environment, transport: transport,
-                                 apnsID: d.apnsID, due: n.createdAt, updatedAt: n.createdAt, fallback: d.fallback)
+                s.rows[id] = Row(note: note, token: d.token, user: d.user, transport: transport,
+                                 messageID: d.messageID, due: n.createdAt, updatedAt: n.createdAt, fallback: d.fallback)
                 s.lanes[transport, default: Lane()].ready.append(id)
                 transports.insert(transport)
                 s.depth[transport, default: QueueDepth()].queued += 1
@@ -194,8 +192,8 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
                 s.rows[id] = row
                 claimed.append(ClaimedDelivery(delivery: Delivery(
                     id: id, notificationID: row.note.id, app: row.note.app, topic: row.note.topic, token: row.token, user: row.user,
-                    environment: row.environment, transport: transport, attempt: row.attempts, apnsID: row.apnsID,
-                    content: row.note.content, payload: row.note.payload, fallback: row.fallback), acceptedAt: row.note.createdAt))
+                    transport: transport, attempt: row.attempts, messageID: row.messageID,
+                    content: row.note.content, fallback: row.fallback), acceptedAt: row.note.createdAt))
             }
             var dueLater = 0
             while dueLater < lane.later.count, lane.later[dueLater].due <= now, claimed.count < limit {
@@ -244,7 +242,7 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
                 if c.state == .queued, let reason = s.abandoned[row.transport] {
                     s.rows[c.id] = nil
                     reports.append(DeliveryReport(token: row.token, user: row.user, transport: row.transport, outcome: .failed,
-                                                  reason: reason, attempts: row.attempts - (c.countsAttempt ? 0 : 1), apnsID: nil))
+                                                  reason: reason, attempts: row.attempts - (c.countsAttempt ? 0 : 1), messageID: row.messageID.lowercasedString))
                 } else if c.state == .queued || c.state == .parked {
                     row.state = c.state
                     if !c.countsAttempt { row.attempts -= 1 }
@@ -261,9 +259,10 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
                     s.depth[row.transport, default: QueueDepth()].queued += 1
                 } else {
                     s.rows[c.id] = nil
-                    let apnsID = c.state == .delivered ? (c.apnsID ?? row.apnsID.lowercasedString) : nil
+                    let receipt = c.state == .delivered ? (c.receipt ?? row.receipt) : nil
                     reports.append(DeliveryReport(token: row.token, user: row.user, transport: row.transport, outcome: c.state,
-                                                  reason: c.reason, attempts: row.attempts, apnsID: apnsID))
+                                                  reason: c.reason, attempts: row.attempts, messageID: row.messageID.lowercasedString,
+                                                  receipt: receipt))
                 }
             }
             return reports
@@ -289,7 +288,7 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
                     s.rows[id] = nil
                     s.depth[transport, default: QueueDepth()].queued -= 1
                     reports.append(DeliveryReport(token: row.token, user: row.user, transport: transport, outcome: .expired,
-                                                  reason: Self.inboxFull(keepPerUser), attempts: row.attempts, apnsID: nil))
+                                                  reason: Self.inboxFull(keepPerUser), attempts: row.attempts, messageID: row.messageID.lowercasedString))
                 }
             }
             return reports
@@ -336,7 +335,7 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
             return NotificationStatus(id: notificationID, app: first.note.app, createdAt: first.note.createdAt, idempotencyKey: nil,
                                       deliveries: rows.map { id, r in
                                           DeliveryStatus(id: id, token: r.token, user: r.user, transport: r.transport, state: r.state,
-                                                         attempts: r.attempts, lastReason: r.reason, apnsID: r.apnsID.lowercasedString,
+                                                         attempts: r.attempts, lastReason: r.reason, messageID: r.messageID.lowercasedString, receipt: r.receipt,
                                                          updatedAt: r.updatedAt, nextAttemptAt: r.state == .queued || r.state == .parked ? r.due : nil)
                                       })
         }

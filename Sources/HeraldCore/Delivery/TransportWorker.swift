@@ -85,6 +85,7 @@ public final class TransportWorker: Sendable {
 
     public let name: String
     public let transport: any Transport
+    private let renderer: PayloadRenderer
     private let queue: any DeliveryQueue
     private let invalidator: TokenInvalidator
     private let clock: any WallClock
@@ -102,18 +103,21 @@ public final class TransportWorker: Sendable {
     private let alreadyStarted: Bool
 
     /// - Parameters:
+    ///   - configuration: the transport's configuration, which renders its payloads.
     ///   - invalidator: retires dead tokens (the timestamp rule).
     ///   - alreadyStarted: the caller started the transport.
     ///   - random: jitter in 0..<1 for retry backoff.
     ///   - onStatus: told of every status change (the CLI gives up on a paused transport).
     ///   - onReroute: told which transports deliveries were handed to (their workers have work).
     ///   - settings: read for every batch.
-    public init(name: String, transport: any Transport, queue: any DeliveryQueue, invalidator: TokenInvalidator,
+    public init(name: String, transport: any Transport, configuration: any TransportConfiguration,
+                queue: any DeliveryQueue, invalidator: TokenInvalidator,
                 clock: any WallClock, logger: Logger, metrics: DeliveryMetrics, alreadyStarted: Bool = false,
                 random: @escaping @Sendable () -> Double, onStatus: (@Sendable (Status) -> Void)? = nil,
                 onReroute: (@Sendable (Set<String>) -> Void)? = nil, settings: @escaping @Sendable () -> Settings) {
         self.name = name
         self.transport = transport
+        self.renderer = PayloadRenderer(configuration: configuration)
         self.queue = queue
         self.invalidator = invalidator
         self.clock = clock
@@ -325,7 +329,7 @@ public final class TransportWorker: Sendable {
         if let l = transport as? any DeliveryLedger {
             ledger = "checked"
             do {
-                confirmed = try await l.acceptedDeliveries(among: Set(interrupted.map { $0.delivery.apnsID.lowercasedString }))
+                confirmed = try await l.acceptedDeliveries(among: Set(interrupted.map { $0.delivery.messageID.lowercasedString }))
             } catch {
                 ledger = "failed"
                 logger.warning("cannot read the transport's ledger; interrupted deliveries are sent again", ["error": String(describing: error)])
@@ -334,7 +338,7 @@ public final class TransportWorker: Sendable {
         let now = clock.now
         var completions: [DeliveryCompletion] = []
         for c in interrupted {
-            if confirmed.contains(c.delivery.apnsID.lowercasedString) {
+            if confirmed.contains(c.delivery.messageID.lowercasedString) {
                 completions.append(.finished(c.delivery, .delivered, reason: "confirmed by the transport's ledger after a restart"))
                 metrics.finished(transport: name, state: .delivered, reason: nil)
                 metrics.latency(transport: name).observe(now.timeIntervalSince(c.acceptedAt))
@@ -360,8 +364,19 @@ public final class TransportWorker: Sendable {
         completions.reserveCapacity(batch.count)
         var sendable: [ClaimedDelivery] = []
         let latency = metrics.latency(transport: name)
-        for c in batch {
-            if OutcomePolicy.hasExpired(c.delivery.content, now: start) {
+        for var c in batch {
+            if c.delivery.payload == .unrendered {
+                do {
+                    c.delivery.payload = try renderer.payload(for: c.delivery)
+                } catch {
+                    // The configuration changed since the accept (a route that no longer takes this content).
+                    completions.append(.finished(c.delivery, .rejected, reason: "cannot render for \(name): \(error)"))
+                    metrics.finished(transport: name, state: .rejected, reason: "render")
+                    latency.observe(start.timeIntervalSince(c.acceptedAt))
+                    continue
+                }
+            }
+            if OutcomePolicy.hasExpired(c.delivery.payload, now: start) {
                 completions.append(.finished(c.delivery, .expired, reason: "expired before sending"))
                 metrics.finished(transport: name, state: .expired, reason: "expired")
                 latency.observe(start.timeIntervalSince(c.acceptedAt))
@@ -393,10 +408,9 @@ public final class TransportWorker: Sendable {
                 switch policy.action(for: outcome, delivery: d, acceptedAt: c.acceptedAt, now: after, random: jitter) {
                 case .finish(let final, let reason):
                     answered = true
-                    var apnsID: String? = nil
-                    // The id the peer confirmed; `nil` (keep the stored one) when it is the one sent.
-                    if case .delivered(let id?, _) = outcome, id != d.apnsID.lowercasedString { apnsID = id }
-                    completions.append(.finished(d, final, reason: reason, apnsID: apnsID))
+                    var receipt: String? = nil
+                    if case .delivered(let r?, _) = outcome { receipt = r }
+                    completions.append(.finished(d, final, reason: reason, receipt: receipt))
                     metrics.finished(transport: name, state: final, reason: reason)
                     latency.observe(after.timeIntervalSince(c.acceptedAt))
                     if final != .delivered {

@@ -91,7 +91,8 @@ public final class Dispatcher: Sendable {
     public func sendBulk(_ request: NotificationRequest, chunks: some Sequence<[String]>, window: Int = 20_000,
                          onReport: @escaping @Sendable (DeliveryReport) -> Void) async throws(DispatchError) -> [DeliveryState: Int] {
         guard let app = configuration.app(request.app) else { throw .unknownApp(request.app, known: configuration.apps.keys.sorted()) }
-        try FanOut.validate(request.content)
+        // Every chunk's plan renders for every route: a content no route can carry fails the first.
+        _ = try FanOut.render(FanOut.withDefaults(request.content, app: app), app: app, configuration: configuration, notificationID: "")
         let notificationID = UUIDSource.timeOrdered().lowercasedString
         let first = request.users.isEmpty && request.tokens.isEmpty ? nil : try await fanOut.plan(request, notificationID: notificationID)
         let counts = Locked<[DeliveryState: Int]>([:])
@@ -133,15 +134,7 @@ public final class Dispatcher: Sendable {
 
     /// The plan as the queue stores it: its deliveries, and the devices already final.
     private func queued(_ plan: DispatchPlan) -> QueuedNotification {
-        let planned = plan.deliveries.map {
-            PlannedDelivery(token: $0.token, user: $0.user, transport: $0.transport, environment: $0.environment, apnsID: $0.apnsID)
-        } + plan.reports.map {
-            PlannedDelivery(token: $0.token, user: $0.user, transport: $0.transport, environment: .production, apnsID: UUIDSource.random(),
-                            state: $0.outcome, reason: $0.reason)
-        }
-        return QueuedNotification(id: plan.notificationID, app: plan.app.id, topic: plan.app.topic,
-                                  content: plan.deliveries.first?.content ?? NotificationContent(),
-                                  idempotencyKey: nil, createdAt: clock.now, deliveries: planned)
+        QueuedNotification(plan: plan, idempotencyKey: nil, createdAt: clock.now)
     }
 
     /// Runs a worker for each of `transports` over a new in-memory queue while `feed` fills it,
@@ -168,14 +161,14 @@ public final class Dispatcher: Sendable {
     private func startWorkers(_ queue: MemoryDeliveryQueue, transports names: Set<String>) -> [TransportWorker] {
         var workers: [TransportWorker] = []
         for name in names.sorted() {
-            guard let transport = transports[name] else {
+            guard let transport = transports[name], let spec = configuration.transports[name] else {
                 let why = unavailable[name] ?? "not configured"
                 abandon(queue, transport: name, reason: "transport \(name) is not available: \(why)")
                 continue
             }
             let tuning = self.tuning
             let worker = TransportWorker(
-                name: name, transport: transport, queue: queue, invalidator: invalidator, clock: clock, logger: logger,
+                name: name, transport: transport, configuration: spec.configuration, queue: queue, invalidator: invalidator, clock: clock, logger: logger,
                 metrics: metrics, alreadyStarted: true, random: random,
                 onStatus: { [self] status in
                     if case .paused(let reason) = status {

@@ -6,6 +6,8 @@ import Glibc
 public struct DispatchPlan: Sendable {
     public var notificationID: String
     public var app: AppConfiguration
+    /// The content as planned: the request's, with the app's default override blocks merged in.
+    public var content: NotificationContent
     /// Deliveries to send, numbered from 1 in this plan.
     public var deliveries: [Delivery]
     /// Devices that are already final without sending (a malformed token, no route).
@@ -55,7 +57,8 @@ public struct FanOut: Sendable {
     }
 
     /// Plans the deliveries of `request`.
-    /// - Throws: ``DispatchError`` for an unknown app, a request with no target, or a store failure.
+    /// - Throws: ``DispatchError`` for an unknown app, a request with no target, content that
+    ///   one of the app's routes cannot carry (named with its limit), or a store failure.
     /// - Parameters:
     ///   - notificationID: the id the deliveries carry (a bulk send plans chunks of one notification).
     ///   - tokenIndexOffset: added to `tokens[i]` in errors (the chunk's place in a bulk send).
@@ -68,9 +71,9 @@ public struct FanOut: Sendable {
         if request.users.isEmpty && request.tokens.isEmpty {
             throw .invalidRequest(field: "users", message: "give at least one user or token")
         }
-        try Self.validate(request.content)
+        let content = Self.withDefaults(request.content, app: app)
+        let payloads = try render(content, app: app, notificationID: notificationID)
 
-        let payload = APNsPayload.encode(request.content)
         var deliveries: [Delivery] = []
         var reports: [DeliveryReport] = []
         var seen = Set<String>()
@@ -82,52 +85,41 @@ public struct FanOut: Sendable {
         if local != nil, let presence, !request.users.isEmpty {
             connected = presence.connectedDevices(app: app.id, users: Array(Set(request.users)))
         }
-        func append(_ token: String, _ user: String?, _ environment: APNsEnvironment, _ route: String, fallback: String?) {
+        func append(_ token: String, _ user: String?, _ route: String, fallback: String?) {
             deliveries.append(Delivery(id: Int64(deliveries.count + 1), notificationID: notificationID, app: app.id,
-                                       topic: app.topic, token: token, user: user, environment: environment,
-                                       transport: route, apnsID: UUIDSource.random(), content: request.content, payload: payload,
+                                       topic: app.topic, token: token, user: user, transport: route,
+                                       messageID: UUIDSource.random(), content: content, payload: payloads[route] ?? .unrendered,
                                        fallback: fallback))
         }
 
-        // The default route per environment, looked up once per plan rather than per device.
-        var defaults: [APNsEnvironment: String?] = [:]
-        func add(token: String, user: String?, transport: String?, environment: APNsEnvironment) {
+        func add(token: String, user: String?, route: String?) {
             guard seen.insert(token).inserted else { duplicates += 1; return }
-            if let local, transport == local {
+            if let local, route == local {
                 // A device with no push route (a browser): its stream, or the inbox.
-                append(token, user, environment, local, fallback: nil)
+                append(token, user, local, fallback: nil)
                 return
-            }
-            let route: String?
-            if transport == nil {
-                if let known = defaults[environment] { route = known } else {
-                    route = self.route(app: app, preferred: nil, environment: environment)
-                    defaults[environment] = route
-                }
-            } else {
-                route = self.route(app: app, preferred: transport, environment: environment)
             }
             guard let route else {
                 reports.append(DeliveryReport(token: token, user: user, transport: nil, outcome: .failed,
-                                              reason: "no route: app \(app.id) has no transport for \(environment.rawValue) devices",
-                                              attempts: 0, apnsID: nil))
+                                              reason: "no route: no route of app \(app.id) can carry this device",
+                                              attempts: 0, messageID: nil))
                 return
             }
             guard let local else {
-                append(token, user, environment, route, fallback: nil)
+                append(token, user, route, fallback: nil)
                 return
             }
             let isConnected = user.map { connected[$0]?.contains(token) ?? false } ?? false
             switch app.foreground {
             case .pushOnly:
-                append(token, user, environment, route, fallback: nil)
+                append(token, user, route, fallback: nil)
             case .localFirst:
-                if isConnected { append(token, user, environment, local, fallback: route) } else { append(token, user, environment, route, fallback: local) }
+                if isConnected { append(token, user, local, fallback: route) } else { append(token, user, route, fallback: local) }
             case .localAndPush:
-                if isConnected { append(token, user, environment, local, fallback: nil) }
-                append(token, user, environment, route, fallback: isConnected ? nil : local)
+                if isConnected { append(token, user, local, fallback: nil) }
+                append(token, user, route, fallback: isConnected ? nil : local)
             case .localOnly:
-                append(token, user, environment, local, fallback: nil)
+                append(token, user, local, fallback: nil)
             }
         }
 
@@ -146,7 +138,7 @@ public struct FanOut: Sendable {
                 let count = perUser[device.user, default: 0]
                 if count >= app.maxDevicesPerUser { skipped += 1; continue }
                 perUser[device.user] = count + 1
-                add(token: device.token, user: device.user, transport: device.transport, environment: device.environment)
+                add(token: device.token, user: device.user, route: route(app: app, device: device))
             }
         }
 
@@ -155,77 +147,94 @@ public struct FanOut: Sendable {
             for user in connected.keys.sorted() {
                 for token in connected[user, default: []].sorted() where !seen.contains(token) {
                     seen.insert(token)
-                    append(token, user, configuration.defaultEnvironment(app), local, fallback: nil)
+                    append(token, user, local, fallback: nil)
                 }
             }
         }
 
-        var normalized: [String] = []
+        // Raw addresses: the first push route that takes each one normalises it.
+        var normalized: [(token: String, route: String)] = []
         normalized.reserveCapacity(request.tokens.count)
         for (index, raw) in request.tokens.enumerated() {
-            do {
-                normalized.append(try DeviceToken.normalize(raw))
-            } catch {
+            if let found = pushRoute(app: app, input: .token(raw), attributes: request.attributes) {
+                normalized.append((found.address.token, found.transport))
+            } else {
+                let why = configuration.refusals(app: app, input: .token(raw), attributes: request.attributes)
                 reports.append(DeliveryReport(token: raw, user: nil, transport: nil, outcome: .rejected,
-                                              reason: "tokens[\(index + tokenIndexOffset)]: \(error)", attempts: 0, apnsID: nil))
+                                              reason: "tokens[\(index + tokenIndexOffset)]: no route of app \(app.id) takes it\(why.isEmpty ? "" : ": " + why)",
+                                              attempts: 0, messageID: nil))
             }
         }
         var knownDevices: [String: Device] = [:]
         if !normalized.isEmpty {
             do {
-                for d in try await store.devices(app: app.id, tokens: normalized) { knownDevices[d.token] = d }
+                for d in try await store.devices(app: app.id, tokens: normalized.map(\.token)) { knownDevices[d.token] = d }
             } catch let e as StoreUnavailableError {
                 throw .storeUnavailable(e.message)
             } catch {
                 throw .store("cannot read devices: \(error)")
             }
         }
-        for token in normalized {
+        for (token, found) in normalized {
             if let known = knownDevices[token] {
-                add(token: token, user: known.user, transport: known.transport, environment: known.environment)
+                add(token: token, user: known.user, route: route(app: app, device: known))
             } else {
-                let environment = request.environment ?? configuration.defaultEnvironment(app)
-                add(token: token, user: nil, transport: nil, environment: environment)
+                add(token: token, user: nil, route: found)
             }
         }
-        return DispatchPlan(notificationID: notificationID, app: app, deliveries: deliveries, reports: reports,
+        return DispatchPlan(notificationID: notificationID, app: app, content: content, deliveries: deliveries, reports: reports,
                             skippedOverLimit: skipped, duplicates: duplicates)
     }
 
-    /// The transport for a device: its own when the app still routes through it and it can
-    /// carry the device, else the first of the app's routes that can.
-    public func route(app: AppConfiguration, preferred: String?, environment: APNsEnvironment) -> String? {
-        if let preferred, app.routes.contains(preferred),
-           configuration.transports[preferred]?.canCarry(environment) == true {
-            return preferred
+    /// A device's route: its own while the app still routes through it and it can carry the
+    /// device, else the first of the app's push routes that takes its address.
+    public func route(app: AppConfiguration, device: Device) -> String? {
+        if app.routes.contains(device.transport), let spec = configuration.transports[device.transport],
+           spec.configuration.canCarry(device.attributes) {
+            return device.transport
         }
-        return configuration.defaultTransport(app: app, environment: environment)
+        return pushRoute(app: app, input: .token(device.token), attributes: device.attributes)?.transport
     }
 
-    /// Checks the request's content against Apple's rules before anything is queued.
-    public static func validate(_ content: NotificationContent) throws(DispatchError) {
-        let o = content.apns
-        // Any of the three is accepted for every type; background pushes are sent with 5 whatever is given.
-        if let p = o.priority, !content.pushType.allows(priority: p) {
-            throw .invalidRequest(field: "apns.priority", message: "must be 10, 5 or 1, found \(p)")
+    /// The first of the app's routes other than its local one that takes `input`.
+    func pushRoute(app: AppConfiguration, input: DeviceAddressInput, attributes: DeviceAttributes) -> (transport: String, address: DeviceAddress)? {
+        for name in configuration.routeOrder(app) {
+            guard let spec = configuration.transports[name], spec.kind != HeraldConfiguration.localKind else { continue }
+            if let address = spec.accepts(input, attributes: attributes) { return (name, address) }
         }
-        if let c = o.collapseID, c.utf8.count > 64 {
-            throw .invalidRequest(field: "apns.collapse_id", message: "must be at most 64 bytes, found \(c.utf8.count)")
+        return nil
+    }
+
+    /// The content with the app's default override blocks merged under its own.
+    public static func withDefaults(_ content: NotificationContent, app: AppConfiguration) -> NotificationContent {
+        guard !app.overrides.isEmpty else { return content }
+        var merged = content
+        for (name, defaults) in app.overrides {
+            merged.overrides[name] = JSONValue.merge(defaults, under: content.overrides[name])
         }
-        if let r = o.relevanceScore, !(0...1).contains(r) {
-            throw .invalidRequest(field: "apns.relevance_score", message: "must be between 0 and 1")
+        return merged
+    }
+
+    /// Renders the content once for each of the app's routes: every route it may take checks
+    /// its own limits before anything is queued.
+    /// - Throws: ``DispatchError/invalidRequest(field:message:)`` naming the route and its limit.
+    public func render(_ content: NotificationContent, app: AppConfiguration, notificationID: String) throws(DispatchError) -> [String: RenderedPayload] {
+        try Self.render(content, app: app, configuration: configuration, notificationID: notificationID)
+    }
+
+    /// ``render(_:app:notificationID:)`` without a fan-out (the CLI checks content before it opens the store).
+    public static func render(_ content: NotificationContent, app: AppConfiguration, configuration: HeraldConfiguration,
+                              notificationID: String) throws(DispatchError) -> [String: RenderedPayload] {
+        let context = RenderContext(notificationID: notificationID, app: app.id, topic: app.topic)
+        var payloads: [String: RenderedPayload] = [:]
+        for name in app.routes {
+            guard let spec = configuration.transports[name] else { continue }
+            do {
+                payloads[name] = try spec.configuration.render(content, context: context)
+            } catch {
+                throw .invalidRequest(field: error.field, message: "route \(name) (\(spec.kind)): \(error.message)")
+            }
         }
-        if let e = o.expiration, e < 0 {
-            throw .invalidRequest(field: "apns.expiration", message: "must be a UNIX time in seconds, or 0 for now-or-never")
-        }
-        if content.data["aps"] != nil {
-            throw .invalidRequest(field: "data.aps", message: "\"aps\" is reserved for Apple's keys; use the top-level fields")
-        }
-        if let badge = content.badge, badge < 0 {
-            throw .invalidRequest(field: "badge", message: "must be 0 or more")
-        }
-        if case .critical(_, let volume?)? = content.sound, !(0...1).contains(volume) {
-            throw .invalidRequest(field: "sound.volume", message: "must be between 0 and 1")
-        }
+        return payloads
     }
 }

@@ -63,10 +63,10 @@ public struct OutcomePolicy: Sendable {
                 return .reroute(to: fallback, reason: "device not connected; sent through \(fallback)")
             }
             let end = acceptedAt.addingTimeInterval(rules.inboxTTL)
-            if end <= now || OutcomePolicy.hasExpired(d.content, now: now) {
+            if end <= now || OutcomePolicy.hasExpired(d.payload, now: now) {
                 return .finish(.expired, reason: "not connected within the inbox TTL (\(Self.seconds(rules.inboxTTL)))")
             }
-            let until = min(end, d.content.expirationDate ?? end)
+            let until = min(end, d.payload.expirationDate ?? end)
             return .park(until: until, reason: "in the inbox until the device connects")
         case .rejected(let reason):
             if let fallback = d.fallback { return .reroute(to: fallback, reason: "\(reason); kept for \(fallback)") }
@@ -75,15 +75,16 @@ public struct OutcomePolicy: Sendable {
         default:
             break
         }
-        return action(for: outcome, attempt: d.attempt, content: d.content, now: now, random: random)
+        return action(for: outcome, attempt: d.attempt, expiration: d.payload.expiration, now: now, random: random)
     }
 
     private static func seconds(_ t: TimeInterval) -> String { "\(Int(t.rounded()))s" }
 
     /// - Parameters:
     ///   - attempt: the attempt that produced `outcome` (1-based).
+    ///   - expiration: the rendered payload's expiration (``RenderedPayload/expiration``).
     ///   - random: a number in 0..<1 for the jitter.
-    public func action(for outcome: DeliveryOutcome, attempt: Int, content: NotificationContent, now: Date,
+    public func action(for outcome: DeliveryOutcome, attempt: Int, expiration: Int64?, now: Date,
                        random: Double) -> DeliveryAction {
         switch outcome {
         case .delivered(_, let evidence):
@@ -99,9 +100,9 @@ public struct OutcomePolicy: Sendable {
         case .notConnected:
             return .finish(.failed, reason: "device not connected")
         case .retry(let after, let reason):
-            // apns-expiration 0 means now-or-never: no second attempt.
-            let expiration = content.apns.expiration == 0 ? now : content.expirationDate
-            switch retry.decide(afterAttempt: attempt, now: now, expiration: expiration, suggested: after, random: random) {
+            // An expiration of 0 means now-or-never: no second attempt.
+            let until = expiration == 0 ? now : RenderedPayload(body: [], expiration: expiration).expirationDate
+            switch retry.decide(afterAttempt: attempt, now: now, expiration: until, suggested: after, random: random) {
             case .retry(let at):
                 return .retry(at: at, reason: reason)
             case .exhausted:
@@ -113,8 +114,8 @@ public struct OutcomePolicy: Sendable {
     }
 
     /// Whether a delivery must not be sent any more because its expiration has passed.
-    public static func hasExpired(_ content: NotificationContent, now: Date) -> Bool {
-        guard let expiration = content.expirationDate else { return false }
+    public static func hasExpired(_ payload: RenderedPayload, now: Date) -> Bool {
+        guard let expiration = payload.expirationDate else { return false }
         return now > expiration
     }
 }

@@ -8,22 +8,23 @@ public struct Delivery: Sendable, Equatable {
     /// Id of the notification this delivery belongs to.
     public var notificationID: String
     public var app: String
-    /// `apns-topic` before the push type's suffix: the app's bundle id.
+    /// The app's `topic` (bundle id or package name) when the notification was accepted.
     public var topic: String
-    /// Normalised hex token.
+    /// The device's address, as its route's plugin normalised it.
     public var token: String
-    /// The device's owner, when the delivery came from a user (not a raw token).
+    /// The device's owner, when the delivery came from a user (not a raw address).
     public var user: String?
-    public var environment: APNsEnvironment
     /// Name of the transport that carries this delivery.
     public var transport: String
     /// 1 for the first attempt.
     public var attempt: Int
-    /// The `apns-id` Herald sends and stores with the delivery (lower-case UUID).
-    public var apnsID: UUID
+    /// The delivery's own id (a lower-case UUID), the same on every attempt: the status API's
+    /// `message_id`; APNs transports send it as `apns-id`.
+    public var messageID: UUID
     public var content: NotificationContent
-    /// The payload, built once per notification (see ``APNsPayload``).
-    public var payload: [UInt8]
+    /// The payload as this delivery's route renders it, the same for every device of the
+    /// notification (``RenderedPayload/unrendered`` until the delivery engine renders it).
+    public var payload: RenderedPayload
     /// Where the delivery goes when its route cannot reach the device (a local route with no
     /// open stream, a push route that reports the token invalid or the notification rejected):
     /// another transport's name, or `nil` to finish (push) or wait in the inbox (local).
@@ -32,40 +33,40 @@ public struct Delivery: Sendable, Equatable {
     public var acceptedAt: Date?
 
     public init(id: Int64, notificationID: String, app: String, topic: String, token: String, user: String?,
-                environment: APNsEnvironment, transport: String, attempt: Int = 1, apnsID: UUID = UUIDSource.random(),
-                content: NotificationContent, payload: [UInt8]? = nil, fallback: String? = nil) {
+                transport: String, attempt: Int = 1, messageID: UUID = UUIDSource.random(),
+                content: NotificationContent, payload: RenderedPayload = .unrendered, fallback: String? = nil) {
         self.id = id
         self.notificationID = notificationID
         self.app = app
         self.topic = topic
         self.token = token
         self.user = user
-        self.environment = environment
         self.transport = transport
         self.attempt = attempt
-        self.apnsID = apnsID
+        self.messageID = messageID
         self.content = content
-        self.payload = payload ?? APNsPayload.encode(content)
+        self.payload = payload
         self.fallback = fallback
     }
 
-    /// The `apns-topic` for this delivery's push type.
-    public var apnsTopic: String { content.pushType.topic(forBundleID: topic) }
+    /// What a renderer is told besides the content.
+    public var renderContext: RenderContext { RenderContext(notificationID: notificationID, app: app, topic: topic) }
 }
 
 /// What a transport reports for one delivery: what the peer said, nothing more. The host's
 /// ``OutcomePolicy`` decides what follows (a ``DeliveryAction``), and the delivery's stored
 /// ``DeliveryState`` records where it ended.
 public enum DeliveryOutcome: Sendable, Equatable {
-    /// Accepted by the peer (APNs answered 200). `apnsID` is the id the peer confirmed;
-    /// `evidence` says how the transport knows, when the peer does not answer each
-    /// notification (the binary protocol), and is kept as the delivery's reason.
-    case delivered(apnsID: String?, evidence: String? = nil)
+    /// Accepted by the peer (APNs answered 200). `receipt` is the peer's own id for it, when
+    /// it gives one (APNs's `apns-id`); `evidence` says how the transport knows, when the peer
+    /// does not answer each notification (the binary protocol, a stream write), and is kept as
+    /// the delivery's reason.
+    case delivered(receipt: String?, evidence: String? = nil)
     /// A temporary failure (429, 500, 503, a dropped connection): try again later, no sooner
     /// than `after` seconds when given.
     case retry(after: TimeInterval?, reason: String)
-    /// The token is dead (410 Unregistered, BadDeviceToken, feedback service) since `since`
-    /// (Apple's timestamp) or, when `nil`, since now.
+    /// The address is dead (APNs's 410 Unregistered, BadDeviceToken, a feedback service) since
+    /// `since` (the platform's timestamp) or, when `nil`, since now.
     case tokenInvalid(since: Date?, reason: String)
     /// The peer refused this notification (bad topic, payload too large, …): never retried.
     case rejected(reason: String)
@@ -124,21 +125,26 @@ public struct DeliveryReport: Sendable, Equatable {
     public var outcome: DeliveryState
     public var reason: String?
     public var attempts: Int
-    public var apnsID: String?
+    /// The delivery's id (``Delivery/messageID``), when it was planned.
+    public var messageID: String?
+    /// The platform's receipt, when it gave one.
+    public var receipt: String?
 
     public init(token: String, user: String?, transport: String?, outcome: DeliveryState, reason: String?,
-                attempts: Int, apnsID: String?) {
+                attempts: Int, messageID: String?, receipt: String? = nil) {
         self.token = token
         self.user = user
         self.transport = transport
         self.outcome = outcome
         self.reason = reason
         self.attempts = attempts
-        self.apnsID = apnsID
+        self.messageID = messageID
+        self.receipt = receipt
     }
 
-    /// `{"token","user","transport","outcome","reason","attempts","apns_id"}`.
-    public var jsonLine: String {
+    /// `{"token","user","transport","outcome","reason","attempts","message_id","receipt"}`, and
+    /// `apns_id` (deprecated: the same as `message_id`) when `legacyAPNsID` (an APNs route).
+    public func jsonLine(legacyAPNsID: Bool) -> String {
         var w = JSONWriter(capacity: 200)
         w.object { o in
             o.string("token", token)
@@ -147,7 +153,9 @@ public struct DeliveryReport: Sendable, Equatable {
             o.string("outcome", outcome.rawValue)
             if let reason { o.string("reason", reason) } else { o.null("reason") }
             o.int("attempts", attempts)
-            if let apnsID { o.string("apns_id", apnsID) } else { o.null("apns_id") }
+            if legacyAPNsID { if let apnsID = receipt ?? messageID { o.string("apns_id", apnsID) } else { o.null("apns_id") } }
+            if let messageID { o.string("message_id", messageID) } else { o.null("message_id") }
+            if let receipt { o.string("receipt", receipt) }
         }
         return w.string
     }

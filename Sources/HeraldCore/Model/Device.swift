@@ -1,15 +1,7 @@
 import FoundationEssentials
 import Glibc
 
-/// The APNs environment a device token belongs to.
-public enum APNsEnvironment: String, CaseIterable, Sendable, Codable {
-    /// Development builds (`api.sandbox.push.apple.com`).
-    case sandbox
-    /// App Store, TestFlight and ad-hoc builds (`api.push.apple.com`).
-    case production
-}
-
-/// Device-token parsing and normalisation.
+/// Hex device tokens (APNs tokens, hex installation ids): parsing and normalisation.
 public enum DeviceToken {
     /// Shortest and longest token Herald accepts, in bytes. APNs tokens are 32 bytes today, but
     /// Apple documents them as variable length, so Herald does not hard-code the size.
@@ -94,27 +86,28 @@ public enum DeviceToken {
 public struct Device: Sendable, Equatable, Codable {
     /// The app id (a key of `apps` in the config).
     public var app: String
-    /// Normalised lower-case hex token; unique within an app.
+    /// The device's address as its route's plugin normalised it (lower-case hex for APNs); unique within an app.
     public var token: String
     /// The user who owns the device now.
     public var user: String
     /// Name of the transport (a key of `transports`) that carries this device's notifications.
     public var transport: String
-    public var environment: APNsEnvironment
+    /// What the transport's plugin keeps beside the address (APNs: `environment`).
+    public var attributes: DeviceAttributes
     public var createdAt: Date
-    /// Time of the last registration; Apple's timestamp rule compares against it.
+    /// Time of the last registration; the timestamp rule compares against it.
     public var updatedAt: Date
-    /// Set when APNs reported the token dead; `nil` for live devices.
+    /// Set when the platform reported the address dead; `nil` for live devices.
     public var invalidatedAt: Date?
     public var invalidationReason: String?
 
-    public init(app: String, token: String, user: String, transport: String, environment: APNsEnvironment,
+    public init(app: String, token: String, user: String, transport: String, attributes: DeviceAttributes = DeviceAttributes(),
                 createdAt: Date, updatedAt: Date, invalidatedAt: Date? = nil, invalidationReason: String? = nil) {
         self.app = app
         self.token = token
         self.user = user
         self.transport = transport
-        self.environment = environment
+        self.attributes = attributes
         self.createdAt = createdAt
         self.updatedAt = updatedAt
         self.invalidatedAt = invalidatedAt
@@ -130,7 +123,7 @@ public struct Device: Sendable, Equatable, Codable {
         o.string("user", user)
         o.string("token", token)
         o.string("transport", transport)
-        o.string("environment", environment.rawValue)
+        attributes.writeMembers(into: &o)
         o.string("created_at", createdAt.iso8601)
         o.string("updated_at", updatedAt.iso8601)
         if let invalidatedAt { o.string("invalidated_at", invalidatedAt.iso8601) } else { o.null("invalidated_at") }
@@ -141,17 +134,17 @@ public struct Device: Sendable, Equatable, Codable {
 /// What a client asks the store to register.
 public struct DeviceRegistration: Sendable, Equatable {
     public var app: String
-    /// Normalised token (see ``DeviceToken/normalize(_:)``).
+    /// The address as the route's plugin normalised it (see ``TransportConfiguration/address(_:attributes:)``).
     public var token: String
     public var user: String
     public var transport: String
-    public var environment: APNsEnvironment
+    public var attributes: DeviceAttributes
 
-    public init(app: String, token: String, user: String, transport: String, environment: APNsEnvironment) {
+    public init(app: String, token: String, user: String, transport: String, attributes: DeviceAttributes = DeviceAttributes()) {
         self.app = app
         self.token = token
         self.user = user
         self.transport = transport
-        self.environment = environment
+        self.attributes = attributes
     }
 }

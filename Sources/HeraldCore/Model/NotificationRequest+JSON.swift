@@ -5,9 +5,18 @@ import Glibc
 ///
 /// ```json
 /// {"app": "com.example.app", "users": ["alice"], "tokens": ["…"],
-///  "alert": {"title": "Hi", "body": "…"}, "badge": 1, "sound": "default", "data": {"k": "v"},
-///  "apns": {"push_type": "alert", "priority": 10, "collapse_id": "x"},
+///  "title": "Hi", "body": "…", "badge": 1, "sound": "default", "data": {"k": "v"},
+///  "priority": "high", "collapse_key": "x",
+///  "apns": {"push_type": "alert", "interruption_level": "time-sensitive"},
 ///  "idempotency_key": "order-42"}
+/// ```
+///
+/// `alert` (a string, or an object of title, subtitle, body and localisation keys) is the
+/// earlier spelling of the visible fields and is still read. An override block (`apns`, and
+/// the blocks other plugins register) is an object passed to its plugins only, which check it
+/// when the notification is accepted.
+///
+/// ```json
 /// ```
 ///
 /// Unknown fields are errors (a misspelt field must not be silently dropped); every problem is
@@ -19,12 +28,14 @@ extension NotificationRequest {
     public static let maxTargets = 100_000
     /// Largest `badge` (APNs takes a 32-bit number).
     public static let maxBadge = Int(Int32.max)
-    /// Longest `apns.collapse_id`, in bytes (Apple's limit).
-    public static let maxCollapseIDBytes = 64
+    /// Longest `collapse_key`, in bytes (APNs's `apns-collapse-id` limit, the smallest of the platforms').
+    public static let maxCollapseKeyBytes = 64
 
     /// Reads an API body that is already parsed into a ``JSONValue``.
+    /// - Parameter blocks: the override blocks the configured plugins read (see
+    ///   ``HeraldConfiguration/overrideBlocks``); any other unknown key is an error.
     /// - Throws: ``RequestIssues`` with every problem, each with its field path.
-    public static func fromAPI(_ json: JSONValue) throws(RequestIssues) -> NotificationRequest {
+    public static func fromAPI(_ json: JSONValue, blocks: OverrideBlocks = .any) throws(RequestIssues) -> NotificationRequest {
         let context = JSONReadContext(unknownKeys: .reject)
         let root = JSONNode(root: json, context: context)
         guard case .object = json else {
@@ -34,7 +45,7 @@ extension NotificationRequest {
         let users = readStrings(root, "users")
         FieldLimits.checkUsers(root, "users")
         let tokens = readStrings(root, "tokens")
-        let content = NotificationContent.read(from: root)
+        let content = NotificationContent.read(from: root, blocks: blocks)
         var key: String? = nil
         if let k = root.string("idempotency_key") {
             if k.utf8.count > maxIdempotencyKeyBytes {
@@ -43,17 +54,19 @@ extension NotificationRequest {
                 key = k
             }
         }
-        let environment = root.oneOf("environment", APNsEnvironment.self)
+        var attributes = DeviceAttributes()
+        // A device attribute for raw addresses (APNs's environment): the route's plugin checks it.
+        if let environment = root.string("environment") { attributes["environment"] = environment }
         context.reportUnknownKeys()
         if users.isEmpty && tokens.isEmpty && !root.has("users") && !root.has("tokens") && context.errors.isEmpty {
             context.error("users", "give at least one user or token (\"users\" and/or \"tokens\")")
         }
         if context.errors.isEmpty, let content, content.isEmpty {
-            context.error("alert", "nothing to send: give alert, badge, sound, data, apns.content_available, apns.live_activity or apns.push_type \"widgets\"")
+            context.error("body", "nothing to send: give title, body, badge, sound, data, content_available or an override block such as apns")
         }
         guard context.errors.isEmpty, let app, let content else { throw RequestIssues(context.errors) }
         return NotificationRequest(app: app, users: users, tokens: tokens, content: content,
-                                   idempotencyKey: key, environment: environment)
+                                   idempotencyKey: key, attributes: attributes)
     }
 
     private static func readStrings(_ node: JSONNode, _ key: String) -> [String] {
@@ -81,38 +94,81 @@ public struct RequestIssues: Error, Sendable, CustomStringConvertible {
     public var description: String { issues.map(\.description).joined(separator: "; ") }
 }
 
+/// Which top-level keys of a notification body are override blocks.
+public enum OverrideBlocks: Sendable, Equatable {
+    /// These names (the blocks the configured plugins read); other unknown keys are errors.
+    case known(Set<String>)
+    /// Any object-valued key that is not a field (content read back from the queue, whose
+    /// blocks were checked when it was accepted).
+    case any
+
+    func contains(_ key: String) -> Bool {
+        switch self {
+        case .known(let names): return names.contains(key)
+        case .any: return true
+        }
+    }
+}
+
 extension NotificationContent {
+    /// The top-level keys of the content, besides override blocks.
+    static let fieldKeys: Set<String> = ["alert", "title", "subtitle", "body", "localization", "image", "badge", "sound", "data",
+                                         "category", "thread", "collapse_key", "priority", "expiration", "content_available"]
+
     /// Whether there is nothing visible or actionable to send.
     public var isEmpty: Bool {
-        alert == nil && badge == nil && sound == nil && data.isEmpty && !apns.contentAvailable && apns.liveActivity == nil
-            && pushType != .widgets
+        !hasVisibleText && imageURL == nil && badge == nil && sound == nil && data.isEmpty && !contentAvailable
+            && overrides.values.allSatisfy { $0.objectValue?.isEmpty ?? true }
     }
 
-    /// Reads the content fields (`alert`, `badge`, `sound`, `data`, `apns`) of an API object.
-    /// Problems are recorded in the node's context; `nil` when a field was unusable.
-    public static func read(from node: JSONNode) -> NotificationContent? {
+    /// Reads the content fields of an API object (and its override blocks). Problems are
+    /// recorded in the node's context; `nil` when a field was unusable.
+    public static func read(from node: JSONNode, blocks: OverrideBlocks = .any) -> NotificationContent? {
         let before = node.context.errors.count
         var content = NotificationContent()
+        var launchImage: String? = nil
         if let alert = node.child("alert") {
             switch alert.value {
-            case .string(let s): content.alert = .text(s)
+            case .string(let s): content.body = s
             case .object:
-                var a = Alert()
-                a.title = alert.string("title", nonEmpty: false)
-                a.subtitle = alert.string("subtitle", nonEmpty: false)
-                a.body = alert.string("body", nonEmpty: false)
-                a.launchImage = alert.string("launch_image")
-                a.titleLocKey = alert.string("title_loc_key")
-                a.titleLocArgs = alert.stringArray("title_loc_args")
-                a.subtitleLocKey = alert.string("subtitle_loc_key")
-                a.subtitleLocArgs = alert.stringArray("subtitle_loc_args")
-                a.locKey = alert.string("loc_key")
-                a.locArgs = alert.stringArray("loc_args")
-                content.alert = .fields(a)
+                content.title = alert.string("title", nonEmpty: false)
+                content.subtitle = alert.string("subtitle", nonEmpty: false)
+                content.body = alert.string("body", nonEmpty: false)
+                launchImage = alert.string("launch_image")
+                var l = Localization()
+                l.titleKey = alert.string("title_loc_key")
+                l.titleArgs = alert.stringArray("title_loc_args")
+                l.subtitleKey = alert.string("subtitle_loc_key")
+                l.subtitleArgs = alert.stringArray("subtitle_loc_args")
+                l.bodyKey = alert.string("loc_key")
+                l.bodyArgs = alert.stringArray("loc_args")
+                if !l.isEmpty { content.localization = l }
             default:
                 alert.error("expected a string or an object with title, subtitle, body…, found \(alert.value.typeDescription)")
             }
+            for key in ["title", "subtitle", "body", "localization"] where node.has(key) {
+                node.error(at: key, "give either \"alert\" (the earlier spelling) or the top-level \"\(key)\", not both")
+            }
+        } else {
+            content.title = node.string("title", nonEmpty: false)
+            content.subtitle = node.string("subtitle", nonEmpty: false)
+            content.body = node.string("body", nonEmpty: false)
+            if let l = node.child("localization") {
+                if case .object = l.value {
+                    var loc = Localization()
+                    loc.titleKey = l.string("title_key")
+                    loc.titleArgs = l.stringArray("title_args")
+                    loc.subtitleKey = l.string("subtitle_key")
+                    loc.subtitleArgs = l.stringArray("subtitle_args")
+                    loc.bodyKey = l.string("body_key")
+                    loc.bodyArgs = l.stringArray("body_args")
+                    if !loc.isEmpty { content.localization = loc }
+                } else {
+                    l.error("expected an object with title_key, title_args, body_key…, found \(l.value.typeDescription)")
+                }
+            }
         }
+        content.imageURL = node.string("image")
         if let badge = node.int("badge") {
             if badge < 0 || badge > NotificationRequest.maxBadge { node.error(at: "badge", "must be between 0 and \(NotificationRequest.maxBadge)") } else { content.badge = badge }
         }
@@ -138,111 +194,101 @@ extension NotificationContent {
         if let data = node.child("data") {
             if case .object(let members) = data.value {
                 data.allowKeys(Array(members.keys))
-                if members["aps"] != nil {
-                    data.error(at: "aps", "\"aps\" is reserved for Apple's keys; use the top-level fields")
-                }
                 content.data = members
             } else {
-                data.error("expected an object (custom keys beside \"aps\"), found \(data.value.typeDescription)")
+                data.error("expected an object (the app's own keys), found \(data.value.typeDescription)")
             }
         }
-        if let apns = node.child("apns") {
-            if case .object = apns.value { content.apns = readOptions(apns) } else {
-                apns.error("expected an object, found \(apns.value.typeDescription)")
+        content.category = node.string("category")
+        content.thread = node.string("thread")
+        if let c = node.string("collapse_key") {
+            if c.utf8.count > NotificationRequest.maxCollapseKeyBytes {
+                node.error(at: "collapse_key", "must be at most \(NotificationRequest.maxCollapseKeyBytes) bytes, found \(c.utf8.count)")
+            } else {
+                content.collapseKey = c
             }
         }
+        content.priority = node.oneOf("priority", NotificationPriority.self)
+        if let e = node.child("expiration"), let v = e.asInt {
+            if v < 0 { e.error("must be a UNIX time in seconds, or 0 for now-or-never") } else { content.expiration = Int64(v) }
+        }
+        content.contentAvailable = node.bool("content_available") ?? false
+        if case .object(let members) = node.value {
+            for (key, value) in members where !fieldKeys.contains(key) && blocks.contains(key) {
+                guard case .object(var block) = value else {
+                    if case .known = blocks { node.error(at: key, "expected an object (the \(key) override block), found \(value.typeDescription)") }
+                    continue
+                }
+                node.allowKeys([key])
+                if key == "apns", let launchImage, block["launch_image"] == nil { block["launch_image"] = .string(launchImage) }
+                content.overrides[key] = .object(block)
+            }
+        }
+        if let launchImage, content.overrides["apns"] == nil { content.overrides["apns"] = .object(["launch_image": .string(launchImage)]) }
         return node.context.errors.count == before ? content : nil
     }
 
-    /// An object whose keys are the app's own (not checked against a schema): a Live
-    /// Activity's `content_state` or `attributes`, which Apple takes as dictionaries only.
-    private static func freeForm(_ node: JSONNode?) -> JSONValue? {
-        guard let node else { return nil }
-        guard case .object(let members) = node.value else {
-            node.error("expected an object (the app's own keys), found \(node.value.typeDescription)")
-            return nil
-        }
-        node.allowKeys(Array(members.keys))
-        return node.value
-    }
-
-    private static func readOptions(_ node: JSONNode) -> APNsOptions {
-        var o = APNsOptions()
-        o.pushType = node.oneOf("push_type", PushType.self)
-        if let p = node.int("priority") {
-            if [1, 5, 10].contains(p) { o.priority = p } else { node.error(at: "priority", "must be 10, 5 or 1, found \(p)") }
-        }
-        if let e = node.child("expiration") {
-            if let v = e.asInt {
-                if v < 0 { e.error("must be a UNIX time in seconds, or 0 for now-or-never") } else { o.expiration = Int64(v) }
-            }
-        }
-        if let c = node.string("collapse_id") {
-            if c.utf8.count > NotificationRequest.maxCollapseIDBytes {
-                node.error(at: "collapse_id", "must be at most \(NotificationRequest.maxCollapseIDBytes) bytes, found \(c.utf8.count)")
-            } else {
-                o.collapseID = c
-            }
-        }
-        o.threadID = node.string("thread_id")
-        o.category = node.string("category")
-        o.contentAvailable = node.bool("content_available") ?? false
-        o.mutableContent = node.bool("mutable_content") ?? false
-        o.interruptionLevel = node.oneOf("interruption_level", InterruptionLevel.self)
-        o.relevanceScore = node.double("relevance_score", in: 0...1)
-        o.targetContentID = node.string("target_content_id")
-        o.filterCriteria = node.string("filter_criteria")
-        if let live = node.child("live_activity") {
-            if case .object = live.value {
-                let event = live.oneOf("event", LiveActivityContent.Event.self, required: true)
-                let timestamp = live.int("timestamp", required: true)
-                var activity = event.flatMap { e in timestamp.map { LiveActivityContent(event: e, timestamp: Int64($0)) } }
-                let state = freeForm(live.child("content_state"))
-                let stale = live.int("stale_date")
-                let dismissal = live.int("dismissal_date")
-                let attributesType = live.string("attributes_type")
-                let attributes = freeForm(live.child("attributes"))
-                activity?.contentState = state
-                activity?.staleDate = stale.map(Int64.init)
-                activity?.dismissalDate = dismissal.map(Int64.init)
-                activity?.attributesType = attributesType
-                activity?.attributes = attributes
-                o.liveActivity = activity
-            } else {
-                live.error("expected an object with event and timestamp, found \(live.value.typeDescription)")
-            }
-        }
-        return o
-    }
-
-    /// The content in the API's field names (what ``read(from:)`` reads back unchanged); the
-    /// queue stores notifications in this form.
+    /// The content in the API's field names (what ``read(from:blocks:)`` reads back unchanged);
+    /// the queue stores notifications in this form.
     public func writeJSON(into o: inout ObjectWriter) {
-        writeDisplayJSON(into: &o)
-        writeOptionsJSON(into: &o)
+        o.string("title", title)
+        o.string("subtitle", subtitle)
+        o.string("body", body)
+        if let l = localization {
+            o.object("localization") { w in
+                w.string("title_key", l.titleKey)
+                w.stringArray("title_args", l.titleArgs)
+                w.string("subtitle_key", l.subtitleKey)
+                w.stringArray("subtitle_args", l.subtitleArgs)
+                w.string("body_key", l.bodyKey)
+                w.stringArray("body_args", l.bodyArgs)
+            }
+        }
+        o.string("image", imageURL)
+        o.int("badge", badge)
+        writeSound(into: &o)
+        if !data.isEmpty { o.value("data", .object(data)) }
+        o.string("category", category)
+        o.string("thread", thread)
+        o.string("collapse_key", collapseKey)
+        o.string("priority", priority?.rawValue)
+        o.int64("expiration", expiration)
+        if contentAvailable { o.bool("content_available", true) }
+        for key in overrides.keys.sorted() { o.value(key, overrides[key]) }
     }
 
-    /// What a device shows: `alert`, `badge`, `sound` and `data` in the API's field names (the
-    /// local transport's event carries these).
+    /// What a device shows, in the shape of the stream's events: `alert` (a string when there
+    /// is only a body, else an object of title, subtitle, body and localisation keys), `badge`,
+    /// `sound`, `image` and `data`.
     public func writeDisplayJSON(into o: inout ObjectWriter) {
-        switch alert {
-        case .text(let s)?: o.string("alert", s)
-        case .fields(let a)?:
-            o.object("alert") { w in
-                w.string("title", a.title)
-                w.string("subtitle", a.subtitle)
-                w.string("body", a.body)
-                w.string("launch_image", a.launchImage)
-                w.string("title_loc_key", a.titleLocKey)
-                w.stringArray("title_loc_args", a.titleLocArgs)
-                w.string("subtitle_loc_key", a.subtitleLocKey)
-                w.stringArray("subtitle_loc_args", a.subtitleLocArgs)
-                w.string("loc_key", a.locKey)
-                w.stringArray("loc_args", a.locArgs)
-            }
-        case nil: break
+        if let l = localization, !l.isEmpty || title != nil || subtitle != nil {
+            writeAlertObject(into: &o, l)
+        } else if title != nil || subtitle != nil {
+            writeAlertObject(into: &o, Localization())
+        } else if let body {
+            o.string("alert", body)
         }
         o.int("badge", badge)
+        writeSound(into: &o)
+        o.string("image", imageURL)
+        if !data.isEmpty { o.value("data", .object(data)) }
+    }
+
+    private func writeAlertObject(into o: inout ObjectWriter, _ l: Localization) {
+        o.object("alert") { w in
+            w.string("title", title)
+            w.string("subtitle", subtitle)
+            w.string("body", body)
+            w.string("title_loc_key", l.titleKey)
+            w.stringArray("title_loc_args", l.titleArgs)
+            w.string("subtitle_loc_key", l.subtitleKey)
+            w.stringArray("subtitle_loc_args", l.subtitleArgs)
+            w.string("loc_key", l.bodyKey)
+            w.stringArray("loc_args", l.bodyArgs)
+        }
+    }
+
+    private func writeSound(into o: inout ObjectWriter) {
         switch sound {
         case .named(let name)?: o.string("sound", name)
         case .critical(let name, let volume)?:
@@ -253,41 +299,6 @@ extension NotificationContent {
             }
         case nil: break
         }
-        if !data.isEmpty { o.value("data", .object(data)) }
-    }
-
-    private func writeOptionsJSON(into o: inout ObjectWriter) {
-        let a = apns
-        let hasOptions = a.pushType != nil || a.priority != nil || a.expiration != nil || a.collapseID != nil
-            || a.threadID != nil || a.category != nil || a.contentAvailable || a.mutableContent
-            || a.interruptionLevel != nil || a.relevanceScore != nil || a.targetContentID != nil
-            || a.filterCriteria != nil || a.liveActivity != nil
-        guard hasOptions else { return }
-        o.object("apns") { w in
-            w.string("push_type", a.pushType?.rawValue)
-            w.int("priority", a.priority)
-            w.int64("expiration", a.expiration)
-            w.string("collapse_id", a.collapseID)
-            w.string("thread_id", a.threadID)
-            w.string("category", a.category)
-            if a.contentAvailable { w.bool("content_available", true) }
-            if a.mutableContent { w.bool("mutable_content", true) }
-            w.string("interruption_level", a.interruptionLevel?.rawValue)
-            w.double("relevance_score", a.relevanceScore)
-            w.string("target_content_id", a.targetContentID)
-            w.string("filter_criteria", a.filterCriteria)
-            if let live = a.liveActivity {
-                w.object("live_activity") { l in
-                    l.string("event", live.event.rawValue)
-                    l.int64("timestamp", live.timestamp)
-                    l.value("content_state", live.contentState)
-                    l.int64("stale_date", live.staleDate)
-                    l.int64("dismissal_date", live.dismissalDate)
-                    l.string("attributes_type", live.attributesType)
-                    l.value("attributes", live.attributes)
-                }
-            }
-        }
     }
 
     /// The content as canonical API JSON bytes (see ``writeJSON(into:)``).
@@ -297,7 +308,8 @@ extension NotificationContent {
         return w.bytes
     }
 
-    /// Reads content written by ``apiJSON`` (the queue's stored form).
+    /// Reads content written by ``apiJSON`` (the queue's stored form), by this version or an
+    /// earlier one (whose `alert` and `apns` keys read as today's fields and block).
     /// - Throws: ``RequestIssues`` when the bytes are not such content.
     public static func fromAPIJSON(_ bytes: [UInt8]) throws(RequestIssues) -> NotificationContent {
         let json: JSONValue
@@ -306,7 +318,7 @@ extension NotificationContent {
         }
         let context = JSONReadContext(unknownKeys: .reject)
         let node = JSONNode(root: json, context: context)
-        let content = read(from: node)
+        let content = read(from: node, blocks: .any)
         context.reportUnknownKeys()
         guard context.errors.isEmpty, let content else { throw RequestIssues(context.errors) }
         return content

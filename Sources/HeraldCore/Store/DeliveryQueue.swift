@@ -114,17 +114,16 @@ public struct QueuedNotification: Sendable {
     }
 
     /// The notification of a fan-out plan: queued deliveries plus the devices already final.
-    public init(plan: DispatchPlan, content: NotificationContent, idempotencyKey: String?, createdAt: Date) {
+    public init(plan: DispatchPlan, idempotencyKey: String?, createdAt: Date) {
         var planned = plan.deliveries.map {
-            PlannedDelivery(token: $0.token, user: $0.user, transport: $0.transport, environment: $0.environment,
-                            apnsID: $0.apnsID, state: .queued, reason: nil, fallback: $0.fallback)
+            PlannedDelivery(token: $0.token, user: $0.user, transport: $0.transport,
+                            messageID: $0.messageID, state: .queued, reason: nil, fallback: $0.fallback)
         }
         for r in plan.reports {
             planned.append(PlannedDelivery(token: r.token, user: r.user, transport: r.transport,
-                                           environment: .production, apnsID: UUIDSource.random(), state: r.outcome,
-                                           reason: r.reason))
+                                           messageID: UUIDSource.random(), state: r.outcome, reason: r.reason))
         }
-        self.init(id: plan.notificationID, app: plan.app.id, topic: plan.app.topic, content: content,
+        self.init(id: plan.notificationID, app: plan.app.id, topic: plan.app.topic, content: plan.content,
                   idempotencyKey: idempotencyKey, createdAt: createdAt, deliveries: planned)
     }
 }
@@ -135,22 +134,20 @@ public struct PlannedDelivery: Sendable, Equatable {
     public var user: String?
     /// `nil` when no transport can carry the device (then `state` is final).
     public var transport: String?
-    public var environment: APNsEnvironment
-    /// The `apns-id` sent with every attempt of this delivery.
-    public var apnsID: UUID
+    /// The delivery's id, the same on every attempt (``Delivery/messageID``).
+    public var messageID: UUID
     /// `.queued`, or a final state for a device refused before sending.
     public var state: DeliveryState
     public var reason: String?
     /// See ``Delivery/fallback``.
     public var fallback: String?
 
-    public init(token: String, user: String?, transport: String?, environment: APNsEnvironment, apnsID: UUID,
+    public init(token: String, user: String?, transport: String?, messageID: UUID,
                 state: DeliveryState = .queued, reason: String? = nil, fallback: String? = nil) {
         self.token = token
         self.user = user
         self.transport = transport
-        self.environment = environment
-        self.apnsID = apnsID
+        self.messageID = messageID
         self.state = state
         self.reason = reason
         self.fallback = fallback
@@ -182,8 +179,9 @@ public struct DeliveryCompletion: Sendable, Equatable {
     /// A final state, `.queued` to send again at ``retryAt``, or `.parked` to wait for the device until ``retryAt``.
     public var state: DeliveryState
     public var reason: String?
-    /// The id the peer confirmed when it differs from the one sent (`nil` keeps the stored one).
-    public var apnsID: String?
+    /// The platform's receipt for a delivered notification (APNs's `apns-id`, FCM's message
+    /// name), when it gave one; `nil` keeps what is stored.
+    public var receipt: String?
     /// When a `.queued` delivery is due again.
     public var retryAt: Date?
     /// For `.queued`: whether the attempt counts toward `maxAttempts`. `false` when the
@@ -194,37 +192,37 @@ public struct DeliveryCompletion: Sendable, Equatable {
     public var transport: String?
 
     /// A final state.
-    public static func finished(_ claim: Delivery, _ state: DeliveryState, reason: String?, apnsID: String? = nil) -> DeliveryCompletion {
+    public static func finished(_ claim: Delivery, _ state: DeliveryState, reason: String?, receipt: String? = nil) -> DeliveryCompletion {
         precondition(state.isFinal, "finished(_:_:) takes a final state")
-        return DeliveryCompletion(id: claim.id, attempt: claim.attempt, state: state, reason: reason, apnsID: apnsID,
+        return DeliveryCompletion(id: claim.id, attempt: claim.attempt, state: state, reason: reason, receipt: receipt,
                                   retryAt: nil, countsAttempt: true)
     }
 
     /// Parked: waits for its device (state `parked`) until `until`, or until ``DeliveryQueue/unpark(transport:token:now:)``.
     public static func parked(_ claim: Delivery, until: Date, reason: String) -> DeliveryCompletion {
-        DeliveryCompletion(id: claim.id, attempt: claim.attempt, state: .parked, reason: reason, apnsID: nil,
+        DeliveryCompletion(id: claim.id, attempt: claim.attempt, state: .parked, reason: reason, receipt: nil,
                            retryAt: until, countsAttempt: false)
     }
 
     /// Handed to another transport (the delivery's fallback), due now; the attempt is given back.
     public static func rerouted(_ claim: Delivery, to transport: String, at: Date, reason: String) -> DeliveryCompletion {
-        DeliveryCompletion(id: claim.id, attempt: claim.attempt, state: .queued, reason: reason, apnsID: nil,
+        DeliveryCompletion(id: claim.id, attempt: claim.attempt, state: .queued, reason: reason, receipt: nil,
                            retryAt: at, countsAttempt: false, transport: transport)
     }
 
     /// Back to the queue, due at `at`; `countsAttempt: false` gives the attempt back.
     public static func requeued(_ claim: Delivery, at: Date, reason: String, countsAttempt: Bool = true) -> DeliveryCompletion {
-        DeliveryCompletion(id: claim.id, attempt: claim.attempt, state: .queued, reason: reason, apnsID: nil,
+        DeliveryCompletion(id: claim.id, attempt: claim.attempt, state: .queued, reason: reason, receipt: nil,
                            retryAt: at, countsAttempt: countsAttempt)
     }
 
-    public init(id: Int64, attempt: Int, state: DeliveryState, reason: String?, apnsID: String?, retryAt: Date?,
+    public init(id: Int64, attempt: Int, state: DeliveryState, reason: String?, receipt: String?, retryAt: Date?,
                 countsAttempt: Bool, transport: String? = nil) {
         self.id = id
         self.attempt = attempt
         self.state = state
         self.reason = reason
-        self.apnsID = apnsID
+        self.receipt = receipt
         self.retryAt = retryAt
         self.countsAttempt = countsAttempt
         self.transport = transport
@@ -257,13 +255,16 @@ public struct DeliveryStatus: Sendable, Equatable {
     public var state: DeliveryState
     public var attempts: Int
     public var lastReason: String?
-    public var apnsID: String
+    /// The delivery's id (``Delivery/messageID``), lower-case.
+    public var messageID: String
+    /// The platform's receipt, when it gave one.
+    public var receipt: String?
     public var updatedAt: Date
     /// When a queued delivery is due.
     public var nextAttemptAt: Date?
 
     public init(id: Int64, token: String, user: String?, transport: String?, state: DeliveryState, attempts: Int,
-                lastReason: String?, apnsID: String, updatedAt: Date, nextAttemptAt: Date?) {
+                lastReason: String?, messageID: String, receipt: String? = nil, updatedAt: Date, nextAttemptAt: Date?) {
         self.id = id
         self.token = token
         self.user = user
@@ -271,7 +272,8 @@ public struct DeliveryStatus: Sendable, Equatable {
         self.state = state
         self.attempts = attempts
         self.lastReason = lastReason
-        self.apnsID = apnsID
+        self.messageID = messageID
+        self.receipt = receipt
         self.updatedAt = updatedAt
         self.nextAttemptAt = nextAttemptAt
     }

@@ -98,3 +98,14 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
     }
     public init(nilLiteral: ()) { self = .null }
 }
+
+extension JSONValue {
+    /// `value` laid over `defaults`: objects merge key by key (recursively), anything else in
+    /// `value` replaces the default; `nil` keeps the default.
+    public static func merge(_ defaults: JSONValue, under value: JSONValue?) -> JSONValue {
+        guard let value else { return defaults }
+        guard case .object(var base) = defaults, case .object(let top) = value else { return value }
+        for (key, v) in top { base[key] = base[key].map { merge($0, under: v) } ?? v }
+        return .object(base)
+    }
+}

@@ -45,6 +45,10 @@ public protocol TransportPlugin: Transport {
     /// The config `type` that selects this plugin (`"apns-http2"`, `"log"`).
     static var kind: String { get }
 
+    /// The override blocks this plugin reads from a notification (`["apns"]`): top-level
+    /// objects of the API body that the core passes through unread. Default none.
+    static var overrideBlocks: [String] { get }
+
     /// Reads and validates this plugin's keys from its `transports.<name>` section.
     ///
     /// Report every problem on `node` (`node.error(at: "keyFile", "…")`) and return `nil` when
@@ -55,13 +59,57 @@ public protocol TransportPlugin: Transport {
     init(name: String, configuration: Configuration, context: TransportContext) throws
 }
 
-/// What the core may know about any plugin's configuration.
+extension TransportPlugin {
+    public static var overrideBlocks: [String] { [] }
+}
+
+/// What the core may know about any plugin's configuration: which devices its routes carry,
+/// how their addresses are written, and how a notification becomes its payload. Everything
+/// here is pure (no I/O), so the API can call it when it accepts a request.
 public protocol TransportConfiguration: Sendable {
-    /// The APNs environment this transport serves, or `nil` when it carries devices of any
-    /// environment. Routing uses it to pick "the first route that can carry" a device.
-    var environment: APNsEnvironment? { get }
     /// A one-line description for `herald check`; must not contain secrets.
     var summary: String { get }
+
+    /// The platform of the devices this route carries (registration's `platform` picks the
+    /// app's first route of it), or `nil` for a route that carries any device (the `local`
+    /// streams, the `log` dry run). Default `nil`.
+    var platform: Platform? { get }
+
+    /// Normalises and validates a device address for this route, with the attributes the
+    /// client gave (APNs: `environment`), and returns the address the store keeps.
+    /// Default: a string id of printable ASCII (``AddressRules/opaque(_:maxBytes:)``).
+    /// - Throws: ``AddressProblem`` naming the field and what this route expects.
+    func address(_ input: DeviceAddressInput, attributes: DeviceAttributes) throws(AddressProblem) -> DeviceAddress
+
+    /// Whether this route can carry a device with these attributes (APNs: its environment).
+    /// Default true.
+    func canCarry(_ attributes: DeviceAttributes) -> Bool
+
+    /// Renders a notification's payload for this route, once per notification; checks the
+    /// plugin's own limits (payload size, its override block's keys).
+    /// Default: the neutral content as JSON (``NotificationContent/writeDisplayJSON(into:)``) with the notification id.
+    /// - Throws: ``ContentProblem`` naming the field (`apns.priority`, `payload`) and the limit.
+    func render(_ content: NotificationContent, context: RenderContext) throws(ContentProblem) -> RenderedPayload
+}
+
+extension TransportConfiguration {
+    public var platform: Platform? { nil }
+
+    public func address(_ input: DeviceAddressInput, attributes: DeviceAttributes) throws(AddressProblem) -> DeviceAddress {
+        DeviceAddress(token: try AddressRules.opaque(input))
+    }
+
+    public func canCarry(_ attributes: DeviceAttributes) -> Bool { true }
+
+    public func render(_ content: NotificationContent, context: RenderContext) throws(ContentProblem) -> RenderedPayload {
+        var w = JSONWriter(capacity: 256)
+        w.object { o in
+            o.string("id", context.notificationID)
+            o.string("app", context.app)
+            content.writeDisplayJSON(into: &o)
+        }
+        return RenderedPayload(body: w.bytes, expiration: content.expiration)
+    }
 }
 
 /// What the host gives a transport: its logger, clock and metrics, and how durable its own
@@ -119,16 +167,26 @@ public struct TransportSpec: Sendable {
     public var name: String
     public var kind: String
     public var configuration: any TransportConfiguration
+    /// The override blocks its plugin reads (``TransportPlugin/overrideBlocks``).
+    public var overrideBlocks: [String]
 
-    public init(name: String, kind: String, configuration: any TransportConfiguration) {
+    public init(name: String, kind: String, configuration: any TransportConfiguration, overrideBlocks: [String] = []) {
         self.name = name
         self.kind = kind
         self.configuration = configuration
+        self.overrideBlocks = overrideBlocks
     }
 
-    /// Whether this transport can carry a device of `environment`.
-    public func canCarry(_ environment: APNsEnvironment) -> Bool {
-        configuration.environment.map { $0 == environment } ?? true
+    /// Whether its plugin reads the override block `name` (a front end keeps that platform's
+    /// compatibility fields for it, such as the status API's `apns_id`).
+    public func reads(_ block: String) -> Bool { overrideBlocks.contains(block) }
+
+    /// Whether this route takes `input` for a device with `attributes`: the normalised address
+    /// when it does.
+    public func accepts(_ input: DeviceAddressInput, attributes: DeviceAttributes) -> DeviceAddress? {
+        guard let address = try? configuration.address(input, attributes: attributes),
+              configuration.canCarry(address.attributes) else { return nil }
+        return address
     }
 }
 
@@ -141,17 +199,34 @@ public struct TransportSpec: Sendable {
 /// ```
 public struct TransportRegistry: Sendable {
     private struct Entry: Sendable {
+        var blocks: [String]
         var parse: @Sendable (ConfigNode) -> (any TransportConfiguration)?
         var make: @Sendable (String, any TransportConfiguration, TransportContext) throws -> any Transport
     }
 
     private var entries: [String: Entry] = [:]
 
+    /// A registered configuration section's reader.
+    public struct SectionReader: Sendable {
+        public var key: String
+        public var read: @Sendable (JSONNode, [String: AppConfiguration]) -> (any ConfigurationSection)?
+    }
+
+    /// The configuration sections of registered modules, in registration order.
+    public private(set) var sectionReaders: [SectionReader] = []
+
     public init() {}
+
+    /// Registers a module's own top-level configuration section (`matrix`).
+    public mutating func register<S: ConfigurationSection>(section: S.Type) {
+        sectionReaders.removeAll { $0.key == S.key }
+        sectionReaders.append(SectionReader(key: S.key, read: { node, apps in S(node: node, apps: apps) }))
+    }
 
     /// Registers a plugin under its ``TransportPlugin/kind``.
     public mutating func register<P: TransportPlugin>(_ plugin: P.Type) {
         entries[P.kind] = Entry(
+            blocks: P.overrideBlocks,
             parse: { node in P.configuration(from: node) },
             make: { name, configuration, context in
                 guard let configuration = configuration as? P.Configuration else {
@@ -163,6 +238,12 @@ public struct TransportRegistry: Sendable {
 
     /// The registered types, sorted.
     public var kinds: [String] { entries.keys.sorted() }
+
+    /// The override blocks the plugin registered as `kind` reads.
+    public func overrideBlocks(kind: String) -> [String] { entries[kind]?.blocks ?? [] }
+
+    /// The override blocks the registered plugins read (the API's known block names).
+    public var overrideBlocks: Set<String> { Set(entries.values.flatMap(\.blocks)) }
 
     /// Parses a plugin's configuration section (`nil` when `kind` is unknown or invalid).
     public func parseConfiguration(kind: String, node: ConfigNode) -> (any TransportConfiguration)? {

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import HeraldCore
+import HeraldMatrix
 
 /// What the API reads that a reload may replace, swapped as a whole.
 public final class RuntimeSnapshot: Sendable {

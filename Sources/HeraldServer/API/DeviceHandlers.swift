@@ -13,39 +13,35 @@ extension API {
         guard case .object = json else { throw APIError.invalid(nil, "expected a JSON object, found \(json.typeDescription)") }
         let appID = root.string("app", required: true)
         let user = root.string("user", required: true)
-        let rawToken = root.string("token", required: true)
+        let rawToken = root.string("token")
+        let subscription = root.child("subscription")
         let transportName = root.string("transport")
-        let environment = root.oneOf("environment", APNsEnvironment.self)
+        let platform = root.string("platform").map { Platform($0) }
+        var attributes = DeviceAttributes()
+        // Plugin attributes the API passes through (APNs's environment); the route's plugin checks them.
+        if let environment = root.string("environment") { attributes["environment"] = environment }
         context.reportUnknownKeys()
         if !context.errors.isEmpty { throw Self.issuesError(context.errors) }
         let app = try app(appID, field: "app", in: configuration)
-        let token: String
-        do { token = try DeviceToken.normalize(rawToken!) } catch { throw APIError.invalid("token", error.description) }
         if let problem = FieldLimits.userProblem(user!) { throw APIError.invalid("user", problem) }
-
-        var env = environment
-        let transport: String
-        if let t = transportName {
-            guard app.routes.contains(t), let spec = configuration.transports[t] else {
-                throw APIError.invalid("transport", "\"\(t)\" is not a route of app \(app.id); routes: \(app.routes.joined(separator: ", "))")
-            }
-            if let e = env, !spec.canCarry(e) {
-                throw APIError.invalid("environment", "transport \(t) serves \(spec.configuration.environment!.rawValue) devices, not \(e.rawValue)")
-            }
-            env = env ?? spec.configuration.environment
-            transport = t
-        } else {
-            let e = env ?? configuration.defaultEnvironment(app)
-            guard let t = configuration.defaultTransport(app: app, environment: e) else {
-                throw APIError.invalid("environment", "app \(app.id) has no route that can carry \(e.rawValue) devices; routes: \(app.routes.joined(separator: ", "))")
-            }
-            env = e
-            transport = t
+        let input: DeviceAddressInput
+        switch (rawToken, subscription) {
+        case (let token?, nil): input = .token(token)
+        case (nil, let s?): input = .subscription(s.value)
+        case (nil, nil): throw APIError.invalid("token", "give the device's address: \"token\" (a string) or \"subscription\" (an object)")
+        case (_?, _?): throw APIError.invalid("subscription", "give either \"token\" or \"subscription\", not both")
+        }
+        let route: (transport: String, address: DeviceAddress)
+        do throws(AddressProblem) {
+            route = try configuration.registrationRoute(app: app, input: input, attributes: attributes, transport: transportName, platform: platform)
+        } catch {
+            throw APIError.invalid(error.field, error.message)
         }
         let result = try await dependencies.store.register(
-            DeviceRegistration(app: app.id, token: token, user: user!, transport: transport, environment: env ?? .production), at: now)
-        apiLogger.info("device registered", ["app": app.id, "user": user!, "token": Redact.token(token),
-                                              "change": result.change.rawValue])
+            DeviceRegistration(app: app.id, token: route.address.token, user: user!, transport: route.transport,
+                               attributes: route.address.attributes), at: now)
+        apiLogger.info("device registered", ["app": app.id, "user": user!, "token": Redact.token(route.address.token),
+                                              "transport": route.transport, "change": result.change.rawValue])
         return HTTPResponse.json(result.change == .created ? 201 : 200) { o in
             result.device.writeJSON(into: &o)
             o.string("change", result.change.rawValue)

@@ -7,16 +7,19 @@ import HeraldCore
 /// builds a dictionary per object and a path string per field, so that every problem can be
 /// named: tens of microseconds per request. This reader takes only valid bodies made of the
 /// common fields and gives `nil` for anything else — malformed JSON, a duplicate or unknown
-/// key, a `null`, a value out of range, `sound` or `apns.live_activity` as objects — so the full
-/// reader decides those and every error keeps its exact field path and message. For the bodies
-/// it takes, it gives the same request as the full reader (tested field by field).
+/// key, a `null`, a value out of range, `sound` or `localization` as objects — so the full
+/// reader decides those and every error keeps its exact field path and message. Override blocks
+/// (`apns`, …) are taken as they are, as the full reader takes them: their plugins check them
+/// when the notification is planned. For the bodies it takes, it gives the same request as the
+/// full reader (tested field by field).
 enum NotificationBody {
     /// The request when `bytes` is a valid body of the common shape; `nil` when the full reader must decide.
-    static func decodeCommon(_ bytes: [UInt8]) -> NotificationRequest? {
+    /// - Parameter blocks: the override blocks the configured plugins read.
+    static func decodeCommon(_ bytes: [UInt8], blocks: Set<String>) -> NotificationRequest? {
         bytes.withUnsafeBufferPointer { buffer in
             var parser = StrictJSON.Parser(bytes: buffer)
             parser.skipSpace()
-            guard let request = try? parser.commonNotification() else { return nil }
+            guard let request = try? parser.commonNotification(blocks: blocks) else { return nil }
             parser.skipSpace()
             return parser.index == buffer.count ? request : nil
         }
@@ -27,40 +30,60 @@ enum NotificationBody {
 private struct Unusual: Error {}
 
 extension StrictJSON.Parser {
-    fileprivate mutating func commonNotification() throws -> NotificationRequest {
-        var app: String?, users: [String]?, tokens: [String]?, key: String?, environment: APNsEnvironment?
+    fileprivate mutating func commonNotification(blocks: Set<String>) throws -> NotificationRequest {
+        var app: String?, users: [String]?, tokens: [String]?, key: String?, environment: String?
         var content = NotificationContent()
+        var seen: Set<String> = []
         try members(depth: 1) { p, name in
+            guard seen.insert(name).inserted else { throw Unusual() }
             switch name {
-            case "app": app = try p.check(app, p.text())
+            case "app": app = try p.text()
             case "users":
-                users = try p.check(users, p.targets())
+                users = try p.targets()
                 if users!.contains(where: { FieldLimits.userProblem($0) != nil }) { throw Unusual() }  // the full reader names it
-            case "tokens": tokens = try p.check(tokens, p.targets())
+            case "tokens": tokens = try p.targets()
             case "idempotency_key":
-                key = try p.check(key, p.text())
+                key = try p.text()
                 if key!.utf8.count > NotificationRequest.maxIdempotencyKeyBytes { throw Unusual() }
-            case "environment": environment = try p.check(environment, p.choice(APNsEnvironment.self))
-            case "alert": content.alert = try p.check(content.alert, p.alert())
+            case "environment": environment = try p.text()
+            case "alert":
+                if p.index < p.bytes.count, p.bytes[p.index] == UInt8(ascii: "\"") { content.body = try p.string() } else { content.alert = try p.alert() }
+            case "title": content.title = try p.text(nonEmpty: false)
+            case "subtitle": content.subtitle = try p.text(nonEmpty: false)
+            case "body": content.body = try p.text(nonEmpty: false)
+            case "image": content.imageURL = try p.text()
             case "badge":
                 let badge = try p.whole()
-                guard content.badge == nil, badge >= 0, badge <= NotificationRequest.maxBadge else { throw Unusual() }
+                guard badge >= 0, badge <= NotificationRequest.maxBadge else { throw Unusual() }
                 content.badge = badge
-            case "sound": content.sound = try p.check(content.sound, .named(p.text()))
+            case "sound": content.sound = .named(try p.text())
             case "data":
-                guard content.data.isEmpty, case .object(let data) = try p.value(depth: 1), !data.isEmpty,
-                      data["aps"] == nil else { throw Unusual() }
+                guard case .object(let data) = try p.value(depth: 1), !data.isEmpty else { throw Unusual() }
                 content.data = data
-            case "apns":
-                guard content.apns == APNsOptions() else { throw Unusual() }
-                content.apns = try p.apnsOptions()
-                if content.apns == APNsOptions() { throw Unusual() }  // `{}`, or only false flags: let the full reader judge
-            default: throw Unusual()
+            case "category": content.category = try p.text()
+            case "thread": content.thread = try p.text()
+            case "collapse_key":
+                let c = try p.text()
+                guard c.utf8.count <= NotificationRequest.maxCollapseKeyBytes else { throw Unusual() }
+                content.collapseKey = c
+            case "priority": content.priority = try p.choice(NotificationPriority.self)
+            case "expiration":
+                let n = try p.whole()
+                guard n >= 0 else { throw Unusual() }
+                content.expiration = Int64(n)
+            case "content_available": content.contentAvailable = try p.flag()
+            default:
+                guard blocks.contains(name), case .object(let block) = try p.value(depth: 1), !block.isEmpty else { throw Unusual() }
+                content.overrides[name] = .object(block)
             }
         }
+        // Both spellings of the visible text, or nothing to send: the full reader says why.
+        if seen.contains("alert") && !seen.isDisjoint(with: ["title", "subtitle", "body"]) { throw Unusual() }
         guard let app, (users ?? []).count + (tokens ?? []).count > 0, !content.isEmpty else { throw Unusual() }
+        var attributes = DeviceAttributes()
+        attributes["environment"] = environment
         return NotificationRequest(app: app, users: users ?? [], tokens: tokens ?? [], content: content,
-                                   idempotencyKey: key, environment: environment)
+                                   idempotencyKey: key, attributes: attributes)
     }
 
     /// Reads an object's members, calling `member` with the parser at each value. Keys with
@@ -148,15 +171,14 @@ extension StrictJSON.Parser {
         }
     }
 
+    /// The `alert` object (the earlier spelling of the visible fields), without `launch_image`.
     private mutating func alert() throws -> AlertContent {
-        if index < bytes.count, bytes[index] == UInt8(ascii: "\"") { return .text(try string()) }
         var a = Alert()
         try members(depth: 2) { p, name in
             switch name {
             case "title": a.title = try p.check(a.title, p.text(nonEmpty: false))
             case "subtitle": a.subtitle = try p.check(a.subtitle, p.text(nonEmpty: false))
             case "body": a.body = try p.check(a.body, p.text(nonEmpty: false))
-            case "launch_image": a.launchImage = try p.check(a.launchImage, p.text())
             case "title_loc_key": a.titleLocKey = try p.check(a.titleLocKey, p.text())
             case "title_loc_args": a.titleLocArgs = try p.check(a.titleLocArgs, p.texts(nonEmpty: false))
             case "subtitle_loc_key": a.subtitleLocKey = try p.check(a.subtitleLocKey, p.text())
@@ -167,42 +189,5 @@ extension StrictJSON.Parser {
             }
         }
         return .fields(a)
-    }
-
-    /// `apns` without `live_activity`; each key at most once.
-    private mutating func apnsOptions() throws -> APNsOptions {
-        var o = APNsOptions()
-        var seen: Set<String> = []
-        try members(depth: 2) { p, name in
-            guard seen.insert(name).inserted else { throw Unusual() }
-            switch name {
-            case "push_type": o.pushType = try p.choice(PushType.self)
-            case "priority":
-                let n = try p.whole()
-                guard n == 1 || n == 5 || n == 10 else { throw Unusual() }
-                o.priority = n
-            case "expiration":
-                let n = try p.whole()
-                guard n >= 0 else { throw Unusual() }
-                o.expiration = Int64(n)
-            case "collapse_id":
-                let c = try p.text()
-                guard c.utf8.count <= NotificationRequest.maxCollapseIDBytes else { throw Unusual() }
-                o.collapseID = c
-            case "thread_id": o.threadID = try p.text()
-            case "category": o.category = try p.text()
-            case "content_available": o.contentAvailable = try p.flag()
-            case "mutable_content": o.mutableContent = try p.flag()
-            case "interruption_level": o.interruptionLevel = try p.choice(InterruptionLevel.self)
-            case "relevance_score":
-                guard p.index < p.bytes.count, p.bytes[p.index] != UInt8(ascii: "\"") else { throw Unusual() }
-                guard case .number(let r) = try p.value(depth: 2), (0...1).contains(r) else { throw Unusual() }
-                o.relevanceScore = r
-            case "target_content_id": o.targetContentID = try p.text()
-            case "filter_criteria": o.filterCriteria = try p.text()
-            default: throw Unusual()
-            }
-        }
-        return o
     }
 }

@@ -2,16 +2,18 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import HeraldCore
+import HeraldMatrix
 
 /// `POST /v1/notifications` and `GET /v1/notifications/{id}`.
 extension API {
     func sendNotification(_ request: HTTPRequest) async throws -> HTTPResponse {
         let notification: NotificationRequest
-        if let common = NotificationBody.decodeCommon(request.body) {
+        let blocks = dependencies.snapshot().configuration.overrideBlocks
+        if let common = NotificationBody.decodeCommon(request.body, blocks: blocks) {
             notification = common
         } else {
             let json = try parseBody(request)
-            do { notification = try NotificationRequest.fromAPI(json) } catch { throw Self.issuesError(error.issues) }
+            do { notification = try NotificationRequest.fromAPI(json, blocks: .known(blocks)) } catch { throw Self.issuesError(error.issues) }
         }
         return Self.receiptResponse(try await accept(notification))
     }
@@ -40,7 +42,6 @@ extension API {
 
         let plan: DispatchPlan
         do {
-            try FanOut.validate(notification.content)
             plan = try await snapshot.fanOut.plan(notification)
         } catch {
             switch error {
@@ -63,8 +64,7 @@ extension API {
             }
         }
 
-        let queued = QueuedNotification(plan: plan, content: notification.content,
-                                        idempotencyKey: notification.idempotencyKey, createdAt: accepted)
+        let queued = QueuedNotification(plan: plan, idempotencyKey: notification.idempotencyKey, createdAt: accepted)
         // The last point where a shutdown may still refuse: past it the notification is being
         // committed, and the answer (202) says so however long the commit takes.
         if Task.isCancelled { throw APIError.shuttingDown }
@@ -94,6 +94,7 @@ extension API {
     }
 
     func notificationStatus(_ id: String) async throws -> HTTPResponse {
+        let transports = dependencies.snapshot().configuration.transports
         guard let status = try await dependencies.queue.status(notificationID: id) else {
             throw APIError.notFound("no notification \"\(id)\" (once every delivery is final, a notification is deleted when it is "
                                     + "older than server.retention and server.idempotencyWindow)")
@@ -121,7 +122,10 @@ extension API {
                         if let r = Self.awaitingAckReason(d, app: status.app, notification: status.id, streams: dependencies.streams) ?? d.lastReason {
                             e.string("reason", r)
                         } else { e.null("reason") }
-                        e.string("apns_id", d.apnsID)
+                        e.string("message_id", d.messageID)
+                        if let r = d.receipt { e.string("receipt", r) }
+                        // Deprecated: APNs deliveries keep the field they always had (the `apns-id` APNs confirmed).
+                        if let t = d.transport, transports[t]?.reads("apns") == true { e.string("apns_id", d.receipt ?? d.messageID) }
                         e.string("updated_at", d.updatedAt.iso8601)
                         if d.state == .queued, let next = d.nextAttemptAt { e.string("next_attempt_at", next.iso8601) }
                     }

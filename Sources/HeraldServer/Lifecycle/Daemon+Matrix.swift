@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import HeraldCore
+import HeraldMatrix
 
 /// The Matrix gateway's own listener (`matrix.listen`): a second libmicrohttpd server that
 /// serves only `/_matrix/…`, bounded by `matrix.maxBodyBytes` and the daemon's connection limits.
@@ -8,7 +9,7 @@ extension Daemon {
     /// Starts the listener when `matrix.listen` is set and records it in the running state.
     /// - Throws: ``HTTPServerError`` naming `matrix.listen` when it cannot listen.
     func startMatrixListener(_ config: HeraldConfiguration, api: API) throws(HTTPServerError) {
-        guard let matrix = config.matrix, let listen = matrix.listen else { return }
+        guard let matrix = config.section(MatrixConfiguration.self), let listen = matrix.listen else { return }
         var serverOptions = HTTPServer.Options(config.server, maxBodyBytes: matrix.maxBodyBytes, maxStreams: 0)
         serverOptions.answeredByServer = { api.recordServerAnswer(method: $0, path: $1, status: $2) }
         let server = HTTPServer(options: serverOptions,
@@ -29,7 +30,7 @@ extension Daemon {
 
     /// Matrix settings a reload cannot apply.
     static func matrixRestartReasons(old: HeraldConfiguration, new: HeraldConfiguration) -> [String] {
-        let a = old.matrix, b = new.matrix
+        let a = old.section(MatrixConfiguration.self), b = new.section(MatrixConfiguration.self)
         if a?.listen != b?.listen, a?.listen != nil || b?.listen != nil {
             return ["matrix.listen changed (\(a?.listen?.description ?? "none") → \(b?.listen?.description ?? "none")): restart to apply"]
         }

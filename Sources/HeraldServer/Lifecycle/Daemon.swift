@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import HeraldCore
+import HeraldMatrix
 
 /// `herald serve`: the HTTP API, the durable queue, a worker per transport, housekeeping, and
 /// the lifecycle (SIGTERM/SIGINT stop it within a deadline, SIGHUP reloads the configuration).
@@ -263,7 +264,8 @@ public final class Daemon: Sendable {
         let fallback = initial.configuration
         let probe = options.probeInterval
         return TransportWorker(
-            name: name, transport: transport, queue: queue, invalidator: TokenInvalidator(store: store, logger: logger, metrics: metrics),
+            name: name, transport: transport, configuration: spec.configuration, queue: queue,
+            invalidator: TokenInvalidator(store: store, logger: logger, metrics: metrics),
             clock: options.clock, logger: logger, metrics: deliveryMetrics, alreadyStarted: started, random: options.random,
             onReroute: { [weak self] names in self?.pool.wake(names) }
         ) { [weak self] in

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import HeraldCore
+import HeraldMatrix
 
 /// The Matrix Push Gateway API's `POST /_matrix/push/v1/notify` (on `api.listen`, or on
 /// `matrix.listen` through a listener of its own).
@@ -35,7 +36,7 @@ extension API {
     /// request is a notify to process.
     /// - Parameter ownListener: the request came through `matrix.listen` (not `api.listen`).
     func matrixCheck(_ request: HTTPRequest, ownListener: Bool) -> HTTPResponse? {
-        guard let config = dependencies.snapshot().configuration.matrix else {
+        guard let config = dependencies.snapshot().configuration.section(MatrixConfiguration.self) else {
             return Self.matrixError(404, "M_UNRECOGNIZED", "the Matrix push gateway is off: add a \"matrix\" section to the configuration")
         }
         if !ownListener, let listen = config.listen {
@@ -57,7 +58,7 @@ extension API {
     /// limits); `nil` for a notify to hand to ``matrixHandle(_:ownListener:)``.
     public func matrixImmediate(_ request: HTTPRequest, ownListener: Bool) -> HTTPResponse? {
         var response = matrixCheck(request, ownListener: ownListener)
-        if response == nil, let config = dependencies.snapshot().configuration.matrix {
+        if response == nil, let config = dependencies.snapshot().configuration.section(MatrixConfiguration.self) {
             let now = self.now
             matrixState.digest.flush(now: now, logger: apiLogger)
             response = matrixAdmit(request, config, now: now)
@@ -149,7 +150,7 @@ extension API {
             case .overDeviceLimit: overCap.append(device.appID)
             }
         }
-        if let appID = overCap.first, let config = dependencies.snapshot().configuration.matrix {
+        if let appID = overCap.first, let config = dependencies.snapshot().configuration.section(MatrixConfiguration.self) {
             // Not `rejected`: that would make the homeserver delete the pusher for good. An error
             // makes it retry later (the spec), and the pushes this request did queue are not sent
             // twice (the event id's idempotency key).
@@ -192,7 +193,7 @@ extension API {
     /// Queues one pusher's notification.
     private func notify(_ n: MatrixNotification, _ device: MatrixDevice, source: IPAddress?) async throws -> MatrixOutcome {
         let configuration = dependencies.snapshot().configuration
-        guard let matrix = configuration.matrix, let mapping = matrix.apps[device.appID], let app = configuration.app(mapping.app) else {
+        guard let matrix = configuration.section(MatrixConfiguration.self), let mapping = matrix.apps[device.appID], let app = configuration.app(mapping.app) else {
             matrixNotSent("unknown", "rejected_unknown_app", device, source: source, reason: "unknown app_id (not a key of matrix.apps)")
             return .rejected
         }
@@ -202,7 +203,8 @@ extension API {
             matrixNotSent(label, "rejected_bad_pushkey", device, source: source, reason: "the pushkey is no APNs token: \(error)")
             return .rejected
         }
-        let environment = mapping.environment ?? configuration.defaultEnvironment(app)
+        var attributes = DeviceAttributes()
+        attributes["environment"] = mapping.environment
         let store = dependencies.store
         // Registered at pushkey_ts (never later than now): Apple's timestamp rule then compares
         // against when the pusher was made, not when Herald first saw it.
@@ -225,8 +227,9 @@ extension API {
                 return .rejected
             }
         }
+        if let known { attributes = known.attributes }
         if known == nil || known?.invalidatedAt != nil,
-           let transport = configuration.defaultTransport(app: app, environment: known?.environment ?? environment) {
+           let route = configuration.firstRoute(app: app, input: .token(token), attributes: attributes) {
             let isNew = known == nil
             if isNew {
                 let admitted = try await matrixState.devices.reserve(device.appID, cap: matrix.maxDevicesPerApp, now: now) {
@@ -241,8 +244,8 @@ extension API {
             let result: RegistrationResult
             do {
                 result = try await store.register(DeviceRegistration(app: app.id, token: token, user: known?.user ?? user,
-                                                                     transport: known?.transport ?? transport,
-                                                                     environment: known?.environment ?? environment), at: registeredAt)
+                                                                     transport: known?.transport ?? route.transport,
+                                                                     attributes: known?.attributes ?? route.address.attributes), at: registeredAt)
             } catch {
                 if isNew { matrixState.devices.release(device.appID) }
                 throw error
@@ -252,7 +255,7 @@ extension API {
                 // The devices API registered the token between the look-up and now: leave it
                 // to its user (this push is not sent).
                 _ = try await store.register(DeviceRegistration(app: app.id, token: token, user: previous,
-                                                                transport: result.device.transport, environment: result.device.environment),
+                                                                transport: result.device.transport, attributes: result.device.attributes),
                                              at: now)
                 matrixNotSent(label, "foreign_device", device, source: source,
                               reason: "the token belongs to a device the devices API registered; the gateway sends only to matrix: devices")
@@ -287,7 +290,7 @@ extension API {
         let receipt: EnqueueReceipt
         do {
             receipt = try await accept(NotificationRequest(app: app.id, tokens: [token], content: content, idempotencyKey: key,
-                                                           environment: known?.environment ?? environment))
+                                                           attributes: attributes))
         } catch let e as APIError where e.status == 400 {
             // Herald's own mapping produced something the queue refuses: a defect, not the pusher's fault.
             matrixState.pushkey(label, "refused")

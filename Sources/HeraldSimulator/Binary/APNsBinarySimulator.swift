@@ -1,6 +1,7 @@
 import APNsBinaryProtocol
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 
 /// A simulator of Apple's legacy binary provider API (gateway.push.apple.com:2195), as a real server.

@@ -1,3 +1,4 @@
+import HeraldAPNs
 import HeraldCore
 
 /// Appends one JSON object per line to a file (`--record out.jsonl`), from any thread.

@@ -1,5 +1,6 @@
 import Dispatch
 import FoundationEssentials
+import HeraldAPNs
 import HeraldCore
 #if canImport(Glibc)
 import Glibc

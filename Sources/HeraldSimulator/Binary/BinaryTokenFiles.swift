@@ -1,6 +1,7 @@
 import APNsBinaryProtocol
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 
 /// Reads the token files the binary simulators take on the command line.

@@ -1,6 +1,7 @@
 import APNsBinaryProtocol
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 
 /// A simulator of Apple's legacy feedback service (feedback.push.apple.com:2196), as a real server.

@@ -1,5 +1,6 @@
 import CNGHTTP2
 import FoundationEssentials
+import HeraldAPNs
 import HeraldCore
 #if canImport(Glibc)
 import Glibc

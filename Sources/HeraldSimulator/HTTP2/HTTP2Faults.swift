@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 
 /// Misbehaviour the HTTP/2 simulator can be told to show, each off by default.

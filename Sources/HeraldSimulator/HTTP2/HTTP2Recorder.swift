@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 
 /// A notification the HTTP/2 simulator accepted (answered 200).

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import HeraldAPNs
 import HeraldCore
 
 /// Which topics a connection may push to.

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import HeraldAPNs
 import HeraldCore
 import Synchronization
 #if canImport(Glibc)

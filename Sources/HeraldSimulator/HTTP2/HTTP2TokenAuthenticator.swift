@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
 import HeraldCore
 
 /// What a provider token (JWT) says once its form, algorithm, key and signature were checked.

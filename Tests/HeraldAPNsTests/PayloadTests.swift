@@ -1,4 +1,5 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
 import Testing
 
@@ -12,10 +13,11 @@ func payloadString(_ content: NotificationContent) -> String {
     }
 
     @Test func alertDictionaryAndApsKeysInOrder() {
-        var c = NotificationContent(alert: .fields(Alert(title: "T", subtitle: "S", body: "B \"quoted\"\n", launchImage: "li.png",
+        var c = NotificationContent(alert: .fields(Alert(title: "T", subtitle: "S", body: "B \"quoted\"\n",
                                                          titleLocKey: "TK", titleLocArgs: ["a"], subtitleLocKey: "SK",
                                                          subtitleLocArgs: ["b"], locKey: "LK", locArgs: ["c", "d"])),
                                     badge: 3, sound: .named("default"))
+        c.apns.launchImage = "li.png"
         c.apns.threadID = "thread"
         c.apns.category = "cat"
         c.apns.contentAvailable = true
@@ -54,13 +56,13 @@ func payloadString(_ content: NotificationContent) -> String {
         var background = NotificationContent()
         background.apns.contentAvailable = true
         #expect(background.pushType == .background)
-        #expect(background.priority == 5)
+        #expect(background.apnsPriority == 5)
         #expect(NotificationContent(alert: .text("x")).pushType == .alert)
-        #expect(NotificationContent(alert: .text("x")).priority == 10)
+        #expect(NotificationContent(alert: .text("x")).apnsPriority == 10)
         var explicit = NotificationContent(alert: .text("x"))
         explicit.apns.pushType = .voip
         explicit.apns.priority = 5
-        #expect(explicit.pushType == .voip && explicit.priority == 5)
+        #expect(explicit.pushType == .voip && explicit.apnsPriority == 5)
     }
 
     @Test func topicSuffixesFollowApple() {
@@ -85,26 +87,54 @@ func payloadString(_ content: NotificationContent) -> String {
         var background = NotificationContent()
         background.apns.pushType = .background
         background.apns.priority = 10
-        #expect(background.priority == 5)
-        #expect(throws: Never.self) { try FanOut.validate(background) }
+        #expect(background.apnsPriority == 5)
+        #expect(throws: Never.self) { try APNsRoute.render(background, context: Self.context) }
         #expect(PushType.voip.maxPayloadBytes == 5120)
         #expect(PushType.alert.maxPayloadBytes == 4096)
     }
 
-    @Test func requestValidationNamesTheField() {
+    static let context = RenderContext(notificationID: "n", app: "com.a", topic: "com.a")
+
+    @Test func theRenderNamesTheFieldItRefuses() {
         var c = NotificationContent(alert: .text("x"))
-        c.apns.priority = 7
-        #expect(throws: DispatchError.invalidRequest(field: "apns.priority", message: "must be 10, 5 or 1, found 7")) {
-            try FanOut.validate(c)
+        c.overrides["apns"] = ["priority": 7]
+        #expect(throws: ContentProblem(field: "apns.priority", "must be 10, 5 or 1, found 7")) {
+            try APNsRoute.render(c, context: Self.context)
         }
         var collapse = NotificationContent(alert: .text("x"))
-        collapse.apns.collapseID = String(repeating: "é", count: 33)
-        #expect(throws: DispatchError.invalidRequest(field: "apns.collapse_id", message: "must be at most 64 bytes, found 66")) {
-            try FanOut.validate(collapse)
+        collapse.overrides["apns"] = ["collapse_id": .string(String(repeating: "é", count: 33))]
+        #expect(throws: ContentProblem(field: "apns.collapse_id", "must be at most 64 bytes, found 66")) {
+            try APNsRoute.render(collapse, context: Self.context)
         }
-        #expect(throws: DispatchError.invalidRequest(field: "data.aps", message: "\"aps\" is reserved for Apple's keys; use the top-level fields")) {
-            try FanOut.validate(NotificationContent(alert: .text("x"), data: ["aps": 1]))
+        var unknown = NotificationContent(alert: .text("x"))
+        unknown.overrides["apns"] = ["push_typ": "alert"]
+        #expect((try? APNsRoute.render(unknown, context: Self.context)) == nil)
+        #expect(throws: ContentProblem(field: "data.aps", "\"aps\" is reserved for Apple's keys; use the top-level fields or the apns block")) {
+            try APNsRoute.render(NotificationContent(alert: .text("x"), data: ["aps": 1]), context: Self.context)
         }
+    }
+
+    @Test func aPayloadOverApplesLimitIsRefusedAtRenderNamingTheLimit() throws {
+        // 4096 bytes fit an alert; one more byte does not.
+        let base = APNsPayload.encode(NotificationContent(alert: .text(""))).count
+        let fits = NotificationContent(alert: .text(String(repeating: "a", count: 4096 - base)))
+        #expect(try APNsRoute.render(fits, context: Self.context).body.count == 4096)
+        let over = NotificationContent(alert: .text(String(repeating: "a", count: 4097 - base)))
+        #expect(throws: ContentProblem(field: "payload", "is 4097 bytes; APNs accepts at most 4096 for alert notifications")) {
+            try APNsRoute.render(over, context: Self.context)
+        }
+    }
+
+    @Test func neutralFieldsReachAPNsAndTheBlockWins() throws {
+        var c = NotificationContent(title: "T", body: "B", thread: "th", collapseKey: "ck", priority: .normal, expiration: 1_900_000_000)
+        var payload = try APNsRoute.render(c, context: Self.context)
+        var options = APNsSendOptions(payload)
+        #expect(options.priority == 5 && options.collapseID == "ck" && options.expiration == 1_900_000_000)
+        #expect(String(decoding: payload.body, as: UTF8.self) == #"{"aps":{"alert":{"title":"T","body":"B"},"thread-id":"th"}}"#)
+        c.overrides["apns"] = ["priority": 10, "collapse_id": "block"]
+        payload = try APNsRoute.render(c, context: Self.context)
+        options = APNsSendOptions(payload)
+        #expect(options.priority == 10 && options.collapseID == "block" && payload.expiration == 1_900_000_000)
     }
 
     @Test func jsonWriterEscapesControlCharacters() {

@@ -1,5 +1,7 @@
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
+import HeraldCore
 
 /// Turns a Matrix notification for one pusher into the APNs notification Sygnal would send, so
 /// iOS apps and their notification service extensions written against Sygnal work unchanged.
@@ -271,6 +273,7 @@ public enum APSConversion {
                 case .string(let s): content.alert = .text(s)
                 case .object(let o):
                     var a = Alert()
+                    var launchImage: String? = nil
                     for k in o.keys.sorted() {
                         let value = o[k]!, p = "\(path).\(k)"
                         if value == .null { continue }
@@ -278,7 +281,7 @@ public enum APSConversion {
                         case "title": if case .string(let s) = value { a.title = s } else { dropped.append(p) }
                         case "subtitle": if case .string(let s) = value { a.subtitle = s } else { dropped.append(p) }
                         case "body": if case .string(let s) = value { a.body = s } else { dropped.append(p) }
-                        case "launch-image": a.launchImage = text(p, value)
+                        case "launch-image": launchImage = text(p, value)
                         case "title-loc-key": a.titleLocKey = text(p, value)
                         case "title-loc-args": a.titleLocArgs = texts(p, value)
                         case "subtitle-loc-key": a.subtitleLocKey = text(p, value)
@@ -289,6 +292,7 @@ public enum APSConversion {
                         }
                     }
                     content.alert = .fields(a)
+                    if let launchImage { content.apns.launchImage = launchImage }
                 default: dropped.append(path)
                 }
             case "badge":

@@ -1,5 +1,7 @@
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
+import HeraldCore
 
 /// The body of the Matrix Push Gateway API's `POST /_matrix/push/v1/notify`: what a homeserver
 /// says about one event (or a badge update) and the pushers to tell.

@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// The value of APNs' `apns-push-type` header, with the rules Apple attaches to each type.
 public enum PushType: String, CaseIterable, Sendable, Codable {
     case alert, background, location, voip, complication, fileprovider, mdm, liveactivity, pushtotalk, widgets, controls

@@ -1,5 +1,8 @@
 import Foundation
+import HeraldAPNs
 import HeraldCore
+import HeraldMatrix
+import HeraldLogTransport
 import HeraldTestKit
 import Testing
 
@@ -182,9 +185,9 @@ import Testing
         var n = Self.message(nil)
         n.priority = .low
         guard case .send(let content, _, _) = MatrixPayload.map(n, device: Self.device) else { Issue.record("not sent"); return }
-        #expect(content.priority == 5)
+        #expect(content.apnsPriority == 5)
         guard case .send(let high, _, _) = MatrixPayload.map(Self.message(nil), device: Self.device) else { Issue.record("not sent"); return }
-        #expect(high.priority == 10)
+        #expect(high.apnsPriority == 10)
     }
 
     @Test func namesAreCutTo1024Characters() {
@@ -222,6 +225,18 @@ import Testing
 
     // MARK: Configuration
 
+    /// The configuration with the `matrix` section registered, as `main` registers it.
+    func parse(_ json: String) throws(ConfigurationError) -> HeraldConfiguration {
+        var registry = TransportRegistry()
+        registry.register(LogTransport.self)
+        registry.register(section: MatrixConfiguration.self)
+        return try HeraldConfiguration.parse(Data(json.utf8), source: "test.json", baseDirectory: "/etc/herald", registry: registry, environment: [:])
+    }
+
+    func errors(_ json: String) -> [String] {
+        do { _ = try parse(json); return [] } catch { return error.errors.map(\.description) }
+    }
+
     static let baseConfig = """
       "apps": {"com.example.app": {"routes": ["dry"]}},
       "transports": {"dry": {"type": "log", "path": "d.jsonl"}}
@@ -229,13 +244,13 @@ import Testing
 
     @Test func matrixSectionIsReadWithDefaults() throws {
         let c = try parse("{\(Self.baseConfig), \"matrix\": {\"apps\": {\"im.vector.app.ios.prod\": {\"app\": \"com.example.app\", \"environment\": \"sandbox\", \"defaultPayload\": {\"aps\": {\"mutable-content\": 1}}}}}}")
-        let m = try #require(c.matrix)
+        let m = try #require(c.section(MatrixConfiguration.self))
         #expect(m.listen == nil && m.maxBodyBytes == 128 << 10 && m.maxRequestsPerSecond == 1000)
         #expect(m.apps["im.vector.app.ios.prod"] == MatrixConfiguration.App(appID: "im.vector.app.ios.prod", app: "com.example.app",
-                                                                           environment: .sandbox, defaultPayload: ["aps": ["mutable-content": 1]]))
+                                                                           environment: "sandbox", defaultPayload: ["aps": ["mutable-content": 1]]))
         #expect(c.warnings.isEmpty)
-        #expect(try parse("{\(Self.baseConfig)}").matrix == nil)
-        #expect(try parse("{\(Self.baseConfig), \"matrix\": {\"listen\": \"127.0.0.1:8090\", \"apps\": {\"x\": {\"app\": \"com.example.app\"}}}}").matrix?.listen
+        #expect(try parse("{\(Self.baseConfig)}").section(MatrixConfiguration.self) == nil)
+        #expect(try parse("{\(Self.baseConfig), \"matrix\": {\"listen\": \"127.0.0.1:8090\", \"apps\": {\"x\": {\"app\": \"com.example.app\"}}}}").section(MatrixConfiguration.self)?.listen
                 == ListenAddress(host: "127.0.0.1", port: 8090))
     }
 

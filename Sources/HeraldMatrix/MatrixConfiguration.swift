@@ -1,5 +1,7 @@
 import FoundationEssentials
 import Glibc
+import HeraldAPNs
+import HeraldCore
 
 /// `matrix`: the Matrix push gateway (`POST /_matrix/push/v1/notify`). Its presence turns the
 /// endpoint on.
@@ -9,7 +11,9 @@ import Glibc
 ///            "apps": {"im.vector.app.ios.prod": {"app": "com.example.app",
 ///                                                "defaultPayload": {"aps": {"mutable-content": 1}}}}}
 /// ```
-public struct MatrixConfiguration: Sendable, Equatable {
+public struct MatrixConfiguration: ConfigurationSection, Equatable {
+    public static let key = "matrix"
+
     /// One Matrix `app_id` and the Herald app its pushers go to.
     public struct App: Sendable, Equatable {
         /// The pushers' `app_id`.
@@ -17,11 +21,11 @@ public struct MatrixConfiguration: Sendable, Equatable {
         /// The Herald app (a key of `apps`): its topic, routes and transports.
         public var app: String
         /// The environment of its tokens; default: that of the Herald app's first route that names one.
-        public var environment: APNsEnvironment?
+        public var environment: String?
         /// Merged under each pusher's `data.default_payload` (Sygnal-style: `aps` plus custom keys).
         public var defaultPayload: [String: JSONValue]
 
-        public init(appID: String, app: String, environment: APNsEnvironment? = nil, defaultPayload: [String: JSONValue] = [:]) {
+        public init(appID: String, app: String, environment: String? = nil, defaultPayload: [String: JSONValue] = [:]) {
             self.appID = appID
             self.app = app
             self.environment = environment
@@ -70,9 +74,9 @@ public struct MatrixConfiguration: Sendable, Equatable {
         return allowedSources.contains { $0.contains(address) }
     }
 
-    /// Reads the section; `nil` when absent. `heraldApps` are the ids `app` may name.
-    init?(node: JSONNode?, heraldApps: Set<String>) {
-        guard let node else { return nil }
+    /// Reads the section; `apps` are those `app` may name.
+    public init?(node: JSONNode, apps heraldAppConfigurations: [String: AppConfiguration]) {
+        let heraldApps = Set(heraldAppConfigurations.keys)
         guard case .object = node.value else {
             node.error("expected an object with \"apps\", found \(node.value.typeDescription)")
             return nil
@@ -118,7 +122,7 @@ public struct MatrixConfiguration: Sendable, Equatable {
                 if let s = Spelling.closest(to: app, in: heraldApps) { message += " (did you mean \"\(s)\"?)" }
                 section.error(at: "app", message)
             }
-            let environment = section.oneOf("environment", APNsEnvironment.self)
+            let environment = section.oneOf("environment", APNsEnvironment.self)?.rawValue
             var payload: [String: JSONValue] = [:]
             if let p = section.child("defaultPayload") {
                 if case .object(let o) = p.value {
@@ -153,7 +157,7 @@ extension HeraldConfiguration {
     /// `herald check`'s report of the `matrix` section: where it listens, each app id's route,
     /// and an error for an app id whose Herald app has no transport for its tokens' environment.
     public func matrixReport() -> (lines: [String], errors: Int) {
-        guard let matrix else { return (["matrix: off (no \"matrix\" section)"], 0) }
+        guard let matrix = section(MatrixConfiguration.self) else { return (["matrix: off (no \"matrix\" section)"], 0) }
         var lines = ["matrix: POST /_matrix/push/v1/notify on \(matrix.listen?.description ?? "api.listen (\(api.listen))"), "
                      + "maxBodyBytes=\(matrix.maxBodyBytes) maxRequestsPerSecond=\(matrix.maxRequestsPerSecond) "
                      + "maxRequestsPerSecondPerSource=\(matrix.maxRequestsPerSecondPerSource) maxDevicesPerApp=\(matrix.maxDevicesPerApp) "
@@ -162,13 +166,17 @@ extension HeraldConfiguration {
         for id in matrix.apps.keys.sorted() {
             let m = matrix.apps[id]!
             guard let app = app(m.app) else { continue }
-            let environment = m.environment ?? defaultEnvironment(app)
-            if let transport = defaultTransport(app: app, environment: environment) {
+            var given = DeviceAttributes()
+            given[APNsEnvironment.attribute] = m.environment
+            // The route a pushkey takes: the first that accepts an APNs token of the app id's environment.
+            let probe = DeviceAddressInput.token(String(repeating: "0", count: 64))
+            if let (transport, address) = firstRoute(app: app, input: probe, attributes: given), transports[transport]?.kind != Self.localKind {
                 let payload = m.defaultPayload.isEmpty ? "" : " defaultPayload=\(JSONValue.object(m.defaultPayload).jsonString)"
-                lines.append("  \(id) → app \(m.app) (\(environment.rawValue), transport \(transport))\(payload)")
+                let environment = address.attributes.apnsEnvironment?.rawValue ?? "any"
+                lines.append("  \(id) → app \(m.app) (\(environment), transport \(transport))\(payload)")
             } else {
                 errors += 1
-                lines.append("    error: matrix.apps[\"\(id)\"]: app \(m.app) has no route for \(environment.rawValue) tokens; "
+                lines.append("    error: matrix.apps[\"\(id)\"]: app \(m.app) has no route for \(m.environment ?? "its") tokens; "
                              + "add a transport with that environment to apps.\(m.app).routes or set \"environment\"")
             }
         }

@@ -1,3 +1,5 @@
+import HeraldCore
+
 /// Builds the APNs JSON payload (`{"aps":{…}, <custom keys>}`) of a notification.
 ///
 /// The payload is the same for every device a notification fans out to, so it is built once
@@ -8,23 +10,32 @@
 public enum APNsPayload {
     /// The payload bytes for `content`.
     public static func encode(_ content: NotificationContent) -> [UInt8] {
+        let o = content.effectiveAPNs
+        return encode(content, options: o, pushType: content.pushType(o))
+    }
+
+    /// The payload bytes for `content` with its APNs options (the block with the neutral fields filled in).
+    public static func encode(_ content: NotificationContent, options o: APNsOptions, pushType: PushType) -> [UInt8] {
         var w = JSONWriter(capacity: 256)
+        let launch = o.launchImage
+        var alert = content.alert
+        if launch != nil, case .text(let body)? = alert { alert = .fields(Alert(body: body)) }
         w.object { root in
             root.object("aps") { aps in
-                switch content.alert {
+                switch alert {
                 case .text(let s)?: aps.string("alert", s)
                 case .fields(let a)?:
-                    aps.object("alert") { o in
-                        o.string("title", a.title)
-                        o.string("subtitle", a.subtitle)
-                        o.string("body", a.body)
-                        o.string("launch-image", a.launchImage)
-                        o.string("title-loc-key", a.titleLocKey)
-                        o.stringArray("title-loc-args", a.titleLocArgs)
-                        o.string("subtitle-loc-key", a.subtitleLocKey)
-                        o.stringArray("subtitle-loc-args", a.subtitleLocArgs)
-                        o.string("loc-key", a.locKey)
-                        o.stringArray("loc-args", a.locArgs)
+                    aps.object("alert") { a2 in
+                        a2.string("title", a.title)
+                        a2.string("subtitle", a.subtitle)
+                        a2.string("body", a.body)
+                        a2.string("launch-image", launch)
+                        a2.string("title-loc-key", a.titleLocKey)
+                        a2.stringArray("title-loc-args", a.titleLocArgs)
+                        a2.string("subtitle-loc-key", a.subtitleLocKey)
+                        a2.stringArray("subtitle-loc-args", a.subtitleLocArgs)
+                        a2.string("loc-key", a.locKey)
+                        a2.stringArray("loc-args", a.locArgs)
                     }
                 case nil: break
                 }
@@ -39,12 +50,11 @@ public enum APNsPayload {
                     }
                 case nil: break
                 }
-                let o = content.apns
                 aps.string("thread-id", o.threadID)
                 aps.string("category", o.category)
                 if o.contentAvailable { aps.int("content-available", 1) }
                 if o.mutableContent { aps.int("mutable-content", 1) }
-                if content.pushType == .widgets { aps.bool("content-changed", true) }
+                if pushType == .widgets { aps.bool("content-changed", true) }
                 aps.string("target-content-id", o.targetContentID)
                 aps.string("interruption-level", o.interruptionLevel?.rawValue)
                 aps.double("relevance-score", o.relevanceScore)

@@ -1,0 +1,82 @@
+import FoundationEssentials
+import Glibc
+
+/// Which route takes a device: the one place that decides, for registrations and for raw
+/// addresses in a notification.
+///
+/// The rule: an explicit `transport`; else the app's first route of the given `platform`;
+/// else the first route whose plugin accepts the address (and can carry its attributes),
+/// routes of a platform before those that carry any device (the `local` streams, `log`).
+extension HeraldConfiguration {
+    /// The app's routes in the order an unrouted address tries them: routes of a platform
+    /// first, then those that carry any device, each group in the app's order.
+    public func routeOrder(_ app: AppConfiguration) -> [String] {
+        let specific = app.routes.filter { transports[$0]?.configuration.platform != nil }
+        return specific + app.routes.filter { transports[$0] != nil && transports[$0]?.configuration.platform == nil }
+    }
+
+    /// The route and normalised address of a device being registered.
+    /// - Throws: ``AddressProblem`` naming the field (`transport`, `platform`, `token`,
+    ///   `subscription…`, `environment`) and what the app's routes expect.
+    public func registrationRoute(app: AppConfiguration, input: DeviceAddressInput, attributes: DeviceAttributes,
+                                  transport: String?, platform: Platform?) throws(AddressProblem) -> (transport: String, address: DeviceAddress)
+    {
+        let routes = app.routes.joined(separator: ", ")
+        if let transport {
+            guard app.routes.contains(transport), let spec = transports[transport] else {
+                throw AddressProblem(field: "transport", "\"\(transport)\" is not a route of app \(app.id); routes: \(routes)")
+            }
+            return (transport, try address(on: spec, input, attributes))
+        }
+        if let platform {
+            guard let name = app.routes.first(where: { transports[$0]?.configuration.platform == platform }), let spec = transports[name] else {
+                let known = app.routes.compactMap { r in transports[r]?.configuration.platform.map { "\(r) (\($0))" } }
+                throw AddressProblem(field: "platform", "app \(app.id) has no \(platform) route; routes: \(known.isEmpty ? routes : known.joined(separator: ", "))")
+            }
+            return (name, try address(on: spec, input, attributes))
+        }
+        var refusals: [(route: String, problem: AddressProblem)] = []
+        for name in routeOrder(app) {
+            guard let spec = transports[name] else { continue }
+            do {
+                return (name, try address(on: spec, input, attributes))
+            } catch {
+                refusals.append(("\(name) (\(spec.kind))", error))
+            }
+        }
+        // One route: its own words. Several: what each expects.
+        if refusals.count == 1 { throw refusals[0].problem }
+        throw AddressProblem(field: input.field, "no route of app \(app.id) takes this device: "
+                             + refusals.map { "\($0.route): \($0.problem)" }.joined(separator: "; "))
+    }
+
+    /// The first route of the app that takes `input` (a raw address in a notification), with
+    /// the address it normalised; `nil` when none does.
+    public func firstRoute(app: AppConfiguration, input: DeviceAddressInput, attributes: DeviceAttributes) -> (transport: String, address: DeviceAddress)? {
+        for name in routeOrder(app) {
+            if let spec = transports[name], let address = spec.accepts(input, attributes: attributes) { return (name, address) }
+        }
+        return nil
+    }
+
+    /// Why no route of the app takes `input`, route by route (for a raw address's report).
+    public func refusals(app: AppConfiguration, input: DeviceAddressInput, attributes: DeviceAttributes) -> String {
+        routeOrder(app).compactMap { name -> String? in
+            guard let spec = transports[name] else { return nil }
+            do {
+                let address = try spec.configuration.address(input, attributes: attributes)
+                return spec.configuration.canCarry(address.attributes) ? nil : "\(name): cannot carry a device with \(address.attributes)"
+            } catch {
+                return "\(name): \(error)"
+            }
+        }.joined(separator: "; ")
+    }
+
+    private func address(on spec: TransportSpec, _ input: DeviceAddressInput, _ attributes: DeviceAttributes) throws(AddressProblem) -> DeviceAddress {
+        let address = try spec.configuration.address(input, attributes: attributes)
+        guard spec.configuration.canCarry(address.attributes) else {
+            throw AddressProblem(field: input.field, "route \(spec.name) (\(spec.kind)) cannot carry a device with \(address.attributes)")
+        }
+        return address
+    }
+}
