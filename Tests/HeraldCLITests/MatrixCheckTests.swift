@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import HeraldMatrix
 import HeraldTestKit
 import Testing
 

@@ -14,14 +14,13 @@ import Testing
 /// The `test` transport type of these configurations (the daemon's transports are injected).
 final class ClientTestPlugin: TransportPlugin {
     struct Configuration: TransportConfiguration {
-        var environment: APNsEnvironment? { nil }
         var summary: String { "test" }
     }
     static let kind = "test"
     static func configuration(from node: ConfigNode) -> Configuration? { Configuration() }
     let name: String
     init(name: String, configuration: Configuration, context: TransportContext) throws { self.name = name }
-    func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] { batch.map { .delivered(apnsID: $0.apnsID.uuidString.lowercased()) } }
+    func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] { batch.map { .delivered(receipt: $0.messageID.uuidString.lowercased()) } }
 }
 
 /// A Herald daemon in this process (127.0.0.1, a temporary SQLite database), with the real local

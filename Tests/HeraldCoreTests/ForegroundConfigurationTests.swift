@@ -109,7 +109,7 @@ import Testing
         #expect(e.count == 7, "\(e)")
         #expect(errors(Self.config(app: #"{"routes": ["dry"], "inbox": 5}"#, api: #"{"streams": []}"#)) == [
             "apps[\"com.example.app\"].inbox: expected an object with \"ttl\" and \"maxPerUser\", found a number",
-            "api.streams: expected an object with \"heartbeat\", \"maxStreams\" and \"bufferBytes\", found an array",
+            "api.streams: expected an object with \"heartbeat\", \"maxStreams\", \"bufferBytes\", \"maxPerDevice\" and \"maxPerUser\", found an array",
         ])
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import HeraldMatrix
 import HeraldTestKit
 import Testing
 
@@ -45,13 +46,13 @@ import Testing
     /// defaults, and errors that name the element.
     @Test func matrixLimitKeys() throws {
         let base = MatrixPayloadTests.baseConfig
-        let m = try #require(try parse("{\(base), \"matrix\": {\"apps\": {\"x\": {\"app\": \"com.example.app\"}}}}").matrix)
+        let m = try #require(try parse("{\(base), \"matrix\": {\"apps\": {\"x\": {\"app\": \"com.example.app\"}}}}").section(MatrixConfiguration.self))
         #expect(m.allowedSources == nil && m.maxRequestsPerSecondPerSource == 200 && m.maxDevicesPerApp == 100_000)
         #expect(m.allows(nil) && m.allows(IPAddress("203.0.113.1")))
         let set = try #require(try parse("""
             {\(base), "matrix": {"allowedSources": ["192.0.2.0/24", "2001:db8::/32"], "maxRequestsPerSecondPerSource": 50,
                                  "maxDevicesPerApp": 10, "apps": {"x": {"app": "com.example.app"}}}}
-            """).matrix)
+            """).section(MatrixConfiguration.self))
         #expect(set.allowedSources == [IPNetwork("192.0.2.0/24")!, IPNetwork("2001:db8::/32")!])
         #expect(set.maxRequestsPerSecondPerSource == 50 && set.maxDevicesPerApp == 10)
         #expect(set.allows(IPAddress("192.0.2.200")) && set.allows(IPAddress("2001:db8:5::1")))

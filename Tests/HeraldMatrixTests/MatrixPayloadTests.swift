@@ -225,17 +225,6 @@ import Testing
 
     // MARK: Configuration
 
-    /// The configuration with the `matrix` section registered, as `main` registers it.
-    func parse(_ json: String) throws(ConfigurationError) -> HeraldConfiguration {
-        var registry = TransportRegistry()
-        registry.register(LogTransport.self)
-        registry.register(section: MatrixConfiguration.self)
-        return try HeraldConfiguration.parse(Data(json.utf8), source: "test.json", baseDirectory: "/etc/herald", registry: registry, environment: [:])
-    }
-
-    func errors(_ json: String) -> [String] {
-        do { _ = try parse(json); return [] } catch { return error.errors.map(\.description) }
-    }
 
     static let baseConfig = """
       "apps": {"com.example.app": {"routes": ["dry"]}},
@@ -265,4 +254,16 @@ import Testing
         #expect(bad.first?.hasPrefix("matrix.apps.x.defaultPayload.aps.badge: has a value Apple does not accept") == true)
         #expect(bad.last?.hasPrefix("matrix.apps.x.defaultPayload.aps.url-args: Herald does not send this aps key") == true)
     }
+}
+
+/// The configuration with the `matrix` section registered, as `main` registers it.
+func parse(_ json: String) throws(ConfigurationError) -> HeraldConfiguration {
+    var registry = TransportRegistry()
+    registry.register(LogTransport.self)
+    registry.register(section: MatrixConfiguration.self)
+    return try HeraldConfiguration.parse(Data(json.utf8), source: "test.json", baseDirectory: "/etc/herald", registry: registry, environment: [:])
+}
+
+func errors(_ json: String) -> [String] {
+    do { _ = try parse(json); return [] } catch { return error.errors.map(\.description) }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import HeraldMatrix
 @testable import HeraldServer
 import HeraldTestKit
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import HeraldMatrix
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -24,7 +24,7 @@ import Testing
     }
 
     func delivery(_ n: Int, device: String = "aa") -> Delivery {
-        Delivery(id: Int64(n), notificationID: "n\(n)", app: "app", topic: "app", token: device, user: "alice", environment: .production,
+        Delivery(id: Int64(n), notificationID: "n\(n)", app: "app", topic: "app", token: device, user: "alice",
                  transport: "live", content: NotificationContent(alert: .text("hello \(n)")))
     }
 

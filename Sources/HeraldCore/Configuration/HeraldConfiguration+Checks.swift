@@ -5,10 +5,12 @@ extension HeraldConfiguration {
     ///
     /// - An unknown top-level key is an **error**, not a warning (as an unknown key inside a
     ///   section is): a misspelt `"storge"` would otherwise run Herald on a new, empty database in
-    ///   the default place. The known keys are ``sections``, the one list.
+    ///   the default place. The known keys are ``coreSections`` and the registered modules'
+    ///   sections (`known`).
     /// - Each app id (a key of `apps`) is within ``FieldLimits/appIDBytes``.
-    static func checkDocument(_ root: JSONNode) {
+    static func checkDocument(_ root: JSONNode, registered: [String]) {
         guard case .object(let members) = root.value else { return }
+        let sections = coreSections + registered
         let unknown = members.keys.filter { !sections.contains($0) }.sorted()
         for key in unknown {
             var message = "unknown top-level key"

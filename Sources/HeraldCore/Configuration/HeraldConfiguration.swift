@@ -99,7 +99,7 @@ public struct HeraldConfiguration: Sendable {
             if let node = root.child(reader.key), let section = reader.read(node, apps) { sections[reader.key] = section }
         }
         AppConfiguration.checkLocalRoutes(apps, transports: transportsNode?.value, context: context)
-        checkDocument(root)
+        checkDocument(root, registered: registry.sectionReaders.map(\.key))
         context.reportUnknownKeys()
 
         guard context.errors.isEmpty else {
