@@ -55,6 +55,9 @@ final class EventStreamConnection: NSObject, URLSessionDataDelegate, @unchecked 
     /// is closed by then), then lets the session go.
     func close() async {
         task?.cancel()
+        // Invalidated at once too: on Linux an idle session can hold its connection open after
+        // the task is cancelled, and the server must see the close now.
+        session?.invalidateAndCancel()
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let done: Bool = state.withLock { s in
                 if s.completed { return true }

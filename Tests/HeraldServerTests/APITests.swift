@@ -99,6 +99,9 @@ import Testing
         #expect(r.errorField == "transport")
         r = try await c.post("/v1/devices", #"{"app":"com.example.app","user":"a","token":"\#(TestDaemon.token(1))","environment":"staging"}"#)
         #expect(r.errorField == "environment")
+        // The Matrix gateway's namespace is its own.
+        r = try await c.post("/v1/devices", #"{"app":"com.example.app","user":"matrix:im.vector.app","token":"\#(TestDaemon.token(1))"}"#)
+        #expect(r.status == 400 && r.errorField == "user", "\(r.text)")
         r = try await c.delete("/v1/devices/\(TestDaemon.token(1))")
         #expect(r.status == 400)
         #expect(r.errorField == "app")

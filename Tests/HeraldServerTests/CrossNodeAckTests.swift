@@ -13,7 +13,7 @@ import Testing
     static func config(url: String) -> String {
         CrossNodeStreamTests.config(url: url, policy: "local-first")
             .replacingOccurrences(of: #""clientSecret": "\#(CrossNodeStreamTests.secret)"}"#,
-                                  with: #""clientSecret": "\#(CrossNodeStreamTests.secret)", "ackTimeout": "1s"}"#)
+                                  with: #""clientSecret": "\#(CrossNodeStreamTests.secret)", "ackTimeout": "4s"}"#)
     }
 
     static func routes(_ node: MultiNodeTests.Node, _ id: String) async -> [String] {
@@ -26,7 +26,7 @@ import Testing
     @Test(.timeLimit(.minutes(2))) func anAckToTheStreamsNodeDeliversWhatTheOtherNodeAcceptedAndNoAckSendsItByPushOnce() async throws {
         let url = try PostgresServer.shared().createDatabase()
         let configuration = Self.config(url: url)
-        #expect(configuration.contains(#""ackTimeout": "1s""#))
+        #expect(configuration.contains(#""ackTimeout": "4s""#))
         let nodes = try await MultiNodeTests.startNodes(2, url: url, configuration: configuration)
         do {
             try await Self.run(nodes[0], nodes[1])

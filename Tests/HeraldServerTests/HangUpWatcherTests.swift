@@ -56,13 +56,14 @@ import Glibc
         first.close()
         let start = Date()
         var status = ""
-        while Date().timeIntervalSince(start) < 0.1 {
+        // Freed when the close is seen (milliseconds alone); 2 s of room for a loaded machine.
+        while Date().timeIntervalSince(start) < 2 {
             let next = try RawClient(port: h.port)
             try next.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
             status = try await next.awaitHead()
             if status.hasPrefix("HTTP/1.1 200 ") { break }
         }
-        #expect(status.hasPrefix("HTTP/1.1 200 "), "no slot 100 ms after the close: \(status)")
+        #expect(status.hasPrefix("HTTP/1.1 200 "), "no slot 2 s after the close: \(status)")
         await h.server.stop(deadline: 5)
     }
 

@@ -24,6 +24,10 @@ extension API {
         if !context.errors.isEmpty { throw Self.issuesError(context.errors) }
         let app = try app(appID, field: "app", in: configuration)
         if let problem = FieldLimits.userProblem(user!) { throw APIError.invalid("user", problem) }
+        if Self.isMatrixUser(user!) {
+            // The gateway pushes only to its own namespace: the API must not be able to put a device there.
+            throw APIError.invalid("user", "users named \"matrix:…\" belong to the Matrix gateway (its pushers' devices); register the device under one of your own user ids")
+        }
         let input: DeviceAddressInput
         switch (rawToken, subscription) {
         case (let token?, nil): input = .token(token)
