@@ -23,13 +23,7 @@ public final class ES256SigningKey: Sendable {
     }
 
     private convenience init(bytes: [UInt8], source: String) throws(CryptoError) {
-        let key: PKey
-        do {
-            key = try loadPrivateKey(bytes, source: source, passphrase: nil)
-        } catch where error.kind == .wrongPassphrase {
-            throw CryptoError(.invalidFormat("encrypted key"),
-                              "\(source) is an encrypted key; ES256 keys must be unencrypted PEM, as Apple's .p8 files are")
-        }
+        let key = try loadUnencryptedPrivateKey(bytes, source: source, why: "ES256 keys must be unencrypted PEM, as Apple's .p8 files are")
         try self.init(key: key, source: source)
     }
 
@@ -37,10 +31,7 @@ public final class ES256SigningKey: Sendable {
     init(key: PKey, source: String) throws(CryptoError) {
         try ES256SigningKey.checkP256(key.raw, source: source)
         self.key = key
-        guard let pem = memoryBIOOutput({ PEM_write_bio_PUBKEY($0, key.raw) == 1 }) else {
-            throw CryptoError(.other("PEM_write_bio_PUBKEY"), "cannot export the public key of \(source)\(openSSLSuffix())")
-        }
-        publicKeyPEM = String(decoding: pem, as: UTF8.self)
+        publicKeyPEM = try HeraldCrypto.publicKeyPEM(of: key, source: source)
     }
 
     /// Refuses a key that is not on P-256. `purpose` ends the description (default: for APNs);

@@ -208,3 +208,21 @@ func withBytes<C: Collection<UInt8>, R>(_ bytes: C, _ body: (UnsafeRawBufferPoin
     if let result = bytes.withContiguousStorageIfAvailable({ body(UnsafeRawBufferPointer($0)) }) { return result }
     return Array(bytes).withUnsafeBytes(body)
 }
+
+/// An unencrypted signing key from PEM bytes; an encrypted one is refused with `why` (what the
+/// algorithm's keys are: "ES256 keys must be unencrypted PEM, as Apple's .p8 files are").
+func loadUnencryptedPrivateKey(_ bytes: [UInt8], source: String, why: String) throws(CryptoError) -> PKey {
+    do {
+        return try loadPrivateKey(bytes, source: source, passphrase: nil)
+    } catch where error.kind == .wrongPassphrase {
+        throw CryptoError(.invalidFormat("encrypted key"), "\(source) is an encrypted key; \(why)")
+    }
+}
+
+/// The public half of `key` as SubjectPublicKeyInfo PEM (`-----BEGIN PUBLIC KEY-----`).
+func publicKeyPEM(of key: PKey, source: String) throws(CryptoError) -> String {
+    guard let pem = memoryBIOOutput({ PEM_write_bio_PUBKEY($0, key.raw) == 1 }) else {
+        throw CryptoError(.other("PEM_write_bio_PUBKEY"), "cannot export the public key of \(source)\(openSSLSuffix())")
+    }
+    return String(decoding: pem, as: UTF8.self)
+}

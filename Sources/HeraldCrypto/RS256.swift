@@ -30,23 +30,14 @@ public final class RS256SigningKey: Sendable {
     }
 
     private convenience init(bytes: [UInt8], source: String) throws(CryptoError) {
-        let key: PKey
-        do {
-            key = try loadPrivateKey(bytes, source: source, passphrase: nil)
-        } catch where error.kind == .wrongPassphrase {
-            throw CryptoError(.invalidFormat("encrypted key"),
-                              "\(source) is an encrypted key; RS256 keys must be unencrypted PEM, as a service account's private_key is")
-        }
+        let key = try loadUnencryptedPrivateKey(bytes, source: source, why: "RS256 keys must be unencrypted PEM, as a service account's private_key is")
         try self.init(key: key, source: source)
     }
 
     init(key: PKey, source: String) throws(CryptoError) {
         bits = try RS256SigningKey.checkRSA(key.raw, source: source)
         self.key = key
-        guard let pem = memoryBIOOutput({ PEM_write_bio_PUBKEY($0, key.raw) == 1 }) else {
-            throw CryptoError(.other("PEM_write_bio_PUBKEY"), "cannot export the public key of \(source)\(openSSLSuffix())")
-        }
-        publicKeyPEM = String(decoding: pem, as: UTF8.self)
+        publicKeyPEM = try HeraldCrypto.publicKeyPEM(of: key, source: source)
     }
 
     /// Makes a new random RSA key (public exponent 65537), e.g. for a simulator's service account.
