@@ -56,8 +56,14 @@ enum SendCommand {
         let app = try context.app(try arguments.required("app", command: command), in: configuration, command: command)
         var tokens: [String] = []
         for raw in arguments.all("token") {
-            // Input given on the command line is checked as `devices add` checks it: a usage error.
-            do { tokens.append(try DeviceToken.normalize(raw)) } catch { throw .usage("--token: \(error)", command: command) }
+            // Input given on the command line is checked as `devices add` checks it (some route of the
+            // app must take it, in its plugin's words): a usage error. The route normalises it when planned.
+            do throws(AddressProblem) {
+                _ = try configuration.registrationRoute(app: app, input: .token(raw), attributes: DeviceAttributes(), transport: nil, platform: nil)
+                tokens.append(raw)
+            } catch {
+                throw .usage("--token: \(error.message)", command: command)
+            }
         }
         let file = try arguments.value("tokens-file").map { (path: String) throws(CLIError) in try TokenFile(path: path) }
         let users = arguments.all("user")
