@@ -31,6 +31,7 @@ func take(_ n: Int, from client: HeraldClient, timeout: TimeInterval = 10) async
 /// scripted: the request it sends, acknowledgements (coalesced, and the last one on
 /// disconnect), reconnection with `Last-Event-ID` and the server's `retry:`, backoff, token
 /// refresh, and the socket's close.
+extension ClientNetworkTests {
 @Suite(.serialized) struct ClientContractTests {
     static let app = "com.example.app"
 
@@ -440,4 +441,5 @@ func take(_ n: Int, from client: HeraldClient, timeout: TimeInterval = 10) async
         await client.disconnect()
         await server.stop()
     }
+}
 }
