@@ -5,11 +5,18 @@ import HeraldCore
 import HeraldSQLite
 
 /// What every command shares: the environment, the registry, and loading the config.
-struct CommandContext: Sendable {
-    var registry: TransportRegistry
-    var storage: StorageDrivers
-    var environment: [String: String]
-    var console = Console()
+package struct CommandContext: Sendable {
+    package var registry: TransportRegistry
+    package var storage: StorageDrivers
+    package var environment: [String: String]
+    package var console = Console()
+
+    /// The plugins, drivers and environment commands run with.
+    package init(registry: TransportRegistry, storage: StorageDrivers, environment: [String: String]) {
+        self.registry = registry
+        self.storage = storage
+        self.environment = environment
+    }
 
     /// The config path: `--config`, else `$HERALD_CONFIG`, else `./config.json`.
     func configPath(_ arguments: ParsedArguments) -> String {
