@@ -50,9 +50,9 @@ let package = Package(
         // MARK: APNs simulators and the daemon
         .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "APNsBinaryProtocol", "CNGHTTP2"],
                 path: "Sources/HeraldSimulator"),
-        .target(name: "HeraldMatrix", dependencies: ["HeraldCore", "HeraldAPNs"], path: "Sources/HeraldMatrix"),
-        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldMatrix", "HeraldCrypto", "CMicroHTTPD", "CLinux"],
+        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldCrypto", "CMicroHTTPD", "CLinux"],
                 path: "Sources/HeraldServer"),
+        .target(name: "HeraldMatrix", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldServer"], path: "Sources/HeraldMatrix"),
 
         // MARK: Transport plugins
         .target(name: "HeraldAPNs", dependencies: ["HeraldCore", "HeraldCrypto"], path: "Plugins/APNsShared"),
@@ -66,7 +66,7 @@ let package = Package(
                 dependencies: ["HeraldCore", "HeraldAPNs", "HeraldMatrix", "HeraldSQLite", "HeraldCrypto", "HeraldServer", "HeraldSimulator", "APNsBinaryProtocol"],
                 path: "Sources/HeraldCLI"),
         .executableTarget(name: "herald",
-                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldMatrix", "HeraldSQLite", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
+                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldServer", "HeraldMatrix", "HeraldSQLite", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
                                          "HeraldAPNsBinary"],
                           path: "Sources/herald"),
 

@@ -2,6 +2,7 @@ import FoundationEssentials
 import Glibc
 import HeraldAPNs
 import HeraldCore
+import HeraldServer
 import HeraldSQLite
 
 /// Herald's command line: one binary that is the daemon, the admin CLI and the simulators.
@@ -70,9 +71,11 @@ public enum HeraldCLI {
     /// - Parameters:
     ///   - registry: the transport plugins.
     ///   - storage: the storage drivers (default: SQLite, the embedded one).
+    ///   - frontEnds: the front ends `herald serve` hosts beside the API (the Matrix gateway).
     public static func run(_ arguments: [String], registry: TransportRegistry, storage: StorageDrivers = .embedded,
+                           frontEnds: [any FrontEnd.Type] = [],
                            environment: [String: String] = ProcessInfo.processInfo.environment) async -> Int32 {
-        let context = CommandContext(registry: registry, storage: storage, environment: environment)
+        let context = CommandContext(registry: registry, storage: storage, environment: environment, frontEnds: frontEnds)
         if arguments.first == "bench" {
             context.console.err(benchMoved)
             return 2
