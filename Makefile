@@ -36,8 +36,9 @@ check: build
 	 HERALD_CLIENT_SECRET=$${HERALD_CLIENT_SECRET:-$$(cat var/client-secret 2>/dev/null || echo unset-client-secret-0123456789abcdef)} \
 	 $(HERALD) check --config $(CONFIG)
 
-## bench: benchmarks with reference tools measured in the same run.
+## bench: benchmarks with reference tools measured in the same run (herald-bench, its own binary).
 bench: build
+	$(SWIFT) build -c release --product herald-bench
 	@scripts/bench.sh
 
 ## fuzz: libFuzzer on the API's notification body readers (FUZZ_SECONDS, default 300).

@@ -18,6 +18,7 @@ let package = Package(
     platforms: [.iOS(.v16), .macOS(.v13)],
     products: [
         .executable(name: "herald", targets: ["herald"]),
+        .executable(name: "herald-bench", targets: ["herald-bench"]),
         .library(name: "HeraldCore", targets: ["HeraldCore"]),
         .library(name: "HeraldTestKit", targets: ["HeraldTestKit"]),
         .library(name: "HeraldClient", targets: ["HeraldClient"]),
@@ -49,9 +50,9 @@ let package = Package(
         // MARK: APNs simulators and the daemon
         .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "APNsBinaryProtocol", "CNGHTTP2"],
                 path: "Sources/HeraldSimulator"),
-        .target(name: "HeraldMatrix", dependencies: ["HeraldCore", "HeraldAPNs"], path: "Sources/HeraldMatrix"),
-        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldMatrix", "HeraldCrypto", "CMicroHTTPD", "CLinux"],
+        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldCrypto", "CMicroHTTPD", "CLinux"],
                 path: "Sources/HeraldServer"),
+        .target(name: "HeraldMatrix", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldServer"], path: "Sources/HeraldMatrix"),
 
         // MARK: Transport plugins
         .target(name: "HeraldAPNs", dependencies: ["HeraldCore", "HeraldCrypto"], path: "Plugins/APNsShared"),
@@ -65,9 +66,16 @@ let package = Package(
                 dependencies: ["HeraldCore", "HeraldAPNs", "HeraldMatrix", "HeraldSQLite", "HeraldCrypto", "HeraldServer", "HeraldSimulator", "APNsBinaryProtocol"],
                 path: "Sources/HeraldCLI"),
         .executableTarget(name: "herald",
-                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldMatrix", "HeraldSQLite", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
+                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldServer", "HeraldMatrix", "HeraldSQLite", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
                                          "HeraldAPNsBinary"],
                           path: "Sources/herald"),
+
+        // MARK: Benchmarks and load clients (`herald-bench`, not part of `herald`)
+        .target(name: "HeraldBench",
+                dependencies: ["HeraldCLI", "HeraldCore", "HeraldAPNs", "HeraldCrypto", "HeraldServer", "HeraldTestKit", "APNsBinaryProtocol",
+                               "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2", "HeraldAPNsBinary"],
+                path: "Sources/HeraldBench"),
+        .executableTarget(name: "herald-bench", dependencies: ["HeraldBench"], path: "Sources/herald-bench"),
 
         // MARK: The app side (iOS, macOS, Linux): Foundation only, no Herald module
         .target(name: "HeraldClient", path: "Sources/HeraldClient"),
@@ -92,6 +100,8 @@ let package = Package(
                     path: "Tests/LogTransportTests"),
         .testTarget(name: "HeraldCLITests", dependencies: ["HeraldAPNs", "HeraldMatrix", "herald", "HeraldCLI", "HeraldCrypto", "HeraldTestKit", "HeraldSimulator"],
                     path: "Tests/HeraldCLITests"),
+        .testTarget(name: "HeraldBenchTests", dependencies: ["HeraldBench", "HeraldCore", "HeraldServer", "HeraldTestKit", "herald", "herald-bench"],
+                    path: "Tests/HeraldBenchTests"),
         .testTarget(name: "HeraldSimulatorTests", dependencies: ["HeraldAPNs", "HeraldSimulator", "HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldSimulatorTests"),
         .testTarget(name: "HeraldServerTests", dependencies: ["HeraldAPNs", "HeraldMatrix", "HeraldServer", "HeraldSQLite", "HeraldPostgres", "HeraldCore", "HeraldSimulator", "HeraldTestKit",

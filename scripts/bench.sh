@@ -7,6 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HERALD=${HERALD:-.build/release/herald}
+HERALD_BENCH=${HERALD_BENCH:-.build/release/herald-bench}  # the benchmarks and load clients (Sources/HeraldBench)
+export HERALD  # herald-bench starts this herald for its daemons and simulators
 DURATION=${BENCH_DURATION:-10}
 
 need() { command -v "$1" >/dev/null 2>&1 || { echo "bench: $1 is missing; run scripts/bootstrap.sh" >&2; exit 1; }; }
@@ -134,14 +136,14 @@ bench_apns_http2() {
 # next to h2load on the same server: notifications/s, the ratio and CPU per notification.
 bench_transport() {
   need h2load
-  "$HERALD" bench apns-http2 --n "${BENCH_NOTIFICATIONS:-100000}" --work "$(mktemp -d /tmp/herald-bench-transport.XXXXXX)"
+  "$HERALD_BENCH" apns-http2 --n "${BENCH_NOTIFICATIONS:-100000}" --work "$(mktemp -d /tmp/herald-bench-transport.XXXXXX)"
 }
 
 # ES256, provider tokens and TLS record exchange, next to `openssl speed` on the same machine.
 bench_crypto() {
   need openssl
   local dir; dir=$(mktemp -d /tmp/herald-bench-crypto.XXXXXX)
-  "$HERALD" bench crypto --work "$dir" || { rm -rf "$dir"; return 1; }
+  "$HERALD_BENCH" crypto --work "$dir" || { rm -rf "$dir"; return 1; }
   rm -rf "$dir"
 }
 
@@ -149,7 +151,7 @@ bench_crypto() {
 # writer of the same frames (the ceiling): notifications/s, the ratio and CPU per notification.
 bench_binary() {
   local work; work=$(mktemp -d /tmp/herald-bench-binary.XXXXXX)
-  "$HERALD" bench apns-binary --n "${BENCH_BINARY_NOTIFICATIONS:-200000}" --rounds 3 --work "$work" || { rm -rf "$work"; return 1; }
+  "$HERALD_BENCH" apns-binary --n "${BENCH_BINARY_NOTIFICATIONS:-200000}" --rounds 3 --work "$work" || { rm -rf "$work"; return 1; }
   rm -rf "$work"
 }
 
@@ -198,7 +200,7 @@ JSON
 bench_storage() { scripts/bench-storage.sh; }
 
 # Live streams: N streams on one daemon, one notification to all, next to the HTTP layer alone.
-bench_stream() { "$HERALD" bench stream --n "${BENCH_STREAMS:-10000}"; }
+bench_stream() { "$HERALD_BENCH" stream --n "${BENCH_STREAMS:-10000}"; }
 
 sections=("$@")
 [ ${#sections[@]} -eq 0 ] && sections=(bench_api bench_apns_http2 bench_transport bench_crypto bench_binary bench_bulk bench_storage bench_stream)

@@ -5,31 +5,47 @@ import HeraldCore
 ///
 /// Accepts `--name value`, `--name=value` and bare flags; `-h`/`--help` anywhere asks for help.
 /// Unknown options and missing values are usage errors that name the option and the command.
-struct CommandSpec: Sendable {
-    struct Option: Sendable {
-        var name: String
+/// Package-wide so that `herald-bench` (`Sources/HeraldBench`) parses its options the same way.
+package struct CommandSpec: Sendable {
+    /// One `--name` option, a flag or a value.
+    package struct Option: Sendable {
+        package var name: String
         /// `nil` for a flag; else the placeholder shown in help (`APP`, `PATH`).
-        var value: String?
-        var help: String
-        var repeatable = false
+        package var value: String?
+        package var help: String
+        package var repeatable = false
 
-        static func flag(_ name: String, _ help: String) -> Option { Option(name: name, value: nil, help: help) }
-        static func value(_ name: String, _ placeholder: String, _ help: String, repeatable: Bool = false) -> Option {
+        /// A bare `--name`.
+        package static func flag(_ name: String, _ help: String) -> Option { Option(name: name, value: nil, help: help) }
+        /// `--name VALUE` (`placeholder` is shown in help).
+        package static func value(_ name: String, _ placeholder: String, _ help: String, repeatable: Bool = false) -> Option {
             Option(name: name, value: placeholder, help: help, repeatable: repeatable)
         }
     }
 
     /// `devices add`, `send`…
-    var path: String
-    var summary: String
-    var usage: String
-    var options: [Option]
-    var discussion: String = ""
+    package var path: String
+    package var summary: String
+    package var usage: String
+    package var options: [Option]
+    package var discussion: String = ""
+
+    /// A command's words, one-line summary, usage line (without the program), options and help text.
+    package init(path: String, summary: String, usage: String, options: [Option], discussion: String = "") {
+        self.path = path
+        self.summary = summary
+        self.usage = usage
+        self.options = options
+        self.discussion = discussion
+    }
 
     static let configOption = Option.value("config", "PATH", "configuration file (default: $HERALD_CONFIG, else ./config.json)")
 
-    var help: String {
-        var text = "\(summary)\n\nUsage: herald \(usage)\n"
+    var help: String { help(program: "herald") }
+
+    /// The `--help` text, with `program` (`herald`, `herald-bench`) in the usage line.
+    func help(program: String) -> String {
+        var text = "\(summary)\n\nUsage: \(program) \(usage)\n"
         if !discussion.isEmpty { text += "\n\(discussion)\n" }
         let all = options + [.flag("help", "show this help")]
         text += "\nOptions:\n"
@@ -91,23 +107,23 @@ struct CommandSpec: Sendable {
 }
 
 /// Parsed options of one command.
-struct ParsedArguments: Sendable {
+package struct ParsedArguments: Sendable {
     var values: [String: [String]] = [:]
     var flags: Set<String> = []
     var helpRequested = false
 
-    func value(_ name: String) -> String? { values[name]?.last }
-    func all(_ name: String) -> [String] { values[name] ?? [] }
-    func flag(_ name: String) -> Bool { flags.contains(name) }
+    package func value(_ name: String) -> String? { values[name]?.last }
+    package func all(_ name: String) -> [String] { values[name] ?? [] }
+    package func flag(_ name: String) -> Bool { flags.contains(name) }
 
     /// A required value, or a usage error naming the option.
-    func required(_ name: String, command: String) throws(CLIError) -> String {
+    package func required(_ name: String, command: String) throws(CLIError) -> String {
         guard let v = value(name), !v.isEmpty else { throw .usage("--\(name) is required", command: command) }
         return v
     }
 
     /// An integer value, or a usage error naming the option.
-    func int(_ name: String, command: String, in range: ClosedRange<Int>? = nil) throws(CLIError) -> Int? {
+    package func int(_ name: String, command: String, in range: ClosedRange<Int>? = nil) throws(CLIError) -> Int? {
         guard let text = value(name) else { return nil }
         guard let n = Int(text) else { throw .usage("--\(name): expected a whole number, found \"\(text)\"", command: command) }
         if let range, !range.contains(n) {
@@ -119,7 +135,7 @@ struct ParsedArguments: Sendable {
 
 /// Why a command stopped; decides the exit code, which means the same for every command
 /// (``exitCodes``).
-enum CLIError: Error, CustomStringConvertible {
+package enum CLIError: Error, CustomStringConvertible {
     /// Bad command line or input (an option, a value, a token, an app that is not configured):
     /// exit 2, with a pointer to `--help`.
     case usage(String, command: String)
@@ -149,14 +165,17 @@ enum CLIError: Error, CustomStringConvertible {
              failed, the store cannot be opened, the daemon cannot start
         """
 
-    var description: String {
+    package var description: String { description(program: "herald") }
+
+    /// The message, with `program` (`herald`, `herald-bench`) before the command.
+    func description(program: String) -> String {
         switch self {
         case .usage(let message, let command):
-            return "herald \(command): \(message)\nSee 'herald \(command) --help'."
+            return "\(program) \(command): \(message)\nSee '\(program) \(command) --help'."
         case .configuration(let lines):
             return lines.joined(separator: "\n")
         case .runtime(let message):
-            return "herald: \(message)"
+            return "\(program): \(message)"
         }
     }
 }

@@ -2,14 +2,25 @@ import FoundationEssentials
 import Glibc
 import HeraldAPNs
 import HeraldCore
+import HeraldServer
 import HeraldSQLite
 
 /// What every command shares: the environment, the registry, and loading the config.
-struct CommandContext: Sendable {
-    var registry: TransportRegistry
-    var storage: StorageDrivers
-    var environment: [String: String]
-    var console = Console()
+package struct CommandContext: Sendable {
+    package var registry: TransportRegistry
+    package var storage: StorageDrivers
+    package var environment: [String: String]
+    /// The front ends `herald serve` hosts beside the API.
+    package var frontEnds: [any FrontEnd.Type] = []
+    package var console = Console()
+
+    /// The plugins, drivers, front ends and environment commands run with.
+    package init(registry: TransportRegistry, storage: StorageDrivers, environment: [String: String], frontEnds: [any FrontEnd.Type] = []) {
+        self.registry = registry
+        self.storage = storage
+        self.environment = environment
+        self.frontEnds = frontEnds
+    }
 
     /// The config path: `--config`, else `$HERALD_CONFIG`, else `./config.json`.
     func configPath(_ arguments: ParsedArguments) -> String {

@@ -6,11 +6,14 @@ import Glibc
 #endif
 
 /// Where a command writes: results to stdout, errors and progress to stderr.
-struct Console: Sendable {
-    func out(_ text: String) { FileDescriptorOutput.standardOutput(text + "\n") }
-    func err(_ text: String) { FileDescriptorOutput.standardError(text + "\n") }
+package struct Console: Sendable {
+    package init() {}
+    /// Writes a line to standard output.
+    package func out(_ text: String) { FileDescriptorOutput.standardOutput(text + "\n") }
+    /// Writes a line to standard error.
+    package func err(_ text: String) { FileDescriptorOutput.standardError(text + "\n") }
     /// Writes without a newline (progress bars).
-    func errRaw(_ text: String) { FileDescriptorOutput.standardError(text) }
+    package func errRaw(_ text: String) { FileDescriptorOutput.standardError(text) }
 
     /// Whether stderr is a terminal (progress bars are drawn only there).
     var stderrIsTerminal: Bool { isatty(2) != 0 }

@@ -2,6 +2,7 @@ import FoundationEssentials
 import Glibc
 import HeraldAPNs
 import HeraldCore
+import HeraldServer
 import HeraldSQLite
 
 /// Herald's command line: one binary that is the daemon, the admin CLI and the simulators.
@@ -10,9 +11,16 @@ import HeraldSQLite
 public enum HeraldCLI {
     public static let version = "0.1.0"
 
-    struct Command: Sendable {
-        var spec: CommandSpec
-        var run: @Sendable (ParsedArguments, CommandContext) async throws(CLIError) -> Void
+    /// One command: its words and options, and what it does.
+    package struct Command: Sendable {
+        package var spec: CommandSpec
+        package var run: @Sendable (ParsedArguments, CommandContext) async throws(CLIError) -> Void
+
+        /// A command that runs `run` with its parsed options.
+        package init(spec: CommandSpec, run: @escaping @Sendable (ParsedArguments, CommandContext) async throws(CLIError) -> Void) {
+            self.spec = spec
+            self.run = run
+        }
     }
 
     static let commands: [Command] = [
@@ -26,10 +34,14 @@ public enum HeraldCLI {
         FeedbackCommand.command,
         SimulateHTTP2Command.command,
         SimulateBinaryCommands.gateway, SimulateBinaryCommands.feedback,
-        BenchCommand.command, BinaryBenchmark.command,
-        CryptoBenchCommand.command, StreamDaemonBench.command,
-        StreamBench.http, StreamBench.client,
     ]
+
+    /// What `herald bench …` answers: the benchmarks are a binary of their own.
+    static let benchMoved = """
+        herald bench: the benchmarks and load clients moved to their own binary, herald-bench
+        (`swift build -c release --product herald-bench`; `make bench` builds and runs them).
+        Run 'herald-bench --help' for the list.
+        """
 
     static var overview: String {
         var text = """
@@ -59,9 +71,27 @@ public enum HeraldCLI {
     /// - Parameters:
     ///   - registry: the transport plugins.
     ///   - storage: the storage drivers (default: SQLite, the embedded one).
+    ///   - frontEnds: the front ends `herald serve` hosts beside the API (the Matrix gateway).
     public static func run(_ arguments: [String], registry: TransportRegistry, storage: StorageDrivers = .embedded,
+                           frontEnds: [any FrontEnd.Type] = [],
                            environment: [String: String] = ProcessInfo.processInfo.environment) async -> Int32 {
-        let context = CommandContext(registry: registry, storage: storage, environment: environment)
+        let context = CommandContext(registry: registry, storage: storage, environment: environment, frontEnds: frontEnds)
+        if arguments.first == "bench" {
+            context.console.err(benchMoved)
+            return 2
+        }
+        return await dispatch(arguments, program: "herald", commands: commands, overview: overview, context: context)
+    }
+
+    /// Finds the command `arguments` name (the longest path of leading words), parses its options
+    /// and runs it; `--help`, `--version` and unknown commands are answered here. Shared by
+    /// `herald` and `herald-bench`.
+    /// - Parameters:
+    ///   - program: the binary's name, in usage lines and errors.
+    ///   - overview: printed for `--help` (and, as a usage error, for no command).
+    /// - Returns: the exit code (``CLIError/exitCodes``).
+    package static func dispatch(_ arguments: [String], program: String, commands: [Command], overview: String,
+                                 context: CommandContext) async -> Int32 {
         let console = context.console
         if arguments.isEmpty {
             console.err(overview)  // a usage error: no command
@@ -72,7 +102,7 @@ public enum HeraldCLI {
             return 0
         }
         if arguments.first == "--version" || arguments.first == "version" {
-            console.out("herald \(version)")
+            console.out("\(program) \(version)")
             return 0
         }
         // Longest command path that matches the leading words ("devices add" before "devices").
@@ -90,29 +120,29 @@ public enum HeraldCLI {
             let group = commands.filter { $0.spec.path.hasPrefix((words.first ?? "") + " ") }
             if !group.isEmpty {
                 if words.count == 1 && arguments.contains(where: { $0 == "--help" || $0 == "-h" }) {
-                    for c in group { console.out("herald \(c.spec.usage)\n    \(c.spec.summary)") }
+                    for c in group { console.out("\(program) \(c.spec.usage)\n    \(c.spec.summary)") }
                     return 0
                 }
-                console.err("herald \(words.first!): expected one of: \(group.map { $0.spec.path }.joined(separator: ", "))")
+                console.err("\(program) \(words.first!): expected one of: \(group.map { $0.spec.path }.joined(separator: ", "))")
                 return 2
             }
-            var message = "herald: unknown command \"\(words.first ?? arguments[0])\""
+            var message = "\(program): unknown command \"\(words.first ?? arguments[0])\""
             if let s = Spelling.closest(to: words.first ?? "", in: commands.map { String($0.spec.path.split(separator: " ")[0]) }) {
                 message += "; did you mean \"\(s)\"?"
             }
-            console.err(message + "\nRun 'herald --help' for the list of commands.")
+            console.err(message + "\nRun '\(program) --help' for the list of commands.")
             return 2
         }
         do {
             let parsed = try command.spec.parse(Array(arguments.dropFirst(used)))
             if parsed.helpRequested {
-                console.out(command.spec.help)
+                console.out(command.spec.help(program: program))
                 return 0
             }
             try await command.run(parsed, context)
             return 0
         } catch {
-            console.err(error.description)
+            console.err(error.description(program: program))
             return error.exitCode
         }
     }

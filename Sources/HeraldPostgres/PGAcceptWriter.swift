@@ -12,7 +12,7 @@ import HeraldCore
 /// A failing accept does not sink the others: the batch is then run again with a savepoint
 /// around each. A lost connection fails the whole batch with ``StoreUnavailableError`` (nothing
 /// was committed); the next batch reconnects.
-final class PGAcceptWriter: @unchecked Sendable {
+final class PGAcceptWriter: Sendable {
     struct Operation {
         /// Runs inside the batch transaction; returns the transports to wake and what to do after the commit.
         var run: (PGConnection) throws -> (wake: [String], after: () -> Void)
@@ -32,38 +32,33 @@ final class PGAcceptWriter: @unchecked Sendable {
         var wake: [String]
     }
 
-    private let conninfo: String
-    /// This node (``PostgresDeliveryQueue/nodeID``), stored as the deliveries' `accepted_by`.
-    private let node: String
-    private var db: PGConnection?
-    private let condition = ConditionLock()
-    private var pending: [Operation] = []
-    private var closing = false
-    private var finished = false
-    private let maxBatch: Int
-    private let observe: @Sendable (_ operations: Int, _ seconds: Double, _ statements: Int) -> Void
-    private let stats = Locked((commits: 0, operations: 0, roundTrips: 0))
-    /// Wake-ups on the writer's thread only: see ``WakeCoalescer``.
-    private var wakes = WakeCoalescer()
+    private let worker: BlockingWorker<Operation>
+    private let stats: Locked<(commits: Int, operations: Int, roundTrips: Int)>
 
-    /// Told after each commit which transports got work (this node's workers wake at once; other
-    /// nodes' through the coalesced `NOTIFY`).
-    private let committed: @Sendable (Set<String>) -> Void
-
+    /// Starts the writer thread.
+    /// - Parameters:
+    ///   - node: this node (``PostgresDeliveryQueue/nodeID``), stored as the deliveries' `accepted_by`.
+    ///   - committed: told after each commit which transports got work (this node's workers wake
+    ///     at once; other nodes' through the coalesced `NOTIFY`).
     init(conninfo: String, node: String, maxBatch: Int, committed: @escaping @Sendable (Set<String>) -> Void,
          observe: @escaping @Sendable (Int, Double, Int) -> Void) {
-        self.conninfo = conninfo
-        self.node = node
-        self.maxBatch = max(1, maxBatch)
-        self.committed = committed
-        self.observe = observe
-        OSThread.start(name: "herald-pg-accepts") { [unowned self] in self.loop() }
+        let stats = Locked((commits: 0, operations: 0, roundTrips: 0))
+        self.stats = stats
+        // The connection and the wake-up coalescer belong to the writer thread.
+        let local = ThreadConfined(WriterThread(conninfo: conninfo, node: node, committed: committed, observe: observe, stats: stats))
+        worker = BlockingWorker(name: "herald-pg-accepts", maxBatch: maxBatch, body: .init(
+            run: { local.value.runBatch($0) },
+            // A wake-up held back is sent when its window ends, even with no accept to carry it.
+            idle: { local.value.secondsUntilHeldWakes() },
+            tick: { local.value.sendHeldWakes() },
+            finished: { local.value.db = nil }))
+        local.confine(to: worker.thread)
     }
 
     /// Accepts waiting for their commit.
-    var waiting: Int { condition.withLock { pending.count } }
+    var waiting: Int { worker.waiting }
 
-    var isClosed: Bool { condition.withLock { closing } }
+    var isClosed: Bool { worker.isClosed }
 
     /// Commits, accepts committed, and statements sent (round trips) so far.
     var statistics: (commits: Int, operations: Int, roundTrips: Int) { stats.withLock { $0 } }
@@ -72,77 +67,64 @@ final class PGAcceptWriter: @unchecked Sendable {
     /// statement; `fallback` stores it alone (when the batch statement fails).
     func accept<T: Sendable>(_ plain: PlainAccept, result: T, fallback: @escaping (PGConnection) throws -> (T, [String])) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let op = Operation(run: { db in
+            submit(Operation(run: { db in
                 let (value, wake) = try fallback(db)
                 return (wake, { continuation.resume(returning: value) })
-            }, fail: { continuation.resume(throwing: $0) }, plain: plain, succeed: { continuation.resume(returning: result) })
-            let refused: Bool = condition.withLock {
-                if closing { return true }
-                pending.append(op)
-                condition.signal()
-                return false
-            }
-            if refused { op.fail(StoreError("the queue is closed")) }
+            }, fail: { continuation.resume(throwing: $0) }, plain: plain, succeed: { continuation.resume(returning: result) }))
         }
     }
 
     /// Runs `body` in the next group commit and returns its result once committed.
     func perform<T: Sendable>(_ body: @escaping (PGConnection) throws -> (T, [String])) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let op = Operation(run: { db in
+            submit(Operation(run: { db in
                 let (value, wake) = try body(db)
                 return (wake, { continuation.resume(returning: value) })
-            }, fail: { continuation.resume(throwing: $0) })
-            let refused: Bool = condition.withLock {
-                if closing { return true }
-                pending.append(op)
-                condition.signal()
-                return false
-            }
-            if refused { op.fail(StoreError("the queue is closed")) }
+            }, fail: { continuation.resume(throwing: $0) }))
         }
+    }
+
+    private func submit(_ op: Operation) {
+        if !worker.submit(op) { op.fail(StoreError("the queue is closed")) }
     }
 
     /// Stops taking work, finishes what is queued, and stops the thread.
     func close() {
-        condition.lock()
-        closing = true
-        condition.signal()
-        while !finished { condition.wait() }
-        condition.unlock()
+        worker.close()
+    }
+}
+
+/// What only the accept writer's thread touches: its connection, the wake-up coalescer, and
+/// the batches it runs.
+private struct WriterThread {
+    typealias Operation = PGAcceptWriter.Operation
+    typealias PlainAccept = PGAcceptWriter.PlainAccept
+
+    let conninfo: String
+    let node: String
+    let committed: @Sendable (Set<String>) -> Void
+    let observe: @Sendable (Int, Double, Int) -> Void
+    let stats: Locked<(commits: Int, operations: Int, roundTrips: Int)>
+    var db: PGConnection? = nil
+    /// See ``WakeCoalescer``.
+    var wakes = WakeCoalescer()
+
+    init(conninfo: String, node: String, committed: @escaping @Sendable (Set<String>) -> Void,
+         observe: @escaping @Sendable (Int, Double, Int) -> Void, stats: Locked<(commits: Int, operations: Int, roundTrips: Int)>) {
+        self.conninfo = conninfo
+        self.node = node
+        self.committed = committed
+        self.observe = observe
+        self.stats = stats
     }
 
-    private func loop() {
-        while true {
-            condition.lock()
-            while pending.isEmpty && !closing {
-                // A wake-up held back is sent when its window ends, even with no accept to carry it.
-                guard let due = wakes.nextDue else { condition.wait(); continue }
-                let left = Double(Int64(due) - Int64(DispatchTime.now().uptimeNanoseconds)) / 1e9
-                if left <= 0 { break }
-                condition.wait(seconds: left)
-            }
-            if pending.isEmpty && !closing {
-                condition.unlock()
-                sendHeldWakes()
-                continue
-            }
-            if pending.isEmpty && closing {
-                db = nil
-                finished = true
-                condition.broadcast()
-                condition.unlock()
-                return
-            }
-            let take = min(maxBatch, pending.count)
-            let batch = Array(pending.prefix(take))
-            pending.removeFirst(take)
-            condition.unlock()
-            runBatch(batch)
-        }
+    /// Seconds until the earliest held wake-up is due (`nil`: none is held).
+    func secondsUntilHeldWakes() -> Double? {
+        guard let due = wakes.nextDue else { return nil }
+        return Double(Int64(due) - Int64(DispatchTime.now().uptimeNanoseconds)) / 1e9
     }
 
-    private func runBatch(_ batch: [Operation]) {
+    mutating func runBatch(_ batch: [Operation]) {
         let start = DispatchTime.now().uptimeNanoseconds
         let db: PGConnection
         do {
@@ -164,7 +146,7 @@ final class PGAcceptWriter: @unchecked Sendable {
     }
 
     /// Sends the wake-ups whose window ended (a statement of its own, committed at once).
-    private func sendHeldWakes() {
+    mutating func sendHeldWakes() {
         let due = wakes.take(Set(), now: DispatchTime.now().uptimeNanoseconds)
         guard !due.isEmpty else { return }
         do {
@@ -181,7 +163,7 @@ final class PGAcceptWriter: @unchecked Sendable {
         case retryIsolated
     }
 
-    private func transaction(_ batch: [Operation], db: PGConnection, isolated: Bool) -> Outcome {
+    private mutating func transaction(_ batch: [Operation], db: PGConnection, isolated: Bool) -> Outcome {
         let sentBefore = db.executed
         func exec(_ sql: String, _ p: [String?] = []) throws {
             try db.execute(sql, p)
@@ -192,7 +174,7 @@ final class PGAcceptWriter: @unchecked Sendable {
             let plain = batch.map { $0.plain! }
             let wake = wakes.take(Set(plain.flatMap(\.wake)), now: DispatchTime.now().uptimeNanoseconds)
             do {
-                try db.execute(Self.batchInsertAndNotify, Self.batchParameters(plain, node: node) + [PostgresSchema.channel, PGArray.text(wake)],
+                try db.execute(PGAcceptWriter.batchInsertAndNotify, PGAcceptWriter.batchParameters(plain, node: node) + [PostgresSchema.channel, PGArray.text(wake)],
                                prepared: true)
                 committed(Set(plain.flatMap(\.wake)))
                 return .committed(batch.map(\.succeed), statements: db.executed - sentBefore)
@@ -214,7 +196,7 @@ final class PGAcceptWriter: @unchecked Sendable {
         let batched = isolated ? [] : batch.indices.filter { batch[$0].plain != nil }
         if batched.count > 1 {
             do {
-                try db.execute(Self.batchInsert, Self.batchParameters(batched.map { batch[$0].plain! }, node: node), prepared: true)
+                try db.execute(PGAcceptWriter.batchInsert, PGAcceptWriter.batchParameters(batched.map { batch[$0].plain! }, node: node), prepared: true)
                 for i in batched {
                     wake.formUnion(batch[i].plain!.wake)
                     done.append((batch[i].succeed, batch[i].fail))

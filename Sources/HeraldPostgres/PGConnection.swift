@@ -27,9 +27,10 @@ struct PGRows: Sendable {
     func string(_ row: Int, _ column: Int) -> String { rows[row][column] ?? "" }
 }
 
-/// One libpq connection. Not thread-safe: each belongs to one thread (a ``BlockingThread`` of
-/// the pool, the writer, or the listener), which is the only one to call it.
-final class PGConnection: @unchecked Sendable {
+/// One libpq connection. Not thread-safe, and not `Sendable`: each belongs to one thread (a
+/// ``BlockingThread`` of the pool, the accept writer's, the listener's), kept in a
+/// ``ThreadConfined`` bound to it or in that thread's own variables.
+final class PGConnection {
     private var conn: OpaquePointer?
     private let conninfo: String
     /// The connection string without its password, for messages.

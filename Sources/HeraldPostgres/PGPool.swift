@@ -6,11 +6,14 @@ import HeraldCore
 /// cooperative pool. A call goes to the connection with the fewest calls waiting; a connection
 /// opens on first use and reopens after the server went away.
 final class PGPool: Sendable {
-    private final class Slot: @unchecked Sendable {
+    private final class Slot: Sendable {
         let thread: BlockingThread
-        /// Used only on `thread`.
-        var connection: PGConnection?
-        init(name: String) { thread = BlockingThread(name: name) }
+        /// Opened on first use, on `thread`, the only one that touches it.
+        let connection: ThreadConfined<PGConnection?>
+        init(name: String) {
+            thread = BlockingThread(name: name)
+            connection = ThreadConfined(nil, to: thread.thread)
+        }
     }
 
     private let slots: [Slot]
@@ -33,15 +36,15 @@ final class PGPool: Sendable {
         defer { waiting.withLock { $0[index] -= 1 } }
         let slot = slots[index], conninfo = self.conninfo
         return try await slot.thread.run {
-            if slot.connection == nil { slot.connection = try PGConnection(conninfo) }
-            return try body(slot.connection!)
+            if slot.connection.value == nil { slot.connection.value = try PGConnection(conninfo) }
+            return try body(slot.connection.value!)
         }
     }
 
     /// Closes every connection and stops the threads.
     func close() async {
         for slot in slots {
-            _ = try? await slot.thread.run { slot.connection = nil }
+            _ = try? await slot.thread.run { slot.connection.value = nil }
             slot.thread.stop()
         }
     }

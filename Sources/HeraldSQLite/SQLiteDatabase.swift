@@ -14,9 +14,11 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
 
 /// One SQLite connection with a statement cache.
 ///
-/// Not thread-safe on its own: owners serialise access (``SQLiteTokenStore`` runs it on its own thread under a
-/// lock). Opened in WAL mode with the configured `synchronous` level and busy timeout.
-public final class SQLiteDatabase: @unchecked Sendable {
+/// Not thread-safe, and not `Sendable`: an owner keeps it in a ``ThreadConfined`` bound to the
+/// one thread that uses it (the token store's, a reader's, the group-commit writer's), which
+/// checks the thread on every access. Opened in WAL mode with the configured `synchronous`
+/// level and busy timeout.
+public final class SQLiteDatabase {
     private var handle: OpaquePointer?
     private var cache: [String: SQLiteStatement] = [:]
     public let path: String

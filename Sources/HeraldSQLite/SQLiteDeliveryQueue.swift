@@ -12,17 +12,25 @@ import HeraldCore
 ///
 /// - Important: one daemon per database file. Claims left `sent` by a previous run are
 ///   treated as interrupted when the queue opens (see ``interrupted(transport:)``).
-public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
+public final class SQLiteDeliveryQueue: DeliveryQueue, Sendable {
     /// The one writer connection and thread (the inbox shares it).
     let writer: SQLiteGroupCommitWriter
-    private let reader: SQLiteDatabase
-    /// The reader connection's own thread: a read may wait for a lock (busyTimeout).
+    /// The reader connection, on its own thread: a read may wait for a lock (busyTimeout).
+    private let reader: ThreadConfined<SQLiteDatabase>
     private let readerThread = BlockingThread(name: "herald-sqlite-read")
     private let counts: Locked<[String: QueueDepth]>
-    /// Notifications waiting for claims; used only on the writer thread.
-    private var cache = NotificationCache(limit: 20_000)
-    /// Statements of the writer thread, prepared once (see ``WriterStatements``).
-    private var statements = WriterStatements()
+    /// Notifications waiting for claims, and the writer's statements (prepared once, see
+    /// ``WriterStatements``): both confined to the writer thread.
+    private let writerCache: ThreadConfined<NotificationCache>
+    private let writerStatements = ThreadConfined(WriterStatements())
+    private var cache: NotificationCache {
+        get { writerCache.value }
+        _modify { yield &writerCache.value }
+    }
+    private var statements: WriterStatements {
+        get { writerStatements.value }
+        _modify { yield &writerStatements.value }
+    }
 
     /// Turns off SQLite's allocator statistics (a global mutex on every allocation) for this
     /// process. Call before the first database opens (the daemon does); later calls do nothing.
@@ -62,17 +70,21 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
             }
         }
         counts = Locked(depth)
-        reader = try SQLiteDatabase(path: path, synchronous: synchronous.rawValue.uppercased(), busyTimeout: busyTimeout)
+        reader = ThreadConfined(try SQLiteDatabase(path: path, synchronous: synchronous.rawValue.uppercased(), busyTimeout: busyTimeout),
+                                to: readerThread.thread)
         let commits = metrics.counter("herald_queue_commits_total", help: "Group commits of the queue's writer.")
         let sizes = metrics.histogram("herald_queue_commit_operations", help: "Operations (accepts, claims, outcomes) per group commit.",
                                       buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000])
         let times = metrics.histogram("herald_queue_commit_seconds", help: "Time of one group commit, fsync included.")
-        writer = SQLiteGroupCommitWriter(db: db, maxBatch: maxCommitBatch) { n, seconds in
+        let cache = ThreadConfined(NotificationCache(limit: 20_000))
+        writerCache = cache
+        writer = SQLiteGroupCommitWriter(db: db, maxBatch: maxCommitBatch, onRollback: { cache.value.removeAll() }) { n, seconds in
             commits.increment()
             sizes.observe(Double(n))
             times.observe(seconds)
         }
-        writer.onRollback = { [unowned self] in cache.removeAll() }
+        cache.confine(to: writer.thread)
+        writerStatements.confine(to: writer.thread)
     }
 
     /// Opens the queue a configuration names.
@@ -393,7 +405,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, @unchecked Sendable {
 
     /// Runs `body` with the reader connection on its own thread.
     private func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteDatabase) throws -> T) async throws -> T {
-        try await readerThread.run { [reader] in try body(reader) }
+        try await readerThread.run { [reader] in try body(reader.value) }
     }
 
     public func status(notificationID: String) async throws -> NotificationStatus? {

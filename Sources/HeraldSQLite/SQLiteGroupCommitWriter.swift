@@ -11,7 +11,7 @@ import HeraldCore
 /// Concurrent callers each pay a share of one fsync instead of one each. One failing operation
 /// does not undo the others (the batch is then run again with a savepoint around each); every
 /// result is delivered only after the shared `COMMIT` succeeded.
-final class SQLiteGroupCommitWriter: @unchecked Sendable {
+final class SQLiteGroupCommitWriter: Sendable {
     /// One unit of work: runs inside the batch transaction and returns what to do once the
     /// batch is committed. Throwing rolls back only this operation.
     struct Operation {
@@ -26,54 +26,42 @@ final class SQLiteGroupCommitWriter: @unchecked Sendable {
         var operations: Int = 0
     }
 
-    private let db: SQLiteDatabase
-    private let condition = ConditionLock()
-    private var pending: [Operation] = []
-    private var pendingAccepts = 0
-    private var closing = false
-    private var finished = false
-    private let maxBatch: Int
-    private let stats = Locked(Statistics())
-    private let observe: @Sendable (_ operations: Int, _ seconds: Double) -> Void
-    /// Called on the writer thread whenever writes were rolled back (an operation or a whole
-    /// batch), so caches filled during the transaction can be dropped.
-    var onRollback: () -> Void = {}
+    private let worker: BlockingWorker<Operation>
+    private let stats: Locked<Statistics>
 
-    init(db: SQLiteDatabase, maxBatch: Int, observe: @escaping @Sendable (Int, Double) -> Void) {
-        self.db = db
-        self.maxBatch = max(1, maxBatch)
-        self.observe = observe
-        OSThread.start(name: "herald-sqlite-writer") { [unowned self] in self.loop() }
+    /// Starts the writer thread, which owns `db` from now on.
+    /// - Parameter onRollback: called on the writer thread whenever writes were rolled back (an
+    ///   operation or a whole batch), so caches filled during the transaction can be dropped.
+    init(db: SQLiteDatabase, maxBatch: Int, onRollback: @escaping () -> Void = {},
+         observe: @escaping @Sendable (Int, Double) -> Void) {
+        let stats = Locked(Statistics())
+        self.stats = stats
+        let confined = ThreadConfined(db)
+        let batches = Batches(db: confined, stats: stats, observe: observe, onRollback: onRollback)
+        worker = BlockingWorker(name: "herald-sqlite-writer", maxBatch: maxBatch, body: .init(
+            run: { batches.run($0) },
+            // Everyone waits for this thread: ask for a larger CPU share (best effort; needs
+            // CAP_SYS_NICE, silently ignored without it).
+            started: { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0 /* on Linux: the calling thread */, -10) }))
+        confined.confine(to: worker.thread)
     }
+
+    /// The writer's thread (values used only inside operations can be confined to it).
+    var thread: ThreadID { worker.thread }
 
     /// Accept operations (enqueues) waiting for their commit.
-    var waitingAccepts: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return pendingAccepts
-    }
+    var waitingAccepts: Int { worker.countedWaiting }
 
     var statistics: Statistics { stats.withLock { $0 } }
 
     /// Whether ``close()`` was called (new work is refused).
-    var isClosed: Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        return closing
-    }
+    var isClosed: Bool { worker.isClosed }
 
     /// Queues an operation; it runs on the writer thread.
     func submit(_ operation: Operation) {
-        condition.lock()
-        if closing {
-            condition.unlock()
+        if !worker.submit(operation, counted: operation.isAccept) {
             operation.fail(StoreError("the queue is closed"))
-            return
         }
-        pending.append(operation)
-        if operation.isAccept { pendingAccepts += 1 }
-        condition.signal()
-        condition.unlock()
     }
 
     /// Runs `body` on the writer thread in a transaction and returns its result.
@@ -91,33 +79,21 @@ final class SQLiteGroupCommitWriter: @unchecked Sendable {
 
     /// Stops taking work, finishes what is queued, and stops the thread.
     func close() {
-        condition.lock()
-        closing = true
-        condition.signal()
-        while !finished { condition.wait() }
-        condition.unlock()
+        worker.close()
     }
+}
 
-    private func loop() {
-        // Everyone waits for this thread: ask for a larger CPU share (best effort; needs
-        // CAP_SYS_NICE, silently ignored without it).
-        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0 /* on Linux: the calling thread */, -10)
-        while true {
-            condition.lock()
-            while pending.isEmpty && !closing { condition.wait() }
-            if pending.isEmpty && closing {
-                finished = true
-                condition.broadcast()
-                condition.unlock()
-                return
-            }
-            let take = min(maxBatch, pending.count)
-            let batch = Array(pending.prefix(take))
-            pending.removeFirst(take)
-            pendingAccepts -= batch.reduce(0) { $0 + ($1.isAccept ? 1 : 0) }
-            condition.unlock()
-            runBatch(batch)
-        }
+/// What the writer thread does with a batch: one transaction, savepoints when one fails.
+private struct Batches {
+    let db: ThreadConfined<SQLiteDatabase>
+    let stats: Locked<SQLiteGroupCommitWriter.Statistics>
+    let observe: @Sendable (Int, Double) -> Void
+    let onRollback: () -> Void
+
+    typealias Operation = SQLiteGroupCommitWriter.Operation
+
+    func run(_ batch: [Operation]) {
+        runBatch(batch)
     }
 
     private func runBatch(_ batch: [Operation]) {
@@ -149,6 +125,7 @@ final class SQLiteGroupCommitWriter: @unchecked Sendable {
     /// Runs `batch` in one transaction. `isolated`: each operation under its own savepoint; a
     /// failing one is told at once and the others go on.
     private func transaction(_ batch: [Operation], isolated: Bool) -> Outcome {
+        let db = self.db.value
         do {
             try db.statement("BEGIN IMMEDIATE").run()
         } catch {
@@ -194,7 +171,7 @@ final class SQLiteGroupCommitWriter: @unchecked Sendable {
     }
 
     private func rollback() {
-        try? db.execute("ROLLBACK", operation: "rollback queue transaction")
+        try? db.value.execute("ROLLBACK", operation: "rollback queue transaction")
         onRollback()
     }
 }

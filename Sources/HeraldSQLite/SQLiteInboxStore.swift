@@ -10,14 +10,19 @@ import HeraldCore
 /// writer connections on one file took turns through the busy handler's sleeps: a 10,000-stream
 /// broadcast took p99 0.7 s). Replays and counters are read on a connection on a thread of its
 /// own. Nothing runs on Swift's cooperative pool.
-final class SQLiteInboxStore: InboxStore, @unchecked Sendable {
+final class SQLiteInboxStore: InboxStore, Sendable {
     private let writer: SQLiteGroupCommitWriter
     /// Whether ``close()`` closes the writer (not when it is the queue's).
     private let ownsWriter: Bool
-    private let reader: SQLiteDatabase
+    /// The reader connection, confined to its own thread.
+    private let reader: ThreadConfined<SQLiteDatabase>
     private let readerThread = BlockingThread(name: "herald-inbox-read")
-    /// Statements of the writer thread, prepared once; used only on that thread.
-    private var statements = Statements()
+    /// Statements of the writer thread, prepared once; confined to that thread.
+    private let writerStatements = ThreadConfined(Statements())
+    private var statements: Statements {
+        get { writerStatements.value }
+        _modify { yield &writerStatements.value }
+    }
 
     /// Opens the inbox in the database at `path` (migrating it).
     init(path: String, synchronous: StorageConfiguration.Synchronous = .full, busyTimeout: TimeInterval = 5) throws {
@@ -27,17 +32,19 @@ final class SQLiteInboxStore: InboxStore, @unchecked Sendable {
         let level = synchronous.rawValue.uppercased()
         let db = try SQLiteDatabase(path: path, synchronous: level, busyTimeout: busyTimeout)
         try HeraldSchema.migrations.apply(to: db)
-        reader = try SQLiteDatabase(path: path, synchronous: level, busyTimeout: busyTimeout)
+        reader = ThreadConfined(try SQLiteDatabase(path: path, synchronous: level, busyTimeout: busyTimeout), to: readerThread.thread)
         writer = SQLiteGroupCommitWriter(db: db, maxBatch: 64) { _, _ in }
         ownsWriter = true
+        writerStatements.confine(to: writer.thread)
     }
 
     /// The inbox on the queue's writer (the daemon's case): `writer` has migrated the file.
     init(sharing writer: SQLiteGroupCommitWriter, configuration: StorageConfiguration) throws {
         self.writer = writer
         ownsWriter = false
-        reader = try SQLiteDatabase(path: configuration.path, synchronous: configuration.synchronous.rawValue.uppercased(),
-                                    busyTimeout: configuration.busyTimeout)
+        reader = ThreadConfined(try SQLiteDatabase(path: configuration.path, synchronous: configuration.synchronous.rawValue.uppercased(),
+                                                   busyTimeout: configuration.busyTimeout), to: readerThread.thread)
+        writerStatements.confine(to: writer.thread)
     }
 
     convenience init(configuration: StorageConfiguration) throws {
@@ -90,7 +97,7 @@ final class SQLiteInboxStore: InboxStore, @unchecked Sendable {
     func entries(app: String, user: String, device: String, after: Int64, limit: Int) async throws -> [InboxEntry] {
         guard limit > 0 else { return [] }
         return try await readerThread.run { [reader] in
-            try reader.withStatement("""
+            try reader.value.withStatement("""
                 SELECT seq, notification, event, created_at FROM inbox
                 WHERE app = ?1 AND user = ?2 AND device = ?3 AND seq > ?4 ORDER BY seq LIMIT ?5
                 """) { s in
@@ -107,7 +114,7 @@ final class SQLiteInboxStore: InboxStore, @unchecked Sendable {
 
     func entry(app: String, user: String, device: String, notificationID: String) async throws -> InboxEntry? {
         try await readerThread.run { [reader] in
-            try reader.withStatement("""
+            try reader.value.withStatement("""
                 SELECT seq, event, created_at FROM inbox WHERE app = ?1 AND user = ?2 AND device = ?3 AND notification = ?4
                 ORDER BY seq LIMIT 1
                 """) { s in
@@ -121,7 +128,7 @@ final class SQLiteInboxStore: InboxStore, @unchecked Sendable {
 
     func lastSequence(app: String, user: String) async throws -> Int64 {
         try await readerThread.run { [reader] in
-            try reader.withStatement("SELECT seq FROM inbox_sequences WHERE app = ?1 AND user = ?2") { s in
+            try reader.value.withStatement("SELECT seq FROM inbox_sequences WHERE app = ?1 AND user = ?2") { s in
                 s.bind(1, app).bind(2, user)
                 return try s.step() ? s.int64(0) : 0
             }

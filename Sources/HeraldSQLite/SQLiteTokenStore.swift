@@ -8,15 +8,19 @@ import HeraldCore
 /// statements and takes microseconds, but a commit may fsync and a writer may wait up to
 /// `busyTimeout` for another process (the daemon and the CLI may share the file), and neither
 /// may hold a thread of Swift's cooperative pool.
-public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
-    private let lock = ConditionLock()
-    private let db: SQLiteDatabase
+public final class SQLiteTokenStore: TokenStore, Sendable {
+    /// The connection, confined to ``thread`` once opened and migrated.
+    private let connection: ThreadConfined<SQLiteDatabase>
     private let thread = BlockingThread(name: "herald-sqlite-store")
+    private let version: Int
+    private var db: SQLiteDatabase { connection.value }
 
     /// Opens (creating and migrating) the store at `path` (`":memory:"` for a private in-memory one).
     public init(path: String, synchronous: StorageConfiguration.Synchronous = .full, busyTimeout: TimeInterval = 5) throws {
-        db = try SQLiteDatabase(path: path, synchronous: synchronous.rawValue.uppercased(), busyTimeout: busyTimeout)
+        let db = try SQLiteDatabase(path: path, synchronous: synchronous.rawValue.uppercased(), busyTimeout: busyTimeout)
         try HeraldSchema.migrations.apply(to: db)
+        version = try db.userVersion()
+        connection = ThreadConfined(db, to: thread.thread)
     }
 
     /// Opens the store a configuration names.
@@ -24,20 +28,12 @@ public final class SQLiteTokenStore: TokenStore, @unchecked Sendable {
         try self.init(path: configuration.path, synchronous: configuration.synchronous, busyTimeout: configuration.busyTimeout)
     }
 
-    /// The schema version of the open database.
-    public func schemaVersion() throws -> Int {
-        try locked { try db.userVersion() }
-    }
+    /// The schema version of the open database (as migrated when it opened).
+    public func schemaVersion() throws -> Int { version }
 
-    private func locked<T>(_ body: () throws -> T) throws -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body()
-    }
-
-    /// Runs `body` on the store's own thread with the connection locked.
+    /// Runs `body` on the store's own thread, the only one that touches the connection.
     private func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await thread.run { [self] in try locked(body) }
+        try await thread.run(body)
     }
 
     private static let columns = "app, token, user, transport, attributes, created_at, updated_at, invalidated_at, invalidation_reason"

@@ -37,12 +37,15 @@ public enum PackagePaths {
     }()
 
     /// The `herald` executable built next to the running tests (`.build/<config>/herald`).
-    public static var heraldBinary: String {
+    public static var heraldBinary: String { executable("herald") }
+
+    /// The package's executable `name` (`herald`, `herald-bench`) built next to the running tests.
+    public static func executable(_ name: String) -> String {
         let testBundle = Bundle.main.bundleURL
         let candidates = [
-            testBundle.appendingPathComponent("herald").path,
-            testBundle.deletingLastPathComponent().appendingPathComponent("herald").path,
-            "\(root)/.build/debug/herald",
+            testBundle.appendingPathComponent(name).path,
+            testBundle.deletingLastPathComponent().appendingPathComponent(name).path,
+            "\(root)/.build/debug/\(name)",
         ]
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates.last!
     }

@@ -8,6 +8,7 @@ import HeraldLocalTransport
 import HeraldLogTransport
 import HeraldMatrix
 import HeraldPostgres
+import HeraldServer
 import HeraldSQLite
 
 // A parent may start us with signals blocked (a thread of a thread pool blocks nearly all, and a
@@ -18,7 +19,7 @@ sigemptyset(&handled)
 for s in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&handled, s) }
 pthread_sigmask(SIG_UNBLOCK, &handled, nil)
 
-// Transport plugins, front ends' configuration sections and storage drivers are registered here, explicitly, once.
+// Transport plugins, front ends (and their configuration sections) and storage drivers are registered here, explicitly, once.
 var registry = TransportRegistry()
 registry.register(section: MatrixConfiguration.self)
 registry.register(LogTransport.self)
@@ -30,5 +31,7 @@ var storage = StorageDrivers()
 storage.register(SQLiteStorageDriver())
 storage.register(PostgresStorageDriver())
 
-let code = await HeraldCLI.run(Array(CommandLine.arguments.dropFirst()), registry: registry, storage: storage)
+let frontEnds: [any FrontEnd.Type] = [MatrixGateway.self]
+
+let code = await HeraldCLI.run(Array(CommandLine.arguments.dropFirst()), registry: registry, storage: storage, frontEnds: frontEnds)
 exit(code)

@@ -98,7 +98,7 @@ import Testing
         #expect(help.stdout.contains("Usage: herald feedback [--transport NAME] [--dry-run] [--config PATH]"))
         #expect(try Run.herald(["--help"]).stdout.contains("  feedback"))
         let bench = try Run.herald(["bench", "apns-binary", "--help"])
-        #expect(bench.status == 0 && bench.stdout.contains("Usage: herald bench apns-binary [--n N] [--rounds R]"))
+        #expect(bench.status == 2 && bench.stderr.contains("moved to their own binary, herald-bench"), "\(bench.stderr)")
         let gateway = try BinarySimulatorHarness.gateway()
         defer { gateway.stop() }
         let f = try Self.fixture(gateway: gateway)

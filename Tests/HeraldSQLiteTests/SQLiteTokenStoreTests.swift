@@ -177,7 +177,8 @@ import Testing
         defer { dir.remove() }
         let path = dir.file("herald.db")
         let store = try SQLiteTokenStore(path: path, synchronous: .normal, busyTimeout: 20)
-        let holder = try SQLiteDatabase(path: path, synchronous: "NORMAL", busyTimeout: 0)
+        // Another connection, used by this task and then by the one child task that releases it.
+        nonisolated(unsafe) let holder = try SQLiteDatabase(path: path, synchronous: "NORMAL", busyTimeout: 0)
         try holder.execute("BEGIN IMMEDIATE", operation: "hold the write lock")
         let calls = ProcessInfo.processInfo.activeProcessorCount + 2
         let released = Locked(false)

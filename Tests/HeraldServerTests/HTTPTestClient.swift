@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import HeraldTestKit
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,7 +1,7 @@
 import Foundation
 import HeraldCore
-import HeraldMatrix
-@testable import HeraldServer
+@testable import HeraldMatrix
+import HeraldServer
 import HeraldTestKit
 import Testing
 

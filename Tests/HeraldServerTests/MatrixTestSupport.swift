@@ -49,7 +49,8 @@ struct MatrixGatewayFixture {
                                                               registry: registry, environment: [:])
             let logs = RecordingLogHandler()
             let daemon = Daemon(configuration: configuration, registry: registry, storage: .embedded, logSink: logs,
-                                options: Daemon.Options(random: { 0.5 }, environment: [:], probeInterval: 0.2))
+                                options: Daemon.Options(random: { 0.5 }, environment: [:], probeInterval: 0.2,
+                                                        frontEnds: [MatrixGateway.self]))
             let port = try await daemon.start()
             let test = TestDaemon(directory: directory, daemon: daemon, port: port, logs: logs)
             // Stopped by the suite's .stopsDaemons trait on every path, too.

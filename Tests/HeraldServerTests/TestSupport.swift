@@ -131,7 +131,7 @@ struct TestDaemon {
         let daemon = Daemon(configuration: configuration, registry: registry, storage: .embedded, logSink: logs,
                             options: Daemon.Options(clock: clock, random: { 0.5 },
                                                     makeTransport: { spec, _ in make(spec.name) },
-                                                    environment: [:]))
+                                                    environment: [:], frontEnds: [MatrixGateway.self]))
         let port = try await daemon.start()
         let started = TestDaemon(directory: directory, daemon: daemon, port: port, logs: logs)
         if let scope = StopsDaemons.current {

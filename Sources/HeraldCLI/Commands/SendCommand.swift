@@ -106,6 +106,7 @@ enum SendCommand {
                     w.object { o in
                         o.string("token", d.token); o.string("user", d.user); o.string("transport", d.transport)
                         o.string("message_id", d.messageID.lowercasedString)
+                        if let environment = routeEnvironment(d, attributes: attributes, configuration) { o.string("environment", environment) }
                         if d.payload.headers[APNsRoute.Header.pushType] != nil {
                             // What APNs would get (the fields this output always had).
                             let options = APNsSendOptions(d.payload)
@@ -289,6 +290,14 @@ enum SendCommand {
             throw .usage("nothing to send: give --alert, --title/--body, --badge, --sound, --content-available, --data or --push-type widgets", command: command)
         }
         return content
+    }
+
+    /// The APNs environment a delivery's route would send it to (the route's own device
+    /// attribute, as it normalises the token), `nil` for a route that has none.
+    static func routeEnvironment(_ d: Delivery, attributes: DeviceAttributes, _ configuration: HeraldConfiguration) -> String? {
+        guard let route = configuration.transports[d.transport]?.configuration,
+              let address = try? route.address(.token(d.token), attributes: attributes) else { return nil }
+        return address.attributes[APNsEnvironment.attribute]
     }
 
     /// Whether `transport` renders APNs payloads (its reports keep the deprecated `apns_id`).

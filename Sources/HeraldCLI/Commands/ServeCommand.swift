@@ -49,7 +49,8 @@ enum ServeCommand {
         }
         for warning in configuration.configuration.warnings { context.console.err("\(path): warning: \(warning)") }
         let daemon = Daemon(configuration: configuration, registry: context.registry, storage: context.storage,
-                            options: Daemon.Options(environment: context.environment, announce: true, handleSignals: true))
+                            options: Daemon.Options(environment: context.environment, announce: true, handleSignals: true,
+                                                    frontEnds: context.frontEnds))
         do throws(DaemonError) {
             try await daemon.start()
         } catch {

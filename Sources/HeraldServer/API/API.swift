@@ -1,7 +1,6 @@
 import FoundationEssentials
 import Glibc
 import HeraldCore
-import HeraldMatrix
 
 /// What the API reads that a reload may replace, swapped as a whole.
 public final class RuntimeSnapshot: Sendable {
@@ -71,15 +70,31 @@ public final class API: Sendable {
     private let metrics: ServerMetrics
     let deliveryMetrics: DeliveryMetrics
     private let logger: Logger
-    /// The Matrix gateway's rate limiter and counters (Matrix/MatrixGateway.swift).
-    let matrixState: MatrixGatewayState
+    /// The front ends served beside the API, each on the paths it claims (``FrontEnd/paths``).
+    let frontEnds: [any FrontEnd]
 
-    public init(_ dependencies: Dependencies, metrics: MetricsRegistry, logger: Logger) {
+    /// - Parameter frontEnds: made here, each with the API's accept path (``FrontEndContext``).
+    public init(_ dependencies: Dependencies, metrics: MetricsRegistry, logger: Logger, frontEnds: [any FrontEnd.Type] = []) {
         deps = dependencies
         self.metrics = ServerMetrics(registry: metrics)
-        matrixState = MatrixGatewayState(registry: metrics)
         self.deliveryMetrics = DeliveryMetrics(registry: metrics)
-        self.logger = logger.labeled("api")
+        let logger = logger.labeled("api")
+        self.logger = logger
+        // The front ends reach the accept path through this reference, set once the API exists.
+        let api = APIReference()
+        let context = FrontEndContext(configuration: { dependencies.snapshot().configuration }, store: dependencies.store,
+                                      accept: { request in
+                                          guard let api = api.api else { throw APIError.shuttingDown }
+                                          return try await api.accept(request)
+                                      },
+                                      clock: dependencies.clock, logger: logger, metrics: metrics)
+        self.frontEnds = frontEnds.map { $0.init(context: context) }
+        api.api = self
+    }
+
+    /// The front end that claims `request`'s path, if any.
+    func frontEnd(for request: HTTPRequest) -> (any FrontEnd)? {
+        frontEnds.first { type(of: $0).claims(request.path) }
     }
 
     // MARK: Routing
@@ -180,17 +195,30 @@ public final class API: Sendable {
     /// Answers at once (on the server thread) what needs no store or queue (errors, `/healthz`,
     /// `/metrics`); `nil` otherwise.
     public func immediate(_ request: HTTPRequest) -> HTTPResponse? {
-        if Self.isMatrix(request) { return matrixImmediate(request, ownListener: false) }
+        if let frontEnd = frontEnd(for: request) { return immediate(request, frontEnd: frontEnd, ownListener: false) }
         return immediate(request, checked: check(request))
     }
 
+    /// A front end's immediate answer, counted by its route label.
+    func immediate(_ request: HTTPRequest, frontEnd: any FrontEnd, ownListener: Bool) -> HTTPResponse? {
+        let response = frontEnd.immediate(request, ownListener: ownListener)
+        if let response { metrics.request(route: frontEnd.routeLabel(request), status: response.status) }
+        return response
+    }
+
+    /// A front end's answer, counted by its route label.
+    func handle(_ request: HTTPRequest, frontEnd: any FrontEnd, ownListener: Bool) async -> HTTPResponse {
+        let response = await frontEnd.handle(request, ownListener: ownListener)
+        metrics.request(route: frontEnd.routeLabel(request), status: response.status)
+        return response
+    }
+
     /// The `route` label of `herald_http_requests_total` for a request: its matched route
-    /// (method and path template), else ``unmatchedRoute``; never the raw path.
-    static func routeLabel(_ request: HTTPRequest) -> String {
-        if isMatrix(request) {
-            return request.method == "POST" && request.pathSegments == matrixNotifyPath ? matrixRoute : unmatchedRoute
-        }
-        return (try? route(request).get())?.label ?? unmatchedRoute
+    /// (method and path template; a front end's own label for its paths), else
+    /// ``unmatchedRoute``; never the raw path.
+    func routeLabel(_ request: HTTPRequest) -> String {
+        if let frontEnd = frontEnd(for: request) { return frontEnd.routeLabel(request) }
+        return (try? Self.route(request).get())?.label ?? Self.unmatchedRoute
     }
 
     /// The route label of requests that match no route (or not with their method).
@@ -199,13 +227,13 @@ public final class API: Sendable {
     /// Counts an answer the HTTP server gave itself, before any handler (503 `too_many_streams`,
     /// `too_many_connections`, `shutting_down`; 400 for an ambiguous length), by route.
     public func recordServerAnswer(method: String, path: String, status: Int) {
-        metrics.request(route: Self.routeLabel(HTTPRequest(method: method, path: path)), status: status)
+        metrics.request(route: routeLabel(HTTPRequest(method: method, path: path)), status: status)
     }
 
     private func immediate(_ request: HTTPRequest, checked: Result<Route, APIError>) -> HTTPResponse? {
         switch checked {
         case .failure(let e):
-            let route = Self.routeLabel(request)
+            let route = routeLabel(request)
             metrics.request(route: route, status: e.status)
             return e.response
         case .success(let route):
@@ -225,7 +253,7 @@ public final class API: Sendable {
 
     /// Answers any request.
     public func handle(_ request: HTTPRequest) async -> HTTPResponse {
-        if Self.isMatrix(request) { return await matrixHandle(request, ownListener: false) }
+        if let frontEnd = frontEnd(for: request) { return await handle(request, frontEnd: frontEnd, ownListener: false) }
         let checked = check(request)
         if let response = immediate(request, checked: checked) { return response }
         guard case .success(let route) = checked else { return APIError.notFound("no route").response }
@@ -317,8 +345,22 @@ public final class API: Sendable {
         return app
     }
 
+    /// Why the devices API refuses `user`: it belongs to a front end (`matrix:…`); `nil` otherwise.
+    func reservedUserRefusal(_ user: String) -> String? {
+        for frontEnd in frontEnds {
+            guard let reserved = type(of: frontEnd).reservedUsers, user.hasPrefix(reserved.prefix) else { continue }
+            return "users named \"\(reserved.prefix)…\" belong to \(reserved.owner); register the device under one of your own user ids"
+        }
+        return nil
+    }
+
     var now: Date { deps.clock.now }
     var dependencies: Dependencies { deps }
     var serverMetrics: ServerMetrics { metrics }
     var apiLogger: Logger { logger }
+}
+
+/// The API as its front ends' accept path sees it: set once, right after the API is made.
+private final class APIReference: @unchecked Sendable {
+    weak var api: API?
 }

@@ -38,6 +38,8 @@ final class CoalescingTokenStore: TokenStore {
 
     let base: any TokenStore
     private let state = Locked(State())
+    /// The drains running (at most one at a time), awaited by ``finish()``.
+    private let drains = OwnedTasks()
 
     init(_ base: any TokenStore) { self.base = base }
 
@@ -51,8 +53,14 @@ final class CoalescingTokenStore: TokenStore {
                 s.running = true
                 return true
             }
-            if lead { Task { await drain() } }
+            if lead { drains.spawn { [self] in await drain() } }
         }
+    }
+
+    /// Waits for the look-ups in flight to be answered (the daemon calls it when it stops,
+    /// after its HTTP server, so no new one comes).
+    func finish() async {
+        await drains.finish()
     }
 
     /// Runs queries until nobody waits.

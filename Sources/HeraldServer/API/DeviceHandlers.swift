@@ -24,9 +24,9 @@ extension API {
         if !context.errors.isEmpty { throw Self.issuesError(context.errors) }
         let app = try app(appID, field: "app", in: configuration)
         if let problem = FieldLimits.userProblem(user!) { throw APIError.invalid("user", problem) }
-        if Self.isMatrixUser(user!) {
-            // The gateway pushes only to its own namespace: the API must not be able to put a device there.
-            throw APIError.invalid("user", "users named \"matrix:…\" belong to the Matrix gateway (its pushers' devices); register the device under one of your own user ids")
+        if let refusal = reservedUserRefusal(user!) {
+            // A front end pushes only to its own namespace: the API must not be able to put a device there.
+            throw APIError.invalid("user", refusal)
         }
         let input: DeviceAddressInput
         switch (rawToken, subscription) {

@@ -2,7 +2,6 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import HeraldCore
-import HeraldMatrix
 
 /// `POST /v1/notifications` and `GET /v1/notifications/{id}`.
 extension API {
@@ -19,7 +18,7 @@ extension API {
     }
 
     /// Plans, bounds and durably enqueues a notification (the one accept path, shared by
-    /// `/v1/notifications` and the Matrix gateway): the receipt comes back once it is committed.
+    /// `/v1/notifications` and the front ends): the receipt comes back once it is committed.
     /// - Throws: ``APIError`` (400 for the request, 503 when the queue is full or backed up).
     func accept(_ notification: NotificationRequest) async throws -> EnqueueReceipt {
         let snapshot = dependencies.snapshot()

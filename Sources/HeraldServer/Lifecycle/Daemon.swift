@@ -1,7 +1,6 @@
 import FoundationEssentials
 import Glibc
 import HeraldCore
-import HeraldMatrix
 
 /// `herald serve`: the HTTP API, the durable queue, a worker per transport, housekeeping, and
 /// the lifecycle (SIGTERM/SIGINT stop it within a deadline, SIGHUP reloads the configuration).
@@ -32,12 +31,15 @@ public final class Daemon: Sendable {
         /// `listening on` is announced; ``Daemon/runUntilSignalled()`` acts on the ones that arrived.
         /// - Important: process-wide; only for the process's one daemon (`herald serve`), not in tests.
         public var handleSignals: Bool
+        /// The front ends to serve beside the API (the Matrix push gateway), registered in `main`.
+        public var frontEnds: [any FrontEnd.Type]
 
         public init(clock: any WallClock = SystemClock(), random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
                     makeTransport: (@Sendable (TransportSpec, TransportContext) throws -> any Transport)? = nil,
                     environment: [String: String] = ProcessInfo.processInfo.environment,
                     probeInterval: TimeInterval? = nil, lockDatabase: Bool = true, announce: Bool = false,
-                    handleSignals: Bool = false) {
+                    handleSignals: Bool = false, frontEnds: [any FrontEnd.Type] = []) {
+            self.frontEnds = frontEnds
             self.clock = clock
             self.random = random
             self.makeTransport = makeTransport
@@ -64,8 +66,8 @@ public final class Daemon: Sendable {
         /// The store as fan-out reads it (concurrent look-ups share a query).
         var lookups: CoalescingTokenStore
         var server: HTTPServer
-        /// The Matrix gateway's own listener (`matrix.listen`).
-        var matrixServer: HTTPServer? = nil
+        /// Front ends' own listeners (`matrix.listen`), by front-end name.
+        var frontEndServers: [String: HTTPServer] = [:]
         /// The live streams of `GET /v1/stream` (presence and the local transport's write path).
         var streams: StreamHub
         var maintenance: Task<Void, Never>?
@@ -164,7 +166,8 @@ public final class Daemon: Sendable {
                 let storeOpen = await self?.storeAnswers(queue) ?? false
                 return Readiness(storeOpen: storeOpen, transports: self?.pool.statuses ?? [:])
             },
-            wake: { [weak self] names in self?.pool.wake(names) }, streams: streams), metrics: metrics, logger: logger)
+            wake: { [weak self] names in self?.pool.wake(names) }, streams: streams), metrics: metrics, logger: logger,
+            frontEnds: options.frontEnds)
         var serverOptions = HTTPServer.Options(config.server, maxBodyBytes: config.api.maxBodyBytes,
                                                maxStreams: config.api.streams.maxStreams)
         serverOptions.answeredByServer = { api.recordServerAnswer(method: $0, path: $1, status: $2) }
@@ -181,7 +184,7 @@ public final class Daemon: Sendable {
         let port: Int
         do {
             port = try server.start(config.api.listen)
-            try startMatrixListener(config, api: api)
+            try startFrontEndListeners(config, api: api)
         } catch {
             _ = await stopWorkers(deadline: 1)
             await storage.close()
@@ -317,7 +320,7 @@ public final class Daemon: Sendable {
         if old.api.listen != new.api.listen { reasons.append("api.listen changed (\(old.api.listen) → \(new.api.listen)): restart to apply") }
         if old.api.maxBodyBytes != new.api.maxBodyBytes { reasons.append("api.maxBodyBytes changed: restart to apply") }
         reasons += Self.streamRestartReasons(old: old.api.streams, new: new.api.streams)
-        reasons += Self.matrixRestartReasons(old: old, new: new)
+        for frontEnd in options.frontEnds { reasons += frontEnd.restartReasons(old: old, new: new) }
         if let refusal = new.api.unauthenticatedNetworkRefusal { reasons.append("api.keys: \(refusal)") }
         if old.server.connectionLimit != new.server.connectionLimit || old.server.connectionTimeout != new.server.connectionTimeout
             || old.server.maxCommitBatch != new.server.maxCommitBatch {
@@ -423,9 +426,13 @@ public final class Daemon: Sendable {
         let deadline = r.current.configuration.server.shutdownDeadline
         let start = Date()
         logger.notice("shutting down", ["deadline_s": String(deadline)])
-        async let matrixStopped: Void? = r.matrixServer?.stop(deadline: deadline)
-        await r.server.stop(deadline: deadline)
-        _ = await matrixStopped
+        await withTaskGroup(of: Void.self) { group in
+            for server in r.frontEndServers.values { group.addTask { await server.stop(deadline: deadline) } }
+            await r.server.stop(deadline: deadline)
+        }
+        // What the HTTP layer started and could not await: stream catch-ups, look-ups.
+        await r.streams.finishCatchUps()
+        await r.lookups.finish()
         r.maintenance?.cancel()
         await deadTokens.stop()
         let remaining = max(0.1, deadline - Date().timeIntervalSince(start))

@@ -87,7 +87,7 @@ extension API {
             stream.onClose { _ in hub.detach(connection) }
             // Reconnect after 2 s; a comment so that clients see the stream is live at once.
             _ = stream.write(ServerSentEvents.retry(milliseconds: 2000) + ServerSentEvents.comment("connected"))
-            Task { await hub.catchUp(connection, after: replayAfter) }
+            hub.startCatchUp(connection, after: replayAfter)
         }
     }
 

@@ -156,6 +156,8 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
     private let closed: @Sendable (_ app: String, _ device: String) -> Void
     private let state = Locked(State())
     private let deviceOrder = KeyedAsyncLock<Key>()
+    /// Catch-ups started for streams the HTTP layer opened (``startCatchUp(_:after:)``).
+    private let catchUps = OwnedTasks()
     private let open: Gauge
     private let events: Counter
     private let replayed: Counter
@@ -277,6 +279,18 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         if (s.connections[key]?.count ?? 0) >= max(1, limits.perDevice) { count -= 1 }
         guard count >= limits.perUser else { return nil }
         return "user holds its limit of \(limits.perUser) open streams for this app (api.streams.maxPerUser); close one first"
+    }
+
+    /// Starts ``catchUp(_:after:)`` for a stream the HTTP layer just opened (its callback cannot
+    /// wait); ``finishCatchUps()`` awaits it.
+    public func startCatchUp(_ connection: Connection, after: Int64?) {
+        catchUps.spawn { [self] in await catchUp(connection, after: after) }
+    }
+
+    /// Waits for the catch-ups started with ``startCatchUp(_:after:)`` (the daemon calls it when
+    /// it stops, once its HTTP server has closed the streams).
+    public func finishCatchUps() async {
+        await catchUps.finish()
     }
 
     /// Replays the inbox after `after` (when given), sends the live events that came meanwhile

@@ -1,4 +1,4 @@
-import CNGHTTP2
+internal import CNGHTTP2
 
 /// The nghttp2 callbacks: capture nothing; the connection comes through `user_data` and each
 /// stream's context through its stream user data, both borrowed (no retain/release per header).

@@ -1,29 +1,31 @@
 import FoundationEssentials
 import Glibc
 import HeraldAPNs
+import HeraldCLI
 import HeraldCore
 import HeraldCrypto
+import HeraldTestKit
 
-/// `herald bench stream`: N live streams on one real daemon (`herald serve`), held by the load
+/// `herald-bench stream`: N live streams on one real daemon (`herald serve`), held by the load
 /// client in a process of its own, then one notification to all N users: the daemon's memory per
 /// open stream, the time from the API's 202 until the clients have it, and `/healthz` latency
 /// throughout. Printed next to the HTTP layer alone writing one event to N streams
-/// (`bench stream-http`), measured in the same run.
+/// (`herald-bench stream-http`), measured in the same run.
 enum StreamDaemonBench {
     static let spec = CommandSpec(
-        path: "bench stream",
+        path: "stream",
         summary: "N live streams on one daemon: memory per stream, 202-to-client latency of one notification to all, /healthz meanwhile, close-to-absent time, ack round trip.",
-        usage: "bench stream [--n N] [--synchronous full|normal] [--batch-size B] [--work DIR] [--no-reference]",
+        usage: "stream [--n N] [--synchronous full|normal] [--batch-size B] [--work DIR] [--no-reference]",
         options: [
             .value("n", "N", "streams, one user and device each (default 10000)"),
             .value("synchronous", "MODE", "the daemon's storage.synchronous (default full: each commit fsynced)"),
             .value("batch-size", "B", "the daemon's delivery.batchSize (default 500, the daemon's; the local transport takes up to 2000)"),
             .value("work", "DIR", "folder for the daemon's config, database and logs (default: a new folder under /tmp)"),
-            .flag("no-reference", "skip the HTTP layer's own run (bench stream-http)"),
+            .flag("no-reference", "skip the HTTP layer's own run (herald-bench stream-http)"),
         ],
         discussion: """
         Starts `herald serve` on 127.0.0.1 with one app whose foreground policy is local-only, mints a
-        client token per user, opens N streams with `herald bench stream-client` (another process: one
+        client token per user, opens N streams with `herald-bench stream-client` (another process: one
         process cannot hold both ends under the descriptor limit), measures the daemon's resident
         memory before and with the streams, sends one notification to all N users with
         POST /v1/notifications, and reports when the clients had it (p50, p99, last) counted from the
@@ -62,8 +64,8 @@ enum StreamDaemonBench {
 
         func run(reference: Bool) async throws {
             let dir = try work ?? makeTemporaryFolder()
-            let herald = selfPath()
-            let port = try freePort()
+            let herald = try BenchExecutables.herald(), bench = BenchExecutables.bench()
+            let port = try Loopback.freePort()
             let config = """
             {"storage": {"path": "\(dir)/herald.db", "synchronous": "\(synchronous)"},
              "apps": {"\(app)": {"routes": ["live", "log"], "foreground": "local-only", "clientSecret": "\(secret)"}},
@@ -91,7 +93,7 @@ enum StreamDaemonBench {
             }
             try write(urls, to: "\(dir)/urls.txt")
             let clientLog = open("\(dir)/client.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-            let client = try Subprocess(herald, ["bench", "stream-client", "--url-file", "\(dir)/urls.txt", "--until-event", "1",
+            let client = try Subprocess(bench, ["stream-client", "--url-file", "\(dir)/urls.txt", "--until-event", "1",
                                                  "--timeout", "300"], output: clientLog)
             close(clientLog)
             defer { client.stop() }
@@ -144,10 +146,10 @@ enum StreamDaemonBench {
             console.out("an acknowledging client (ack=1) beside them, \(acks.count) notifications: ack round trip (POST /v1/stream/ack to 204) "
                         + "\(Self.summary(acks)); 202 to delivered \(Self.summary(delivered))")
             if reference {
-                let (code, output) = try Subprocess.run(herald, ["bench", "stream-http", "--n", String(n)])
+                let (code, output) = try Subprocess.run(bench, ["stream-http", "--n", String(n)])
                 console.out("reference (same run): the HTTP layer alone, one event written to \(n) streams:")
                 console.out(output.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
-                if code != 0 { console.out("  (bench stream-http exited \(code))") }
+                if code != 0 { console.out("  (herald-bench stream-http exited \(code))") }
             }
             if work == nil { _ = try? Subprocess.run("/bin/rm", ["-rf", dir]) }
         }
@@ -173,12 +175,6 @@ extension StreamDaemonBench.Run {
         var template = Array("/tmp/herald-bench-stream.XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw StreamDaemonBench.Failure(description: "mkdtemp: \(String(cString: strerror(errno)))") }
         return String(cString: made)
-    }
-
-    func selfPath() -> String {
-        var buffer = [CChar](repeating: 0, count: 4096)
-        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        return n > 0 ? String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
     }
 
     func write(_ text: String, to path: String) throws {
@@ -215,8 +211,6 @@ extension StreamDaemonBench.Run {
         let line = String(decoding: data, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
         return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
     }
-
-    func freePort() throws -> Int { try Loopback.freePort() }
 
     /// One value of the daemon's /metrics (0 when absent).
     func metric(port: Int, _ name: String) throws -> Double {

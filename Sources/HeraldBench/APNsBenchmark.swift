@@ -2,10 +2,12 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import HeraldAPNs
+import HeraldCLI
 import HeraldCore
 import HeraldCrypto
+import HeraldTestKit
 
-/// The moving parts of `herald bench apns-http2`.
+/// The moving parts of `herald-bench apns-http2`.
 struct APNsBenchmark {
     let n: Int
     let streams: Int
@@ -188,7 +190,7 @@ struct Server {
     func stop() { process.stop() }
 
     static func nghttpd(work: String, certs: String) throws -> Server {
-        let port = freePort()
+        let port = try Loopback.freePort()
         let process = try Subprocess(which("nghttpd")!, ["--address=127.0.0.1", "-d", work + "/htdocs", String(port),
                                                          certs + "/server.key", certs + "/server.pem"])
         do { try waitForPort(port) } catch { process.stop(); throw error }
@@ -196,9 +198,8 @@ struct Server {
     }
 
     static func simulator(certs: String) throws -> Server {
-        var executable = CommandLine.arguments[0]
-        if !executable.hasPrefix("/") { executable = FileManager.default.currentDirectoryPath + "/" + executable }
-        let port = freePort()
+        let executable = try BenchExecutables.herald()
+        let port = try Loopback.freePort()
         let process = try Subprocess(executable, ["simulate", "apns-http2", "--port", String(port), "--tls-cert", certs + "/server.pem",
                              "--tls-key", certs + "/server.key", "--auth-key-pub", "ABC123DEFG=\(certs)/AuthKey_ABC123DEFG.pub.pem",
                              "--team", "DEF123GHIJ", "--topic", "com.example.app", "--allow-streams-before-auth"])
@@ -228,19 +229,6 @@ func deliverInBatches(_ transport: any Transport, count: Int, inFlight: Int,
         }
         return failed
     }
-}
-
-func freePort() -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-    return Int(UInt16(bigEndian: address.sin_port))
 }
 
 func waitForPort(_ port: Int, timeout: TimeInterval = 10) throws {

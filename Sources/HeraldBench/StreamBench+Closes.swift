@@ -2,8 +2,9 @@ import FoundationEssentials
 import Glibc
 import HeraldCore
 import HeraldCrypto
+import HeraldTestKit
 
-/// Two figures of `herald bench stream` with every stream open: how soon a client that closes
+/// Two figures of `herald-bench stream` with every stream open: how soon a client that closes
 /// stops counting as present, and an acknowledging client's ack round trip.
 extension StreamDaemonBench.Run {
     /// One extra stream of the bench's app, held by this process (blocking socket).

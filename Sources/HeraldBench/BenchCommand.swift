@@ -1,16 +1,17 @@
 import FoundationEssentials
 import HeraldAPNs
+import HeraldCLI
 import HeraldCore
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// `herald bench apns-http2`: the transport's throughput next to h2load against the same server.
+/// `herald-bench apns-http2`: the transport's throughput next to h2load against the same server.
 enum BenchCommand {
     static let spec = CommandSpec(
-        path: "bench apns-http2",
+        path: "apns-http2",
         summary: "Benchmark the apns-http2 transport against a local HTTP/2 server, next to h2load.",
-        usage: "bench apns-http2 [--n N] [--connections C] [--streams S] [--engine curl|nghttp2|both] [--server nghttpd|simulator|auto] [--work DIR]",
+        usage: "apns-http2 [--n N] [--connections C] [--streams S] [--engine curl|nghttp2|both] [--server nghttpd|simulator|auto] [--work DIR]",
         options: [
             .value("n", "N", "notifications per run (default 100000)"),
             .value("connections", "C", "connections for the second round (default: one per core; the first round uses 1)"),

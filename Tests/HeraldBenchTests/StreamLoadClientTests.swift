@@ -1,6 +1,6 @@
 import Foundation
 import HeraldCore
-@testable import HeraldCLI
+@testable import HeraldBench
 import HeraldServer
 import Testing
 

@@ -1,7 +1,7 @@
 import FoundationEssentials
 import Glibc
 import HeraldCore
-import HeraldMatrix
+import HeraldServer
 
 /// The Matrix Push Gateway API's `POST /_matrix/push/v1/notify` (on `api.listen`, or on
 /// `matrix.listen` through a listener of its own).
@@ -22,10 +22,51 @@ import HeraldMatrix
 /// make it do is bounded: `matrix.allowedSources`, rate limits per `app_id` and per source and
 /// `app_id` (``MatrixRateLimiter``), `matrix.maxDevicesPerApp`, and one log line per burst of
 /// refusals rather than one per request (``MatrixLogDigest``).
-extension API {
+///
+/// A ``FrontEnd`` of the daemon (registered in `main`): it claims `/_matrix/…` on `api.listen`
+/// and serves `matrix.listen` when set; the daemon knows no Matrix.
+public final class MatrixGateway: FrontEnd {
+    public static let name = "matrix"
+    public static let title = "matrix gateway"
+    public static let paths = ["/_matrix"]
+    public static let reservedUsers: ReservedUsers? = ReservedUsers(prefix: "matrix:", owner: "the Matrix gateway (its pushers' devices)")
+
     /// The notify path.
     static let matrixNotifyPath = ["_matrix", "push", "v1", "notify"]
     static let matrixRoute = "POST /_matrix/push/v1/notify"
+
+    let context: FrontEndContext
+    /// The gateway's rate limiter, device cap, log digest and counters.
+    let matrixState: MatrixGatewayState
+
+    public init(context: FrontEndContext) {
+        self.context = context
+        matrixState = MatrixGatewayState(registry: context.metrics)
+    }
+
+    var now: Date { context.clock.now }
+    var apiLogger: Logger { context.logger }
+
+    public func routeLabel(_ request: HTTPRequest) -> String {
+        request.method == "POST" && request.pathSegments == Self.matrixNotifyPath ? Self.matrixRoute : "other"
+    }
+
+    public func listener(_ configuration: HeraldConfiguration) -> FrontEndListener? {
+        guard let matrix = configuration.section(MatrixConfiguration.self), let listen = matrix.listen else { return nil }
+        return FrontEndListener(address: listen, setting: "matrix.listen", maxBodyBytes: matrix.maxBodyBytes)
+    }
+
+    /// Matrix settings a reload cannot apply.
+    public static func restartReasons(old: HeraldConfiguration, new: HeraldConfiguration) -> [String] {
+        let a = old.section(MatrixConfiguration.self), b = new.section(MatrixConfiguration.self)
+        if a?.listen != b?.listen, a?.listen != nil || b?.listen != nil {
+            return ["matrix.listen changed (\(a?.listen?.description ?? "none") → \(b?.listen?.description ?? "none")): restart to apply"]
+        }
+        if a?.listen != nil, a?.maxBodyBytes != b?.maxBodyBytes {
+            return ["matrix.maxBodyBytes changed while matrix.listen is set: restart to apply"]
+        }
+        return []
+    }
 
     /// Whether `request` is for the Matrix gateway (its path starts with `/_matrix/`).
     static func isMatrix(_ request: HTTPRequest) -> Bool {
@@ -36,7 +77,7 @@ extension API {
     /// request is a notify to process.
     /// - Parameter ownListener: the request came through `matrix.listen` (not `api.listen`).
     func matrixCheck(_ request: HTTPRequest, ownListener: Bool) -> HTTPResponse? {
-        guard let config = dependencies.snapshot().configuration.section(MatrixConfiguration.self) else {
+        guard let config = context.configuration().section(MatrixConfiguration.self) else {
             return Self.matrixError(404, "M_UNRECOGNIZED", "the Matrix push gateway is off: add a \"matrix\" section to the configuration")
         }
         if !ownListener, let listen = config.listen {
@@ -55,15 +96,14 @@ extension API {
     }
 
     /// Answers at once what needs no store or queue (errors, `matrix.allowedSources`, the rate
-    /// limits); `nil` for a notify to hand to ``matrixHandle(_:ownListener:)``.
-    public func matrixImmediate(_ request: HTTPRequest, ownListener: Bool) -> HTTPResponse? {
+    /// limits); `nil` for a notify to hand to ``handle(_:ownListener:)``.
+    public func immediate(_ request: HTTPRequest, ownListener: Bool) -> HTTPResponse? {
         var response = matrixCheck(request, ownListener: ownListener)
-        if response == nil, let config = dependencies.snapshot().configuration.section(MatrixConfiguration.self) {
+        if response == nil, let config = context.configuration().section(MatrixConfiguration.self) {
             let now = self.now
             matrixState.digest.flush(now: now, logger: apiLogger)
             response = matrixAdmit(request, config, now: now)
         }
-        if let response { serverMetrics.request(route: Self.routeLabel(request), status: response.status) }
         return response
     }
 
@@ -114,11 +154,8 @@ extension API {
     }
 
     /// Answers a notify request.
-    public func matrixHandle(_ request: HTTPRequest, ownListener: Bool) async -> HTTPResponse {
-        if let response = matrixCheck(request, ownListener: ownListener) {
-            serverMetrics.request(route: Self.routeLabel(request), status: response.status)
-            return response
-        }
+    public func handle(_ request: HTTPRequest, ownListener: Bool) async -> HTTPResponse {
+        if let response = matrixCheck(request, ownListener: ownListener) { return response }
         let response: HTTPResponse
         do {
             response = try await notify(request)
@@ -127,11 +164,10 @@ extension API {
                                         headers: e.retryAfter.map { [("Retry-After", String($0))] } ?? [])
         } catch {
             apiLogger.error("notify failed", ["route": Self.matrixRoute, "error": String(describing: error)])
-            let retry = dependencies.snapshot().configuration.server.retryAfter
+            let retry = context.configuration().server.retryAfter
             response = Self.matrixError(503, "M_UNKNOWN", "the notification could not be stored: \(error); retry later",
                                         headers: [("Retry-After", String(retry))])
         }
-        serverMetrics.request(route: Self.routeLabel(request), status: response.status)
         return response
     }
 
@@ -150,11 +186,11 @@ extension API {
             case .overDeviceLimit: overCap.append(device.appID)
             }
         }
-        if let appID = overCap.first, let config = dependencies.snapshot().configuration.section(MatrixConfiguration.self) {
+        if let appID = overCap.first, let config = context.configuration().section(MatrixConfiguration.self) {
             // Not `rejected`: that would make the homeserver delete the pusher for good. An error
             // makes it retry later (the spec), and the pushes this request did queue are not sent
             // twice (the event id's idempotency key).
-            let retry = dependencies.snapshot().configuration.server.retryAfter
+            let retry = context.configuration().server.retryAfter
             return Self.matrixError(503, "M_RESOURCE_LIMIT_EXCEEDED",
                                     "app_id \(JSONValue.string(String(appID.prefix(200))).jsonString) has matrix.maxDevicesPerApp "
                                     + "(\(config.maxDevicesPerApp)) devices: \(overCap.count) new pushkey\(overCap.count == 1 ? "" : "s") "
@@ -192,7 +228,7 @@ extension API {
 
     /// Queues one pusher's notification.
     private func notify(_ n: MatrixNotification, _ device: MatrixDevice, source: IPAddress?) async throws -> MatrixOutcome {
-        let configuration = dependencies.snapshot().configuration
+        let configuration = context.configuration()
         guard let matrix = configuration.section(MatrixConfiguration.self), let mapping = matrix.apps[device.appID], let app = configuration.app(mapping.app) else {
             matrixNotSent("unknown", "rejected_unknown_app", device, source: source, reason: "unknown app_id (not a key of matrix.apps)")
             return .rejected
@@ -205,7 +241,7 @@ extension API {
         }
         var attributes = DeviceAttributes()
         attributes["environment"] = mapping.environment
-        let store = dependencies.store
+        let store = context.store
         // Registered at pushkey_ts (never later than now): Apple's timestamp rule then compares
         // against when the pusher was made, not when Herald first saw it.
         let registeredAt = min(device.pushkeyDate ?? Date(timeIntervalSince1970: 0), now)
@@ -289,7 +325,7 @@ extension API {
         let key = n.eventID.flatMap { $0.isEmpty ? nil : Self.matrixIdempotencyKey(eventID: $0, token: token) }
         let receipt: EnqueueReceipt
         do {
-            receipt = try await accept(NotificationRequest(app: app.id, tokens: [token], content: content, idempotencyKey: key,
+            receipt = try await context.accept(NotificationRequest(app: app.id, tokens: [token], content: content, idempotencyKey: key,
                                                            attributes: attributes))
         } catch let e as APIError where e.status == 400 {
             // Herald's own mapping produced something the queue refuses: a defect, not the pusher's fault.
@@ -360,4 +396,9 @@ final class MatrixGatewayState: Sendable {
         counters.withLock { $0[key] = c }
         c.increment()
     }
+}
+
+extension Daemon {
+    /// The port of the Matrix gateway's own listener (`nil` without `matrix.listen`).
+    public var matrixPort: Int? { port(of: MatrixGateway.name) }
 }

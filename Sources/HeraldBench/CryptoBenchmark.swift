@@ -1,16 +1,17 @@
 import FoundationEssentials
 import Glibc
 import HeraldAPNs
+import HeraldCLI
 import HeraldCore
 import HeraldCrypto
 
-/// `herald bench crypto`: ES256, provider tokens and TLS records, each next to `openssl speed`
+/// `herald-bench crypto`: ES256, provider tokens and TLS records, each next to `openssl speed`
 /// measured in the same run (the same OpenSSL underneath, so the ratio is Herald's overhead).
 enum CryptoBenchCommand {
     static let spec = CommandSpec(
-        path: "bench crypto",
+        path: "crypto",
         summary: "Benchmark ES256 signing, provider tokens and TLS record exchange, next to openssl speed.",
-        usage: "bench crypto [--n N] [--messages M] [--seconds S] [--work DIR]",
+        usage: "crypto [--n N] [--messages M] [--seconds S] [--work DIR]",
         options: [
             .value("n", "N", "ES256 signatures, verifications and provider tokens per figure (default 5000)"),
             .value("messages", "M", "TLS request/response pairs for the pipelined run (default 300000; batched 3×M, ping-pong M/6)"),
@@ -38,7 +39,7 @@ enum CryptoBenchCommand {
     }
 }
 
-/// The measurements behind `herald bench crypto`.
+/// The measurements behind `herald-bench crypto`.
 struct CryptoBenchmark {
     let console: Console
     let work: String

@@ -1,19 +1,20 @@
 import FoundationEssentials
 import HeraldAPNs
+import HeraldCLI
 import HeraldCore
 import HeraldServer
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// `herald bench stream-client`: the load client as a process of its own (a server and 10,000
-/// clients do not fit in one process's descriptors), and `herald bench stream-http`: the HTTP
+/// `herald-bench stream-client`: the load client as a process of its own (a server and 10,000
+/// clients do not fit in one process's descriptors), and `herald-bench stream-http`: the HTTP
 /// layer alone with N open streams (memory per stream, /healthz latency, one write to every stream).
 enum StreamBench {
     static let clientSpec = CommandSpec(
-        path: "bench stream-client",
+        path: "stream-client",
         summary: "Open N event streams to a URL and report when events arrive (a load client).",
-        usage: "bench stream-client (--url URL ... | --url-file FILE) [--n N] [--header 'Name: value' ...] [--until-event ID] [--timeout S]",
+        usage: "stream-client (--url URL ... | --url-file FILE) [--n N] [--header 'Name: value' ...] [--until-event ID] [--timeout S]",
         options: [
             .value("url", "URL", "http://host:port/path to open (IPv4 literal or localhost); several are used in turn", repeatable: true),
             .value("url-file", "FILE", "URLs to open, one per line (e.g. one client token each), after any --url"),
@@ -79,16 +80,16 @@ enum StreamBench {
     }
 
     static let httpSpec = CommandSpec(
-        path: "bench stream-http",
+        path: "stream-http",
         summary: "Hold N open streams on the HTTP server alone: memory per stream, /healthz latency, one write to all.",
-        usage: "bench stream-http [--n N] [--memory BYTES]",
+        usage: "stream-http [--n N] [--memory BYTES]",
         options: [
             .value("n", "N", "streams (default 10000)"),
             .value("memory", "BYTES", "libmicrohttpd's memory per connection (default: the server's, 16384)"),
         ],
         discussion: """
         Starts the daemon's HTTP server on 127.0.0.1 with a test endpoint (an event stream with the
-        15 s heartbeat) and /healthz, opens N streams from a `herald bench stream-client` child
+        15 s heartbeat) and /healthz, opens N streams from a `herald-bench stream-client` child
         process, and prints: the server process's resident memory per open stream (target at most
         16 KB; Centrifugo reports 27-30 KB per connection, Mercure about 25 KB), /healthz latency with
         every stream open (200 requests, a connection each), and the time from writing one event to
@@ -114,7 +115,7 @@ enum StreamBench {
         let before = residentBytes()
         let console = context.console
         do {
-            let child = try ChildLines("/proc/self/exe", ["bench", "stream-client", "--url", "http://127.0.0.1:\(port)/stream",
+            let child = try ChildLines(BenchExecutables.bench(), ["stream-client", "--url", "http://127.0.0.1:\(port)/stream",
                                                           "--n", "\(n)", "--until-event", "1", "--timeout", "300"])
             guard let connected = child.next(prefix: "connected") else { throw CLIError.runtime("the stream client ended early") }
             console.out(connected)

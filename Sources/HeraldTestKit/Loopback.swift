@@ -1,7 +1,7 @@
 import Glibc
 
-/// Blocking TCP sockets on 127.0.0.1, for the CLI's benchmarks and the test fixtures that talk
-/// to a local daemon, simulator or server (call on a thread you own).
+/// Blocking TCP sockets on 127.0.0.1, for the test fixtures and `herald-bench` that talk to a
+/// local daemon, simulator or server (call on a thread you own).
 public enum Loopback {
     /// A socket call that failed, with the call and `strerror`.
     public struct Failure: Error, CustomStringConvertible {

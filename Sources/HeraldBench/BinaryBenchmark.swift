@@ -3,16 +3,18 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import HeraldAPNs
+import HeraldCLI
 import HeraldCore
 import HeraldCrypto
+import HeraldTestKit
 
-/// `herald bench apns-binary`: the apns-binary transport against the binary gateway simulator,
+/// `herald-bench apns-binary`: the apns-binary transport against the binary gateway simulator,
 /// next to a raw TLS writer of the same frames (the ceiling) in the same run.
 enum BinaryBenchmark {
     static let spec = CommandSpec(
-        path: "bench apns-binary",
+        path: "apns-binary",
         summary: "Benchmark the apns-binary transport against the binary gateway simulator, next to a raw TLS writer.",
-        usage: "bench apns-binary [--n N] [--rounds R] [--format frame|enhanced|simple] [--work DIR] [--json]",
+        usage: "apns-binary [--n N] [--rounds R] [--format frame|enhanced|simple] [--work DIR] [--json]",
         options: [
             .value("n", "N", "notifications per run (default 200000)"),
             .value("rounds", "R", "runs of each, interleaved; medians are printed (default 3)"),
@@ -56,9 +58,8 @@ enum BinaryBenchmark {
                     console: Console, json: Bool) async throws {
         let certs = work + "/certs"
         try shell("/bin/bash", [PackageScripts.path("make-test-certs.sh"), certs])
-        var executable = CommandLine.arguments[0]
-        if !executable.hasPrefix("/") { executable = FileManager.default.currentDirectoryPath + "/" + executable }
-        let port = freePort()
+        let executable = try BenchExecutables.herald()
+        let port = try Loopback.freePort()
         let simulator = try Subprocess(executable, ["simulate", "apns-binary", "--port", String(port), "--tls-cert", certs + "/server.pem",
                                                     "--tls-key", certs + "/server.key", "--client-ca", certs + "/ca.pem"])
         defer { simulator.stop() }
