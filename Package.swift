@@ -58,7 +58,7 @@ let package = Package(
         .target(name: "HeraldAPNs", dependencies: ["HeraldCore", "HeraldCrypto"], path: "Plugins/APNsShared"),
         .target(name: "HeraldLogTransport", dependencies: ["HeraldCore", "HeraldAPNs"], path: "Plugins/LogTransport"),
         .target(name: "HeraldLocalTransport", dependencies: ["HeraldCore"], path: "Plugins/Local"),
-        .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "CCurl", "CNGHTTP2", "CLinux"], path: "Plugins/APNsHTTP2"),
+        .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "HeraldHTTP2"], path: "Plugins/APNsHTTP2"),
         .target(name: "HeraldAPNsBinary", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "APNsBinaryProtocol"], path: "Plugins/APNsBinary"),
 
         // MARK: CLI and executable
@@ -98,9 +98,11 @@ let package = Package(
         .testTarget(name: "HeraldServerTests", dependencies: ["HeraldAPNs", "HeraldMatrix", "HeraldServer", "HeraldSQLite", "HeraldPostgres", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
                                                            "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldLocalTransport", "HeraldCrypto"],
                     path: "Tests/HeraldServerTests"),
-        .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldCore", "HeraldCrypto", "HeraldSQLite",
+        .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldHTTP2", "HeraldCore", "HeraldCrypto", "HeraldSQLite",
                                                         "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/APNsHTTP2Tests"),
+        .testTarget(name: "HeraldHTTP2Tests", dependencies: ["HeraldHTTP2", "HeraldCore", "HeraldCrypto", "HeraldSimulator", "HeraldTestKit", "CCurl"],
+                    path: "Tests/HeraldHTTP2Tests"),
         .testTarget(name: "APNsBinaryProtocolTests", dependencies: ["HeraldAPNs", "APNsBinaryProtocol", "HeraldTestKit"],
                     path: "Tests/APNsBinaryProtocolTests"),
         .testTarget(name: "APNsBinaryTests", dependencies: ["HeraldAPNs", "HeraldAPNsBinary", "APNsBinaryProtocol", "HeraldCore", "HeraldCrypto",
