@@ -31,7 +31,6 @@ func take(_ n: Int, from client: HeraldClient, timeout: TimeInterval = 10) async
 /// scripted: the request it sends, acknowledgements (coalesced, and the last one on
 /// disconnect), reconnection with `Last-Event-ID` and the server's `retry:`, backoff, token
 /// refresh, and the socket's close.
-extension ClientNetworkTests {
 @Suite(.serialized) struct ClientContractTests {
     static let app = "com.example.app"
 
@@ -318,11 +317,9 @@ extension ClientNetworkTests {
         await client.disconnect()
         let returned = Date()
         // The server's reading thread sees end of file as soon as the client closed.
-        await withKnownIssue("Linux URLSession (libcurl) sometimes keeps the socket open after the task is cancelled while other connections are open in the process (closing note of 2026-12-01)", isIntermittent: true) {
-            #expect(await eventually(timeout: 3) { stream.closedByPeer != nil })
-            let closedAt = try #require(stream.closedByPeer)
-            #expect(closedAt.timeIntervalSince(before) < 3, "closed \(closedAt.timeIntervalSince(before)) s after disconnect() began")
-        }
+        #expect(await eventually(timeout: 3) { stream.closedByPeer != nil })
+        let closedAt = try #require(stream.closedByPeer)
+        #expect(closedAt.timeIntervalSince(before) < 3, "closed \(closedAt.timeIntervalSince(before)) s after disconnect() began")
         #expect(returned.timeIntervalSince(before) < 0.5, "disconnect() took \(returned.timeIntervalSince(before)) s")
         await server.stop()
     }
@@ -339,9 +336,7 @@ extension ClientNetworkTests {
         // Nothing more is written (no heartbeat): after a second of silence the client gives up on it.
         let second = try await server.stream(2, timeout: 10)
         #expect(Date().timeIntervalSince(opened) >= 0.9)
-        await withKnownIssue("Linux URLSession (libcurl) sometimes keeps the socket open after the task is cancelled while other connections are open in the process (closing note of 2026-12-01)", isIntermittent: true) {
-            #expect(await eventually(timeout: 3) { first.closedByPeer != nil })
-        }
+        #expect(await eventually(timeout: 3) { first.closedByPeer != nil })
         guard case .transport(let reason)?? = log.drops.first else {
             Issue.record("expected a transport error, found \(log.drops)")
             return
@@ -441,5 +436,4 @@ extension ClientNetworkTests {
         await client.disconnect()
         await server.stop()
     }
-}
 }

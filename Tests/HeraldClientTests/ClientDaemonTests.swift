@@ -127,7 +127,6 @@ struct ClientTestDaemon {
 /// The client against a real daemon: connect, receive, acknowledge (`delivered` in the status
 /// API), reconnect with replay and no duplicate, a push already shown recognised, and the
 /// daemon seeing a disconnect at once.
-extension ClientNetworkTests {
 @Suite(.serialized) struct ClientDaemonTests {
     static func client(_ d: ClientTestDaemon, user: String = "alice", device: String, store: any HeraldClientStore = InMemoryClientStore(),
                        log: EventLog, sleeper: RecordingSleeper = RecordingSleeper()) -> HeraldClient {
@@ -172,7 +171,7 @@ extension ClientNetworkTests {
         try await d.register(user: "alice", device: device)
         var request = URLRequest(url: URL(string: "\(d.url.absoluteString)/v1/stream?app=\(ClientTestDaemon.app)&ack=1")!)
         request.setValue("Bearer \(ClientTestDaemon.token(user: "alice", device: device))", forHTTPHeaderField: "Authorization")
-        let stream = EventStreamConnection(request: request, idleTimeout: 60)
+        let stream = makeStreamConnection(request: request, idleTimeout: 60)
         stream.start()
         #expect(await eventually(timeout: 10) { d.daemon.openStreams == 1 })
         let id = try await d.send(to: "alice", title: "t")
@@ -199,10 +198,8 @@ extension ClientNetworkTests {
         #expect(await eventually(timeout: 10) { d.daemon.openStreams == 1 && client.status == .connected })
         let start = Date()
         await client.disconnect()
-        await withKnownIssue("Linux URLSession (libcurl) sometimes keeps the socket open after the task is cancelled while other connections are open in the process (closing note of 2026-12-01)", isIntermittent: true) {
-            #expect(await eventually(timeout: 2) { d.daemon.openStreams == 0 })
-            #expect(Date().timeIntervalSince(start) < 2)
-        }
+        #expect(await eventually(timeout: 2) { d.daemon.openStreams == 0 })
+        #expect(Date().timeIntervalSince(start) < 2)
         await d.stop()
     }
 
@@ -248,7 +245,7 @@ extension ClientNetworkTests {
         // A previous run of the app read events 1 and 2 and died before acknowledging them.
         var request = URLRequest(url: URL(string: "\(d.url.absoluteString)/v1/stream?app=\(ClientTestDaemon.app)&ack=1")!)
         request.setValue("Bearer \(ClientTestDaemon.token(user: "alice", device: device))", forHTTPHeaderField: "Authorization")
-        let dying = EventStreamConnection(request: request, idleTimeout: 60)
+        let dying = makeStreamConnection(request: request, idleTimeout: 60)
         dying.start()
         #expect(await eventually(timeout: 10) { d.daemon.openStreams == 1 })
         let n1 = try await d.send(to: "alice", title: "one")
@@ -310,5 +307,4 @@ extension ClientNetworkTests {
         #expect(storeB.load().recentNotificationIDs == [n1, n2])
         await d.stop()
     }
-}
 }
