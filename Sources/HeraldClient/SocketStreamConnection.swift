@@ -27,10 +27,10 @@ final class SocketStreamConnection: StreamConnection, @unchecked Sendable {
     private struct State {
         var started = false
         var closing = false
-        var finished = false
-        var waiters: [CheckedContinuation<Void, Never>] = []
     }
     private let state = Locked(State())
+    /// Opens when the reading thread has closed the socket and ends.
+    private let finished = Latch()
 
     /// Whether this transport serves `request` (plain `http`; `https` needs TLS, which URLSession brings).
     static func serves(_ request: URLRequest) -> Bool { request.url?.scheme?.lowercased() == "http" }
@@ -68,12 +68,7 @@ final class SocketStreamConnection: StreamConnection, @unchecked Sendable {
             } catch {
                 continuation.finish(throwing: error)
             }
-            let waiting: [CheckedContinuation<Void, Never>] = state.withLock { s in
-                s.finished = true
-                defer { s.waiters = [] }
-                return s.waiters
-            }
-            waiting.forEach { $0.resume() }
+            finished.open()
         }
         thread.name = "herald.client.stream"
         thread.start()
@@ -88,14 +83,7 @@ final class SocketStreamConnection: StreamConnection, @unchecked Sendable {
         if started {
             var byte: UInt8 = 1
             _ = Glibc.write(wake.1, &byte, 1)
-            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                let done: Bool = state.withLock { s in
-                    if s.finished { return true }
-                    s.waiters.append(c)
-                    return false
-                }
-                if done { c.resume() }
-            }
+            await finished.wait()
         } else {
             continuation.finish()
         }

@@ -44,11 +44,11 @@ final class URLSessionStreamConnection: NSObject, URLSessionDataDelegate, Stream
     let pieces: AsyncThrowingStream<Piece, any Error>
     private let continuation: AsyncThrowingStream<Piece, any Error>.Continuation
     private struct State {
-        var completed = false
         var sentResponse = false
-        var waiters: [CheckedContinuation<Void, Never>] = []
     }
     private let state = Locked(State())
+    /// Opens when the session reported the task finished.
+    private let completed = Latch()
     /// Set in `init`, cleared by `close()` (which only the owner calls, once).
     private var session: URLSession?
     private var task: URLSessionDataTask?
@@ -82,14 +82,7 @@ final class URLSessionStreamConnection: NSObject, URLSessionDataDelegate, Stream
         // Invalidated at once too: on Linux an idle session can hold its connection open after
         // the task is cancelled, and the server must see the close now.
         session?.invalidateAndCancel()
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let done: Bool = state.withLock { s in
-                if s.completed { return true }
-                s.waiters.append(c)
-                return false
-            }
-            if done { c.resume() }
-        }
+        await completed.wait()
         // The session keeps its delegate until it is invalidated.
         session?.finishTasksAndInvalidate()
         session = nil
@@ -114,12 +107,7 @@ final class URLSessionStreamConnection: NSObject, URLSessionDataDelegate, Stream
         } else {
             continuation.finish()
         }
-        let waiting: [CheckedContinuation<Void, Never>] = state.withLock { s in
-            s.completed = true
-            defer { s.waiters = [] }
-            return s.waiters
-        }
-        waiting.forEach { $0.resume() }
+        completed.open()
     }
 
     private func yieldResponse(_ response: URLResponse?) {
