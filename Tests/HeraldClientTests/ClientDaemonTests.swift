@@ -127,6 +127,7 @@ struct ClientTestDaemon {
 /// The client against a real daemon: connect, receive, acknowledge (`delivered` in the status
 /// API), reconnect with replay and no duplicate, a push already shown recognised, and the
 /// daemon seeing a disconnect at once.
+extension ClientNetworkTests {
 @Suite(.serialized) struct ClientDaemonTests {
     static func client(_ d: ClientTestDaemon, user: String = "alice", device: String, store: any HeraldClientStore = InMemoryClientStore(),
                        log: EventLog, sleeper: RecordingSleeper = RecordingSleeper()) -> HeraldClient {
@@ -307,4 +308,5 @@ struct ClientTestDaemon {
         #expect(storeB.load().recentNotificationIDs == [n1, n2])
         await d.stop()
     }
+}
 }
