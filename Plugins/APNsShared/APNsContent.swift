@@ -205,7 +205,9 @@ public enum APNsRoute {
     }
 
     /// The payload and headers of `content` for APNs, checked against Apple's rules and size limit.
-    /// - Throws: ``ContentProblem`` naming the field (`apns.priority`, `data.aps`, `payload`).
+    /// The payload carries `context.notificationID` as `herald_id` beside `aps`
+    /// (``APNsPayload/notificationIDKey``), and that key counts toward the size limit.
+    /// - Throws: ``ContentProblem`` naming the field (`apns.priority`, `data.aps`, `data.herald_id`, `payload`).
     public static func render(_ content: NotificationContent, context: RenderContext) throws(ContentProblem) -> RenderedPayload {
         var block = APNsOptions()
         if let value = content.overrides[APNsOptions.block] {
@@ -218,7 +220,11 @@ public enum APNsRoute {
         if content.data["aps"] != nil {
             throw ContentProblem(field: "data.aps", "\"aps\" is reserved for Apple's keys; use the top-level fields or the apns block")
         }
-        let payload = unchecked(content, block: block)
+        if content.data[APNsPayload.notificationIDKey] != nil {
+            throw ContentProblem(field: "data.\(APNsPayload.notificationIDKey)",
+                                 "\"\(APNsPayload.notificationIDKey)\" is reserved: Herald sets it to the notification id in every APNs payload")
+        }
+        let payload = unchecked(content, block: block, notificationID: context.notificationID)
         let type = APNsSendOptions(payload).pushType
         if type == .alert && content.alert == nil && content.badge == nil && content.sound == nil && content.data.isEmpty
             && !content.apnsOptions(block).contentAvailable {
@@ -232,10 +238,10 @@ public enum APNsRoute {
     }
 
     /// The payload and headers without the checks (the block read leniently, no size limit).
-    static func unchecked(_ content: NotificationContent, block: APNsOptions? = nil) -> RenderedPayload {
+    static func unchecked(_ content: NotificationContent, block: APNsOptions? = nil, notificationID: String?) -> RenderedPayload {
         let o = content.apnsOptions(block ?? content.apns)
         let type = content.pushType(o)
-        let body = APNsPayload.encode(content, options: o, pushType: type)
+        let body = APNsPayload.encode(content, options: o, pushType: type, notificationID: notificationID)
         var headers = [Header.pushType: type.rawValue, Header.priority: String(type.priority(requested: o.priority))]
         if let e = o.expiration { headers[Header.expiration] = String(e) }
         if let c = o.collapseID { headers[Header.collapseID] = c }
@@ -280,7 +286,7 @@ extension APNsRoute {
             guard d.payload == .unrendered else { return d }
             var d = d
             if let known = byNotification[d.notificationID] { d.payload = known; return d }
-            let payload = unchecked(d.content)
+            let payload = unchecked(d.content, notificationID: d.notificationID)
             byNotification[d.notificationID] = payload
             d.payload = payload
             return d

@@ -1,21 +1,31 @@
 import HeraldCore
 
-/// Builds the APNs JSON payload (`{"aps":{…}, <custom keys>}`) of a notification.
+/// Builds the APNs JSON payload (`{"aps":{…}, "herald_id": …, <custom keys>}`) of a notification.
 ///
 /// The payload is the same for every device a notification fans out to, so it is built once
 /// per notification. Transports check its size against ``PushType/maxPayloadBytes``.
 ///
+/// Rendered for a route, it carries the Herald notification id beside `aps` as
+/// ``notificationIDKey`` (`"herald_id"`): a notification that reaches an app both down its live
+/// stream (whose events carry the same id) and by push is shown once. The key is reserved: a
+/// notification whose `data` sets it is refused at accept (``APNsRoute/render(_:context:)``).
+///
 /// A `widgets` push carries `"content-changed": true` in `aps` (WidgetKit reloads the widget's
 /// timelines on it); it is added for that push type, so a widget push needs no other content.
 public enum APNsPayload {
-    /// The payload bytes for `content`.
-    public static func encode(_ content: NotificationContent) -> [UInt8] {
+    /// The custom key that carries the Herald notification id (`GET /v1/notifications/{id}`).
+    public static let notificationIDKey = "herald_id"
+
+    /// The payload bytes for `content`, with `notificationID` as ``notificationIDKey`` when given.
+    public static func encode(_ content: NotificationContent, notificationID: String? = nil) -> [UInt8] {
         let o = content.effectiveAPNs
-        return encode(content, options: o, pushType: content.pushType(o))
+        return encode(content, options: o, pushType: content.pushType(o), notificationID: notificationID)
     }
 
-    /// The payload bytes for `content` with its APNs options (the block with the neutral fields filled in).
-    public static func encode(_ content: NotificationContent, options o: APNsOptions, pushType: PushType) -> [UInt8] {
+    /// The payload bytes for `content` with its APNs options (the block with the neutral fields
+    /// filled in), with `notificationID` as ``notificationIDKey`` when given.
+    public static func encode(_ content: NotificationContent, options o: APNsOptions, pushType: PushType,
+                              notificationID: String? = nil) -> [UInt8] {
         var w = JSONWriter(capacity: 256)
         let launch = o.launchImage
         var alert = content.alert
@@ -69,7 +79,8 @@ public enum APNsPayload {
                     aps.value("attributes", live.attributes)
                 }
             }
-            for key in content.data.keys.sorted() where key != "aps" {
+            root.string(notificationIDKey, notificationID)
+            for key in content.data.keys.sorted() where key != "aps" && key != notificationIDKey {
                 root.value(key, content.data[key])
             }
         }

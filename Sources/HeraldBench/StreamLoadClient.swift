@@ -279,7 +279,9 @@ public final class StreamLoadClient {
         }
         defer { c.line.removeAll(keepingCapacity: true) }
         if c.line.isEmpty {
-            if !c.data.isEmpty || c.id != nil || c.event != nil {
+            // As the HTML Standard dispatches: only with data. The id persists across events, so
+            // the blank line after a heartbeat comment must not count as the last event again.
+            if !c.data.isEmpty {
                 counters.events += 1
                 onEvent(Event(connection: c.index, id: c.id, event: c.event, data: c.data.joined(separator: "\n"), arrival: arrival))
             }

@@ -61,7 +61,7 @@ extension HeraldClient {
         request.timeoutInterval = ReconnectPolicy.seconds(configuration.requestTimeout)
         let data: Data, response: URLResponse
         do { (data, response) = try await ackSession.data(for: request) } catch {
-            throw .transport(EventStreamConnection.describe(error))
+            throw .transport(HeraldClientError.describe(urlError: error))
         }
         let http = response as? HTTPURLResponse
         let status = http?.statusCode ?? 0

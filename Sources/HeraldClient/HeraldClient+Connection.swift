@@ -83,7 +83,7 @@ extension HeraldClient {
         request.setValue("text/event-stream", forHTTPHeaderField: "Accept")
         request.setValue("no-cache", forHTTPHeaderField: "Cache-Control")
         if let lastEventID, !lastEventID.isEmpty { request.setValue(lastEventID, forHTTPHeaderField: "Last-Event-ID") }
-        let connection = EventStreamConnection(request: request, idleTimeout: ReconnectPolicy.seconds(configuration.idleTimeout))
+        let connection = makeStreamConnection(request: request, idleTimeout: ReconnectPolicy.seconds(configuration.idleTimeout))
         connection.start()
         var parser = ServerSentEventParser(lastEventID: lastEventID ?? "")
         var status = 0, headers: [String: String] = [:], body = Data()
@@ -147,8 +147,9 @@ extension HeraldClient {
                 }
                 let new = shared.withLock { s in record(notification.id, in: &s) }
                 if new {
-                    deliver(notification)
+                    // Reported before it is handed over: whoever the app's iteration wakes sees the event already.
                     onEvent(.received(notification))
+                    deliver(notification)
                 } else {
                     onEvent(.duplicate(notificationID: notification.id, eventID: number))
                 }

@@ -15,6 +15,33 @@ final class Locked<Value>: @unchecked Sendable {
     }
 }
 
+/// A gate that opens once: ``wait()`` returns when it is open (at once, after ``open()``).
+final class Latch: Sendable {
+    private let state = Locked<(isOpen: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    /// Opens the gate and lets every waiter go.
+    func open() {
+        let waiting = state.withLock { s in
+            s.isOpen = true
+            defer { s.waiters = [] }
+            return s.waiters
+        }
+        waiting.forEach { $0.resume() }
+    }
+
+    /// Returns once the gate is open.
+    func wait() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let open: Bool = state.withLock { s in
+                if s.isOpen { return true }
+                s.waiters.append(c)
+                return false
+            }
+            if open { c.resume() }
+        }
+    }
+}
+
 /// The most recent notification ids, at most `limit`, oldest evicted first.
 struct RecentIDs: Sendable, Equatable {
     private(set) var order: [String]

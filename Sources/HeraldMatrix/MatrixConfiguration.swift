@@ -141,6 +141,7 @@ public struct MatrixConfiguration: ConfigurationSection, Equatable {
 
     private static func explain(_ path: String) -> String {
         if path == "aps" { return "expected an object of Apple's aps keys" }
+        if path == APNsPayload.notificationIDKey { return "is reserved: Herald sets it to the notification id in every APNs payload" }
         let key = path.split(separator: ".").last.map(String.init) ?? path
         if path.hasPrefix("aps.alert.") && !APSConversion.knownAlertKeys.contains(key) {
             return "Herald does not send this alert key; known: \(APSConversion.knownAlertKeys.sorted().joined(separator: ", "))"

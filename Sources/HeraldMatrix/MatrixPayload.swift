@@ -98,7 +98,7 @@ public enum MatrixPayload {
         if notification.priority == .low { content.apns.priority = 5 }
         let limit = content.pushType.maxPayloadBytes
         guard let fitted = fit(content, limit: limit) else {
-            return .tooLarge(bytes: APNsPayload.encode(content).count)
+            return .tooLarge(bytes: encodedSize(content))
         }
         return .send(fitted, mode: mode, dropped: base.dropped)
     }
@@ -169,8 +169,11 @@ public enum MatrixPayload {
     /// `content` with alert texts shortened until its payload fits in `limit` bytes; `nil` when
     /// nothing is left to shorten. Removes one Unicode scalar at a time from the end of the
     /// longest text (by UTF-8 bytes; the first of equals), as Sygnal does.
+    ///
+    /// The size counts the `herald_id` key that the APNs route adds to every payload (the
+    /// notification id is made at accept, after this: ``sizingID`` has its length).
     public static func fit(_ content: NotificationContent, limit: Int) -> NotificationContent? {
-        var size = APNsPayload.encode(content).count
+        var size = encodedSize(content)
         if size <= limit { return content }
         var c = content
         var texts: [[Unicode.Scalar]]
@@ -205,9 +208,18 @@ public enum MatrixPayload {
                 size -= escapedSize(scalar)
             }
             rebuild()
-            size = APNsPayload.encode(c).count
+            size = encodedSize(c)
             if size <= limit { return c }
         }
+    }
+
+    /// An id of the form the accept gives a notification (a lowercased UUID): the payload's
+    /// `herald_id` is this long.
+    public static var sizingID: String { UUIDSource.timeOrdered().lowercasedString }
+
+    /// The bytes of `content`'s APNs payload as the route renders it, `herald_id` included.
+    public static func encodedSize(_ content: NotificationContent) -> Int {
+        APNsPayload.encode(content, notificationID: sizingID).count
     }
 
     /// Bytes a scalar takes inside a JSON string as ``JSONWriter`` writes it.
@@ -240,9 +252,13 @@ public enum APSConversion {
     public static func convert(_ payload: [String: JSONValue]) -> Result {
         var content = NotificationContent()
         var dropped: [String] = []
-        for (key, value) in payload where key != "aps" && value != .null { content.data[key] = value }
-        guard let apsValue = payload["aps"], apsValue != .null else { return Result(content: content, dropped: []) }
-        guard case .object(let aps) = apsValue else { return Result(content: content, dropped: ["aps"]) }
+        for (key, value) in payload where key != "aps" && value != .null {
+            // Herald's own key in every APNs payload (the notification id): not the pusher's to set.
+            if key == APNsPayload.notificationIDKey { dropped.append(key); continue }
+            content.data[key] = value
+        }
+        guard let apsValue = payload["aps"], apsValue != .null else { return Result(content: content, dropped: dropped) }
+        guard case .object(let aps) = apsValue else { return Result(content: content, dropped: dropped + ["aps"]) }
         func text(_ key: String, _ v: JSONValue) -> String? {
             if case .string(let s) = v, !s.isEmpty { return s }
             dropped.append(key)

@@ -59,34 +59,72 @@ final class SQLiteInboxStore: InboxStore, Sendable {
 
     func append(_ entries: [InboxEntry.New], maxPerUser: @Sendable (String) -> Int, now: Date) async throws -> [InboxEntry] {
         guard !entries.isEmpty else { return [] }
-        // Grouped by (app, user) here, off the writer thread: each group takes its numbers with one upsert.
+        // Grouped by (app, user) here, off the writer thread: each group takes its numbers in one
+        // multi-row upsert of the counters, and the entries go in multi-row inserts.
         let groups = InboxGroups(entries, maxPerUser: maxPerUser)
         return try await writer.perform { [self] db in
             var seqs = [Int64](repeating: 0, count: entries.count)
-            for group in groups.groups {
-                let last = try db.withStatementReused(statements.bump(db)) { s in
-                    s.bind(1, group.app).bind(2, group.user).bind(3, Int64(group.indexes.count))
-                    guard try s.step() else { throw StoreError("inbox: the sequence upsert returned no row") }
-                    return s.int64(0)
+            var lastByGroup = [Int64](repeating: 0, count: groups.groups.count)
+            // The counters: one upsert per chunk of groups; RETURNING's row order is SQLite's,
+            // so each row is matched to its group by (app, user).
+            var next = 0
+            while next < groups.groups.count {
+                let chunk = next..<min(next + Statements.maxCounterRows, groups.groups.count)
+                let s = try statements.bump(chunk.count, db)
+                defer { s.reset() }
+                var p: Int32 = 1
+                var position: [InboxGroups.Key: Int] = [:]
+                position.reserveCapacity(chunk.count)
+                for (k, g) in zip(chunk, groups.groups[chunk]) {
+                    s.bind(p, g.app).bind(p + 1, g.user).bind(p + 2, Int64(g.indexes.count))
+                    position[InboxGroups.Key(app: g.app, user: g.user)] = k
+                    p += 3
                 }
+                var returned = 0
+                while try s.step() {
+                    guard let k = position[InboxGroups.Key(app: s.string(0), user: s.string(1))] else {
+                        throw StoreError("inbox: the sequence upsert returned a user it was not given")
+                    }
+                    lastByGroup[k] = s.int64(2)
+                    returned += 1
+                }
+                guard returned == chunk.count else { throw StoreError("inbox: the sequence upsert returned \(returned) rows for \(chunk.count) users") }
+                next = chunk.upperBound
+            }
+            // The entries kept, numbered; then the oldest past each group's limit dropped.
+            var kept: [Int] = []
+            kept.reserveCapacity(entries.count)
+            var trims: [(app: String, user: String, keepAbove: Int64)] = []
+            for (g, group) in groups.groups.enumerated() {
+                let last = lastByGroup[g]
                 let first = last - Int64(group.indexes.count) + 1
                 let keepAbove = last - Int64(group.keep)
                 for (k, i) in group.indexes.enumerated() {
                     let seq = first + Int64(k)
                     seqs[i] = seq
-                    guard seq > keepAbove else { continue }   // dropped at once: more in this call than the app keeps
-                    let e = entries[i]
-                    try db.withStatementReused(statements.insert(db)) { s in
-                        s.bind(1, e.app).bind(2, e.user).bind(3, seq).bind(4, e.device).bind(5, e.notificationID)
-                            .bind(6, blob: e.event).bind(7, e.createdAt.millisecondsSince1970)
-                        try s.run()
-                    }
+                    if seq > keepAbove { kept.append(i) }   // else dropped at once: more in this call than the app keeps
                 }
-                if keepAbove >= 1 {
-                    try db.withStatementReused(statements.trim(db)) { s in
-                        s.bind(1, group.app).bind(2, group.user).bind(3, keepAbove)
-                        try s.run()
-                    }
+                if keepAbove >= 1 { trims.append((group.app, group.user, keepAbove)) }
+            }
+            next = 0
+            while next < kept.count {
+                let chunk = kept[next..<min(next + Statements.maxEntryRows, kept.count)]
+                let s = try statements.insert(chunk.count, db)
+                defer { s.reset() }
+                var p: Int32 = 1
+                for i in chunk {
+                    let e = entries[i]
+                    s.bind(p, e.app).bind(p + 1, e.user).bind(p + 2, seqs[i]).bind(p + 3, e.device).bind(p + 4, e.notificationID)
+                        .bind(p + 5, blob: e.event).bind(p + 6, e.createdAt.millisecondsSince1970)
+                    p += 7
+                }
+                try s.run()
+                next += chunk.count
+            }
+            for t in trims {
+                try db.withStatementReused(statements.trim(db)) { s in
+                    s.bind(1, t.app).bind(2, t.user).bind(3, t.keepAbove)
+                    try s.run()
                 }
             }
             let numbered = entries.enumerated().map { $0.element.numbered(seqs[$0.offset]) }
@@ -148,21 +186,30 @@ final class SQLiteInboxStore: InboxStore, Sendable {
 
     /// The writer's statements, prepared on first use.
     private struct Statements {
-        private var bumpStatement: SQLiteStatement?
-        private var insertStatement: SQLiteStatement?
+        /// Most (app, user) counters in one upsert (3 parameters each).
+        static let maxCounterRows = 250
+        /// Most entries in one insert (7 parameters each).
+        static let maxEntryRows = 100
+
+        private var bumpStatements: [SQLiteStatement?] = Array(repeating: nil, count: maxCounterRows + 1)
+        private var insertStatements: [SQLiteStatement?] = Array(repeating: nil, count: maxEntryRows + 1)
         private var trimStatement: SQLiteStatement?
 
-        /// Takes `?3` numbers for (`?1` app, `?2` user); returns the last one taken.
-        mutating func bump(_ db: SQLiteDatabase) throws -> SQLiteStatement {
-            try Self.reuse(&bumpStatement, db, """
-                INSERT INTO inbox_sequences (app, user, seq) VALUES (?1, ?2, ?3)
-                ON CONFLICT (app, user) DO UPDATE SET seq = seq + excluded.seq RETURNING seq
+        /// Takes numbers for `rows` (app, user) counters (each pair once): per row `app`, `user`
+        /// and how many; returns `app`, `user` and `seq`, the last number taken.
+        mutating func bump(_ rows: Int, _ db: SQLiteDatabase) throws -> SQLiteStatement {
+            let values = Array(repeating: "(?, ?, ?)", count: rows).joined(separator: ", ")
+            return try Self.reuse(&bumpStatements[rows], db, """
+                INSERT INTO inbox_sequences (app, user, seq) VALUES \(values)
+                ON CONFLICT (app, user) DO UPDATE SET seq = seq + excluded.seq RETURNING app, user, seq
                 """)
         }
 
-        mutating func insert(_ db: SQLiteDatabase) throws -> SQLiteStatement {
-            try Self.reuse(&insertStatement, db, """
-                INSERT INTO inbox (app, user, seq, device, notification, event, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+        /// Inserts `rows` entries: per row app, user, seq, device, notification, event, created_at.
+        mutating func insert(_ rows: Int, _ db: SQLiteDatabase) throws -> SQLiteStatement {
+            let values = Array(repeating: "(?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
+            return try Self.reuse(&insertStatements[rows], db, """
+                INSERT INTO inbox (app, user, seq, device, notification, event, created_at) VALUES \(values)
                 """)
         }
 
@@ -171,9 +218,9 @@ final class SQLiteInboxStore: InboxStore, Sendable {
             try Self.reuse(&trimStatement, db, "DELETE FROM inbox WHERE app = ?1 AND user = ?2 AND seq <= ?3")
         }
 
-        private static func reuse(_ slot: inout SQLiteStatement?, _ db: SQLiteDatabase, _ sql: String) throws -> SQLiteStatement {
+        private static func reuse(_ slot: inout SQLiteStatement?, _ db: SQLiteDatabase, _ sql: @autoclosure () -> String) throws -> SQLiteStatement {
             if let s = slot { return s }
-            let s = try db.statement(sql)
+            let s = try db.statement(sql())
             slot = s
             return s
         }
@@ -213,7 +260,7 @@ struct InboxGroups: Sendable {
         }
     }
 
-    private struct Key: Hashable {
+    struct Key: Hashable {
         var app: String
         var user: String
     }

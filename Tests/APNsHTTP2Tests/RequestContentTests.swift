@@ -83,14 +83,15 @@ import Testing
         if case .delivered = outcomes[0] {} else { Issue.record("expected delivered, got \(outcomes[0])") }
         let received = try #require(f.apns.simulator.received.first)
         #expect(received.pushType == .widgets && received.topic == "com.example.app.push-type.widgets")
-        #expect(received.payloadString == #"{"aps":{"content-changed":true}}"#)
+        #expect(received.payloadString == #"{"aps":{"content-changed":true},"herald_id":"n1"}"#)
     }
 
-    /// `content` with a custom key `p` padded so that its payload is exactly `bytes` long.
-    static func padded(_ content: NotificationContent, to bytes: Int) -> NotificationContent {
+    /// `content` with a custom key `p` padded so that its payload, with the `herald_id` of
+    /// notification `id`, is exactly `bytes` long.
+    static func padded(_ content: NotificationContent, to bytes: Int, id: String) -> NotificationContent {
         var c = content
         c.data["p"] = ""
-        let base = APNsPayload.encode(c).count
+        let base = APNsPayload.encode(c, notificationID: id).count
         c.data["p"] = .string(String(repeating: "x", count: bytes - base))
         return c
     }
@@ -104,10 +105,10 @@ import Testing
         var voip = NotificationContent(data: ["call": "1"])
         voip.apns.pushType = .voip
         // Rendered without the accept-time check (a caller driving the transport directly): the transport refuses what is over.
-        let batch = APNsRoute.rendered([TransportFixture.delivery(1, content: Self.padded(alert, to: 4097)),
-                                        TransportFixture.delivery(2, content: Self.padded(voip, to: 5121)),
-                                        TransportFixture.delivery(3, content: Self.padded(alert, to: 4096)),
-                                        TransportFixture.delivery(4, content: Self.padded(voip, to: 5120))])
+        let batch = APNsRoute.rendered([TransportFixture.delivery(1, content: Self.padded(alert, to: 4097, id: "n1")),
+                                        TransportFixture.delivery(2, content: Self.padded(voip, to: 5121, id: "n2")),
+                                        TransportFixture.delivery(3, content: Self.padded(alert, to: 4096, id: "n3")),
+                                        TransportFixture.delivery(4, content: Self.padded(voip, to: 5120, id: "n4"))])
         #expect(batch.map(\.payload.body.count) == [4097, 5121, 4096, 5120])
         let outcomes = await transport.deliver(batch)
         await transport.shutdown()

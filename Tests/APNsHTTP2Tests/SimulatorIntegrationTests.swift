@@ -86,7 +86,7 @@ struct TransportFixture {
         #expect(first.topic == "com.example.app" && first.pushType == .alert)
         #expect(first.priority == 5 && first.collapseID == "c-1" && first.expiration == content.apns.expiration)
         #expect(first.keyID == "ABC123DEFG" && first.teamID == "DEF123GHIJ")
-        #expect(first.payloadJSON == ["aps": ["alert": ["title": "T", "body": "B"], "badge": 2], "k": "v"])
+        #expect(first.payloadJSON == ["aps": ["alert": ["title": "T", "body": "B"], "badge": 2], "herald_id": "n1", "k": "v"])
         #expect(Set(received.map(\.connectionID)).count == 1)  // multiplexed on one connection
     }
 

@@ -114,9 +114,28 @@ func payloadString(_ content: NotificationContent) -> String {
         }
     }
 
+    @Test func theRenderedPayloadCarriesTheNotificationIDBesideApsAndTheKeyIsReserved() throws {
+        let context = RenderContext(notificationID: "01a2357b-ed84-7319-90c0-b4236224ae74", app: "com.a", topic: "com.a")
+        let c = NotificationContent(alert: .text("x"), data: ["a": 1, "z": "v"])
+        let payload = try APNsRoute.render(c, context: context)
+        #expect(String(decoding: payload.body, as: UTF8.self)
+                == #"{"aps":{"alert":"x"},"herald_id":"01a2357b-ed84-7319-90c0-b4236224ae74","a":1,"z":"v"}"#)
+        // Without a notification (tools that show a payload) there is no id.
+        #expect(payloadString(c) == #"{"aps":{"alert":"x"},"a":1,"z":"v"}"#)
+        // Custom data may not set it: the accept refuses it, naming the field.
+        #expect(throws: ContentProblem(field: "data.herald_id", "\"herald_id\" is reserved: Herald sets it to the notification id in every APNs payload")) {
+            try APNsRoute.render(NotificationContent(alert: .text("x"), data: ["herald_id": "mine"]), context: context)
+        }
+        // Callers that drive a transport directly get it too.
+        let d = Delivery(id: 1, notificationID: "n-7", app: "com.a", topic: "com.a", token: "", user: nil, transport: "t", content: c)
+        #expect(String(decoding: APNsRoute.rendered([d])[0].payload.body, as: UTF8.self) == #"{"aps":{"alert":"x"},"herald_id":"n-7","a":1,"z":"v"}"#)
+    }
+
     @Test func aPayloadOverApplesLimitIsRefusedAtRenderNamingTheLimit() throws {
         // 4096 bytes fit an alert; one more byte does not.
-        let base = APNsPayload.encode(NotificationContent(alert: .text(""))).count
+        // The herald_id key counts toward the limit.
+        let base = APNsPayload.encode(NotificationContent(alert: .text("")), notificationID: Self.context.notificationID).count
+        #expect(base == APNsPayload.encode(NotificationContent(alert: .text(""))).count + #","herald_id":"n""#.utf8.count)
         let fits = NotificationContent(alert: .text(String(repeating: "a", count: 4096 - base)))
         #expect(try APNsRoute.render(fits, context: Self.context).body.count == 4096)
         let over = NotificationContent(alert: .text(String(repeating: "a", count: 4097 - base)))
@@ -130,7 +149,7 @@ func payloadString(_ content: NotificationContent) -> String {
         var payload = try APNsRoute.render(c, context: Self.context)
         var options = APNsSendOptions(payload)
         #expect(options.priority == 5 && options.collapseID == "ck" && options.expiration == 1_900_000_000)
-        #expect(String(decoding: payload.body, as: UTF8.self) == #"{"aps":{"alert":{"title":"T","body":"B"},"thread-id":"th"}}"#)
+        #expect(String(decoding: payload.body, as: UTF8.self) == #"{"aps":{"alert":{"title":"T","body":"B"},"thread-id":"th"},"herald_id":"n"}"#)
         c.overrides["apns"] = ["priority": 10, "collapse_id": "block"]
         payload = try APNsRoute.render(c, context: Self.context)
         options = APNsSendOptions(payload)

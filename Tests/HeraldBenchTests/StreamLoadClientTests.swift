@@ -22,7 +22,7 @@ import Testing
             }
         }
         let (phase, counters, events) = (run.phase, run.counters, run.events)
-        #expect(phase == 2)
+        #expect(phase == 3)
         #expect(counters.statuses == [200: n, 404: 1])
         #expect(counters.disconnects == n)
         #expect(counters.streaming == 0)
@@ -43,11 +43,12 @@ import Testing
     }
 
     /// Opens the streams, writes one event to each once all are open and have had a heartbeat,
-    /// then finishes them; returns what the client saw.
+    /// lets two more heartbeats per stream pass, then finishes them; returns what the client saw.
     static func drive(targets: [StreamLoadClient.Target], streams: Locked<[HTTPStream]>, n: Int) -> Run {
         var events: [StreamLoadClient.Event] = []
         let client = StreamLoadClient(targets: targets, maxPendingConnects: 4) { events.append($0) }
         var phase = 0
+        var heartbeatsAfter = 0
         let end = Date().addingTimeInterval(60)
         client.run(tick: 0.01) {
             if Date() > end { return true }
@@ -61,9 +62,15 @@ import Testing
                 phase = 1
                 return false
             case 1:
-                guard events.count == n else { return false }
-                for s in streams.value { s.finish() }
+                guard events.count >= n else { return false }
+                // Heartbeats after the event: their blank lines are no event (the id persists).
+                heartbeatsAfter = client.counters.comments + 2 * n
                 phase = 2
+                return false
+            case 2:
+                guard client.counters.comments >= heartbeatsAfter else { return false }
+                for s in streams.value { s.finish() }
+                phase = 3
                 return false
             default:
                 return client.counters.disconnects == n && client.counters.statuses.values.reduce(0, +) == n + 1

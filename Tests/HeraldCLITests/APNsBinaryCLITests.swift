@@ -36,7 +36,9 @@ import Testing
             #expect(line["reason"]?.stringValue?.hasPrefix("proven: the gateway rejected Herald's proof notification") == true, "\(line)")
         }
         #expect(Set(gateway.received.map(\.notification.tokenHex)) == [f.token(1), f.token(2)])
-        #expect(gateway.received.allSatisfy { $0.notification.payloadText == #"{"aps":{"alert":{"title":"Hi","body":"Binary"}}}"# })
+        // The notification's id rides beside aps (one notification: one id in both).
+        let ids = Set(gateway.received.compactMap { $0.notification.payloadText.firstMatch(of: /^\{"aps":\{"alert":\{"title":"Hi","body":"Binary"\}\},"herald_id":"([0-9a-f-]{36})"\}$/)?.1 })
+        #expect(ids.count == 1 && gateway.received.count == 2, "\(gateway.received.map(\.notification.payloadText))")
     }
 
     @Test func sendWithACertificateTheGatewayRefusesFailsClearlyAndExits() throws {

@@ -66,8 +66,11 @@ struct CLIFixture {
         let written = try f.deliveries
         #expect(written.count == 4)
         #expect(Set(written.compactMap { $0["token"]?.stringValue }) == Set([1, 2, 3, 9].map(f.token)))
+        // One notification: every payload carries its id as herald_id beside aps.
+        let ids = Set(written.compactMap { $0["payload"]?["herald_id"]?.stringValue })
+        #expect(ids.count == 1 && ids.allSatisfy { UUID(uuidString: $0) != nil && $0 == $0.lowercased() }, "\(ids)")
         for record in written {
-            #expect(record["payload"] == ["aps": ["alert": ["title": "Hi", "body": "There"], "badge": 1], "order": 42])
+            #expect(record["payload"] == ["aps": ["alert": ["title": "Hi", "body": "There"], "badge": 1], "herald_id": .string(ids.first ?? ""), "order": 42])
             #expect(record["headers"]?["apns-topic"]?.stringValue == "com.example.app")
             // The message id reported (and its deprecated apns_id spelling) is the one written.
             let reported = lines.first { $0["token"] == record["token"] }

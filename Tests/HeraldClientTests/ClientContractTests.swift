@@ -318,12 +318,11 @@ extension ClientNetworkTests {
         await client.disconnect()
         let returned = Date()
         // The server's reading thread sees end of file as soon as the client closed.
-        await withKnownIssue("Linux URLSession (libcurl) sometimes keeps the socket open after the task is cancelled while other connections are open in the process (closing note of 2026-12-01)", isIntermittent: true) {
-            #expect(await eventually(timeout: 3) { stream.closedByPeer != nil })
-            let closedAt = try #require(stream.closedByPeer)
-            #expect(closedAt.timeIntervalSince(before) < 3, "closed \(closedAt.timeIntervalSince(before)) s after disconnect() began")
-        }
-        #expect(returned.timeIntervalSince(before) < 0.5, "disconnect() took \(returned.timeIntervalSince(before)) s")
+        #expect(await eventually(timeout: 3) { stream.closedByPeer != nil })
+        let closedAt = try #require(stream.closedByPeer)
+        #expect(closedAt.timeIntervalSince(before) < 3, "closed \(closedAt.timeIntervalSince(before)) s after disconnect() began")
+        // Room for a loaded 2-core machine (it takes milliseconds; 0.6 s was seen with every suite running).
+        #expect(returned.timeIntervalSince(before) < 2, "disconnect() took \(returned.timeIntervalSince(before)) s")
         await server.stop()
     }
 
@@ -339,9 +338,7 @@ extension ClientNetworkTests {
         // Nothing more is written (no heartbeat): after a second of silence the client gives up on it.
         let second = try await server.stream(2, timeout: 10)
         #expect(Date().timeIntervalSince(opened) >= 0.9)
-        await withKnownIssue("Linux URLSession (libcurl) sometimes keeps the socket open after the task is cancelled while other connections are open in the process (closing note of 2026-12-01)", isIntermittent: true) {
-            #expect(await eventually(timeout: 3) { first.closedByPeer != nil })
-        }
+        #expect(await eventually(timeout: 3) { first.closedByPeer != nil })
         guard case .transport(let reason)?? = log.drops.first else {
             Issue.record("expected a transport error, found \(log.drops)")
             return

@@ -172,7 +172,7 @@ extension ClientNetworkTests {
         try await d.register(user: "alice", device: device)
         var request = URLRequest(url: URL(string: "\(d.url.absoluteString)/v1/stream?app=\(ClientTestDaemon.app)&ack=1")!)
         request.setValue("Bearer \(ClientTestDaemon.token(user: "alice", device: device))", forHTTPHeaderField: "Authorization")
-        let stream = EventStreamConnection(request: request, idleTimeout: 60)
+        let stream = makeStreamConnection(request: request, idleTimeout: 60)
         stream.start()
         #expect(await eventually(timeout: 10) { d.daemon.openStreams == 1 })
         let id = try await d.send(to: "alice", title: "t")
@@ -199,10 +199,8 @@ extension ClientNetworkTests {
         #expect(await eventually(timeout: 10) { d.daemon.openStreams == 1 && client.status == .connected })
         let start = Date()
         await client.disconnect()
-        await withKnownIssue("Linux URLSession (libcurl) sometimes keeps the socket open after the task is cancelled while other connections are open in the process (closing note of 2026-12-01)", isIntermittent: true) {
-            #expect(await eventually(timeout: 2) { d.daemon.openStreams == 0 })
-            #expect(Date().timeIntervalSince(start) < 2)
-        }
+        #expect(await eventually(timeout: 2) { d.daemon.openStreams == 0 })
+        #expect(Date().timeIntervalSince(start) < 2)
         await d.stop()
     }
 
@@ -248,7 +246,7 @@ extension ClientNetworkTests {
         // A previous run of the app read events 1 and 2 and died before acknowledging them.
         var request = URLRequest(url: URL(string: "\(d.url.absoluteString)/v1/stream?app=\(ClientTestDaemon.app)&ack=1")!)
         request.setValue("Bearer \(ClientTestDaemon.token(user: "alice", device: device))", forHTTPHeaderField: "Authorization")
-        let dying = EventStreamConnection(request: request, idleTimeout: 60)
+        let dying = makeStreamConnection(request: request, idleTimeout: 60)
         dying.start()
         #expect(await eventually(timeout: 10) { d.daemon.openStreams == 1 })
         let n1 = try await d.send(to: "alice", title: "one")

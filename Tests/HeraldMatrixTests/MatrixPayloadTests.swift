@@ -179,6 +179,12 @@ import Testing
         guard case .send(let content, _, let dropped) = MatrixPayload.map(Self.message(nil), device: device) else { Issue.record("not sent"); return }
         #expect(dropped == ["aps.alert.action-loc-key", "aps.badge", "aps.url-args"])
         #expect(content.apns.mutableContent && content.badge == 2)
+        // herald_id is Herald's (the notification id in every APNs payload): a pusher's is left out.
+        let claiming = MatrixDevice(appID: "a", pushkey: "00ff", data: ["default_payload": ["herald_id": "x", "k": 1]])
+        guard case .send(let c2, _, let dropped2) = MatrixPayload.map(Self.message(nil), device: claiming) else { Issue.record("not sent"); return }
+        #expect(dropped2 == ["herald_id"])
+        #expect(c2.data["herald_id"] == nil && c2.data["k"] == 1)
+        #expect(APSConversion.convert(["herald_id": "x"]).dropped == ["herald_id"])
     }
 
     @Test func lowPriorityIsFive() {
@@ -203,15 +209,18 @@ import Testing
         let body = String(repeating: "ab\"", count: 3000)   // escapes make the JSON longer than the text
         let decision = MatrixPayload.map(Self.message(["msgtype": "m.text", "body": .string(body)]), device: Self.device)
         guard case .send(let content, _, _) = decision, case .fields(let alert)? = content.alert else { Issue.record("not sent"); return }
-        let size = APNsPayload.encode(content).count
+        // Sized as the route renders it: with the herald_id of a real notification id.
+        let size = APNsPayload.encode(content, notificationID: UUIDSource.timeOrdered().lowercasedString).count
         #expect(size <= 4096 && size > 4080)
+        #expect(MatrixPayload.encodedSize(content) == size)
+        #expect(APNsPayload.encode(content).count + ",\"herald_id\":\"\"".utf8.count + 36 == size)
         #expect(alert.locArgs?[0] == "Major Tom" && alert.locArgs?[1] == "Mission Control")
         #expect(body.hasPrefix(alert.locArgs![2]) && alert.locArgs![2].count < body.count)
         // The longest text loses first: two long texts end up the same length.
         var both = Self.message(["msgtype": "m.text", "body": .string(String(repeating: "b", count: 5000))])
         both.roomName = String(repeating: "r", count: 1000)
         guard case .send(let c2, _, _) = MatrixPayload.map(both, device: Self.device), case .fields(let a2)? = c2.alert else { Issue.record("not sent"); return }
-        #expect(APNsPayload.encode(c2).count <= 4096)
+        #expect(MatrixPayload.encodedSize(c2) <= 4096)
         #expect(a2.locArgs![1].count == 1000 && a2.locArgs![2].count > 1000)
         // Content stored in the queue reads back the same.
         #expect(try NotificationContent.fromAPIJSON(c2.apiJSON) == c2)
@@ -253,6 +262,8 @@ import Testing
         #expect(bad.count == 2)
         #expect(bad.first?.hasPrefix("matrix.apps.x.defaultPayload.aps.badge: has a value Apple does not accept") == true)
         #expect(bad.last?.hasPrefix("matrix.apps.x.defaultPayload.aps.url-args: Herald does not send this aps key") == true)
+        #expect(errors("{\(Self.baseConfig), \"matrix\": {\"apps\": {\"x\": {\"app\": \"com.example.app\", \"defaultPayload\": {\"herald_id\": \"1\"}}}}}")
+                == ["matrix.apps.x.defaultPayload.herald_id: is reserved: Herald sets it to the notification id in every APNs payload"])
     }
 }
 

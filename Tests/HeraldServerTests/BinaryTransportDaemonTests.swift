@@ -47,7 +47,7 @@ import Testing
         }
         let received = gateway.received
         #expect(Set(received.map(\.notification.tokenHex)) == [TestDaemon.token(1), TestDaemon.token(2)])
-        #expect(received.allSatisfy { $0.notification.command == 2 && $0.notification.payloadText == #"{"aps":{"alert":"Hello from the API"}}"# })
+        #expect(received.allSatisfy { $0.notification.command == 2 && $0.notification.payloadText == #"{"aps":{"alert":"Hello from the API"},"herald_id":"\#(id)"}"# })
     }
 
     @Test func theDaemonPollsTheFeedbackServiceAndRetiresTheToken() async throws {

@@ -89,7 +89,8 @@ import Testing
 
     /// The whole path: a forged token refused with the daemon's reason on the page; then a client
     /// token from the API, the page live on `/v1/stream`, a notification sent through
-    /// `POST /v1/notifications`, its toast in the DOM. `herald serve` as a child process with the
+    /// `POST /v1/notifications`, its toast in the DOM, acknowledged by the page (`ack=1`, `POST
+    /// /v1/stream/ack`) and `delivered` on that ack. `herald serve` as a child process with the
     /// registered plugins (the `local` transport) and an app that uses `local-first`.
     @Test(.timeLimit(.minutes(1)))
     func aForgedTokenIsExplainedAndANotificationSentThroughTheAPIAppearsAsAToast() async throws {
@@ -146,9 +147,11 @@ import Testing
             let id = try #require(sent.json?["id"]?.stringValue)
             let toast = try await browser.waitForElement(css: ".toast[data-id=\"\(id)\"]", containing: "Your order shipped")
             #expect(toast == "Herald\nYour order shipped")
-            #expect(try await browser.texts(css: "#last-event-id") != ["-"])
+            let event = try #require(try await browser.texts(css: "#last-event-id").first.flatMap { Int($0) }, "no event id shown")
             #expect(try await browser.texts(css: "#state") == ["live"])
-            // The daemon recorded it as delivered through the local route, to this browser.
+            // The page opened its stream with ack=1 and acknowledged the event: the daemon took the
+            // ack (the page shows the 204) and recorded the delivery delivered on that evidence.
+            try await browser.waitForElement(css: "#acked", containing: String(event))
             var status: JSONValue = .null
             #expect(await eventually(timeout: 10) {
                 status = (try? await api.get("/v1/notifications/\(id)"))?.json ?? .null
@@ -157,6 +160,10 @@ import Testing
             let delivery = status["deliveries"]?.arrayValue?.first
             #expect(delivery?["transport"]?.stringValue == "local")
             #expect(delivery?["token"]?.stringValue == device)
+            #expect(delivery?["reason"]?.stringValue == "acknowledged by the device as event \(event)", "\(status)")
+            #expect(await eventually(timeout: 10) {
+                (try? await api.get("/metrics"))?.text.split(separator: "\n").contains("herald_stream_acks_total 1") ?? false
+            })
         }
         child.signal(SIGTERM)
         #expect(await child.waitForExit(timeout: 30) == 0, "\(child.stderr)")

@@ -37,7 +37,7 @@ import Testing
         #expect(record["headers"]?["apns-expiration"]?.stringValue == "0")
         #expect(record["headers"]?["apns-collapse-id"]?.stringValue == "c1")
         #expect(record["headers"]?["apns-id"]?.stringValue == apnsID.uuidString.lowercased())
-        #expect(record["payload"] == ["aps": ["alert": "Hello", "badge": 2], "order": 42])
+        #expect(record["payload"] == ["aps": ["alert": "Hello", "badge": 2], "herald_id": "n1", "order": 42])
     }
 
     @Test func appendsToAnExistingFile() async throws {

@@ -80,9 +80,10 @@ enum SendCommand {
             attributes[APNsEnvironment.attribute] = e
         }
         let request = NotificationRequest(app: app.id, users: users, tokens: tokens, content: content, attributes: attributes)
-        // Every route of the app checks the content before anything is sent.
+        // Every route of the app checks the content before anything is sent (with an id as long as
+        // the real one: payloads that carry it, such as APNs' herald_id, count it in their size).
         do throws(DispatchError) {
-            _ = try FanOut.render(FanOut.withDefaults(content, app: app), app: app, configuration: configuration, notificationID: "")
+            _ = try FanOut.render(FanOut.withDefaults(content, app: app), app: app, configuration: configuration, notificationID: UUIDSource.timeOrdered().lowercasedString)
         } catch {
             throw .usage(cliField(error), command: command)
         }
@@ -125,7 +126,7 @@ enum SendCommand {
             }
             for r in plan.reports { console.out(json ? r.jsonLine(legacyAPNsID: isAPNs(r.transport, configuration)) : "\(r.outcome.rawValue) \(r.token): \(r.reason ?? "")") }
             if !json {
-                console.out("payload: \(String(decoding: APNsPayload.encode(content), as: UTF8.self))")
+                console.out("payload: \(String(decoding: APNsPayload.encode(content, notificationID: plan.notificationID), as: UTF8.self))")
                 console.out("\(plan.deliveries.count) deliveries planned, \(plan.reports.count) refused, \(plan.skippedOverLimit) over the per-user limit, \(plan.duplicates) duplicates")
             }
             if !plan.reports.isEmpty {

@@ -1,10 +1,14 @@
 /// The browser demo page (`GET /demo`, served only with `"api": {"demo": true}`): the web twin of
 /// an app in the foreground. It reads `app` and `token` (a client token) from the URL fragment
 /// (`/demo#app=com.example.app&token=…`; a fragment never reaches the server or a Referer), opens
-/// an `EventSource` on `/v1/stream`, and shows each `notification` event as an on-page toast
-/// (`<div class="toast" data-id="<notification id>">`) and, once the user allowed it, as a Web
-/// Notification. It shows the connection state (`#state`, `data-state` = `connecting`, `live`,
-/// `reconnecting` or `closed`) and the last event id (`#last-event-id`).
+/// an `EventSource` on `/v1/stream` with acks (`ack=1`), and shows each `notification` event as
+/// an on-page toast (`<div class="toast" data-id="<notification id>">`) and, once the user
+/// allowed it, as a Web Notification. It acknowledges what it showed as the SDK does: cumulatively,
+/// `POST /v1/stream/ack?app=A` with `{"id": <last event id>}` and the client token, one request at
+/// a time, so its notifications are `delivered` when the page has them (and a frozen tab's take
+/// their fallback). It shows the connection state (`#state`, `data-state` = `connecting`, `live`,
+/// `reconnecting` or `closed`), the last event id (`#last-event-id`) and the last one the server
+/// took the ack of (`#acked`).
 ///
 /// Served with a Content-Security-Policy that allows only this page's own inline script and
 /// style (a fresh nonce per response) and connections to its own origin.
@@ -50,6 +54,7 @@ dd { margin: 0; font-family: ui-monospace, monospace; }
   <dt>App</dt><dd id="app">-</dd>
   <dt>Connection</dt><dd><output id="state" data-state="connecting">connecting</output></dd>
   <dt>Last event id</dt><dd id="last-event-id">-</dd>
+  <dt>Acknowledged</dt><dd id="acked">-</dd>
   <dt>Web Notifications</dt><dd><span id="permission">-</span> <button id="ask" type="button" hidden>Allow</button></dd>
 </dl>
 <h2>Notifications</h2>
@@ -108,13 +113,31 @@ function explain(url) {
     .catch(() => {});
 }
 
+// Acknowledges what the page has read: cumulatively (the last event id), one request at a
+// time; a failed one is tried again a second later (a newer id replaces it meanwhile).
+const acks = { read: 0, acked: 0, busy: false };
+function ack() {
+  if (acks.busy || acks.read <= acks.acked) return;
+  acks.busy = true;
+  const id = acks.read;
+  fetch("/v1/stream/ack?app=" + encodeURIComponent(app), {
+    method: "POST", cache: "no-store",
+    headers: { "Authorization": "Bearer " + token, "Content-Type": "application/json" },
+    body: JSON.stringify({ id: id }),
+  }).then((r) => r.status === 204, () => false).then((ok) => {
+    acks.busy = false;
+    if (ok) { acks.acked = Math.max(acks.acked, id); $("acked").textContent = String(acks.acked); ack(); }
+    else setTimeout(ack, 1000);
+  });
+}
+
 function connect() {
   if (!app || !token) {
     setState("closed", "closed: open this page as /demo#app=APP&token=CLIENT_TOKEN");
     return;
   }
   $("app").textContent = app;
-  const url = "/v1/stream?app=" + encodeURIComponent(app) + "&access_token=" + encodeURIComponent(token);
+  const url = "/v1/stream?app=" + encodeURIComponent(app) + "&ack=1&access_token=" + encodeURIComponent(token);
   const source = new EventSource(url);
   source.onopen = () => setState("live");
   source.onerror = () => {
@@ -123,6 +146,8 @@ function connect() {
   source.addEventListener("notification", (e) => {
     $("last-event-id").textContent = e.lastEventId || "-";
     try { toast(JSON.parse(e.data)); } catch (err) { console.error("bad notification event", err, e.data); }
+    const id = Number(e.lastEventId);
+    if (Number.isSafeInteger(id) && id > acks.read) { acks.read = id; ack(); }
   });
 }
 

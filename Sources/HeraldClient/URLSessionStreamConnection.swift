@@ -3,28 +3,52 @@ import Foundation
 import FoundationNetworking
 #endif
 
+/// What a stream connection produces: the response head first, then the body's pieces.
+enum StreamPiece: Sendable {
+    case response(status: Int, headers: [String: String])
+    case bytes(Data)
+}
+
+/// One `GET /v1/stream` request and its response, read as it arrives.
+protocol StreamConnection: Sendable {
+    /// The response head, then the body's pieces; ends with the response (or ``close()``), or
+    /// throws ``HeraldClientError/transport(_:)`` when the connection broke.
+    var pieces: AsyncThrowingStream<StreamPiece, any Error> { get }
+    /// Sends the request.
+    func start()
+    /// Closes the connection and returns once its socket is closed. Called once, by the owner.
+    func close() async
+}
+
+/// The stream connection for `request`: on Linux, over `http`, a socket of its own
+/// (``SocketStreamConnection``); otherwise `URLSession` (``URLSessionStreamConnection``).
+func makeStreamConnection(request: URLRequest, idleTimeout: TimeInterval) -> any StreamConnection {
+    #if os(Linux)
+    if SocketStreamConnection.serves(request) { return SocketStreamConnection(request: request, idleTimeout: idleTimeout) }
+    #endif
+    return URLSessionStreamConnection(request: request, idleTimeout: idleTimeout)
+}
+
 /// One `GET /v1/stream` request through a `URLSession` of its own whose delegate hands the body
-/// on as it arrives (on Linux, FoundationNetworking drives libcurl and delivers each read at
-/// once; measured: an event reaches the delegate within a millisecond of being written, and a
-/// cancel closes the socket within a millisecond).
+/// on as it arrives (Apple platforms, and `https` on Linux).
+///
+/// - Important: on Linux, FoundationNetworking (libcurl) sometimes kept the socket of a
+///   cancelled task open while other sessions opened and closed in the process; plain `http`
+///   streams there use ``SocketStreamConnection`` instead.
 ///
 /// `@unchecked Sendable`: the mutable state is behind a lock; the session and task are set in
 /// `init` and used only by the owner (`start()`, then `close()` once), never by the delegate.
-final class EventStreamConnection: NSObject, URLSessionDataDelegate, @unchecked Sendable {
-    /// What the connection produces: the response head first, then the body's pieces.
-    enum Piece: Sendable {
-        case response(status: Int, headers: [String: String])
-        case bytes(Data)
-    }
+final class URLSessionStreamConnection: NSObject, URLSessionDataDelegate, StreamConnection, @unchecked Sendable {
+    typealias Piece = StreamPiece
 
     let pieces: AsyncThrowingStream<Piece, any Error>
     private let continuation: AsyncThrowingStream<Piece, any Error>.Continuation
     private struct State {
-        var completed = false
         var sentResponse = false
-        var waiters: [CheckedContinuation<Void, Never>] = []
     }
     private let state = Locked(State())
+    /// Opens when the session reported the task finished.
+    private let completed = Latch()
     /// Set in `init`, cleared by `close()` (which only the owner calls, once).
     private var session: URLSession?
     private var task: URLSessionDataTask?
@@ -58,14 +82,7 @@ final class EventStreamConnection: NSObject, URLSessionDataDelegate, @unchecked 
         // Invalidated at once too: on Linux an idle session can hold its connection open after
         // the task is cancelled, and the server must see the close now.
         session?.invalidateAndCancel()
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let done: Bool = state.withLock { s in
-                if s.completed { return true }
-                s.waiters.append(c)
-                return false
-            }
-            if done { c.resume() }
-        }
+        await completed.wait()
         // The session keeps its delegate until it is invalidated.
         session?.finishTasksAndInvalidate()
         session = nil
@@ -86,16 +103,11 @@ final class EventStreamConnection: NSObject, URLSessionDataDelegate, @unchecked 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         if error == nil { yieldResponse(task.response) }
         if let error {
-            continuation.finish(throwing: HeraldClientError.transport(Self.describe(error)))
+            continuation.finish(throwing: HeraldClientError.transport(HeraldClientError.describe(urlError: error)))
         } else {
             continuation.finish()
         }
-        let waiting: [CheckedContinuation<Void, Never>] = state.withLock { s in
-            s.completed = true
-            defer { s.waiters = [] }
-            return s.waiters
-        }
-        waiting.forEach { $0.resume() }
+        completed.open()
     }
 
     private func yieldResponse(_ response: URLResponse?) {
@@ -111,9 +123,11 @@ final class EventStreamConnection: NSObject, URLSessionDataDelegate, @unchecked 
         }
         continuation.yield(.response(status: http?.statusCode ?? 0, headers: headers))
     }
+}
 
+extension HeraldClientError {
     /// A URL error without its user info (which holds the URL, and so the app id only; never the token).
-    static func describe(_ error: any Error) -> String {
+    static func describe(urlError error: any Error) -> String {
         let ns = error as NSError
         guard ns.domain == NSURLErrorDomain else { return String(describing: error) }
         let known: String?
