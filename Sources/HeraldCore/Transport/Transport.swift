@@ -28,6 +28,11 @@ public protocol Transport: AnyObject, Sendable {
 
     /// Facts for `herald check`: credentials loaded, certificate subject and expiry, warnings.
     func checkReport() async -> [CheckFinding]
+
+    /// What part of the transport cannot work now while the rest does (one push service of
+    /// several refusing its credentials), or `nil` when nothing is impaired. `/readyz` reports a
+    /// started transport with an impairment as `degraded: <this>`. Must not block; no secrets.
+    var impairment: String? { get }
 }
 
 extension Transport {
@@ -35,6 +40,7 @@ extension Transport {
     public func start() async throws {}
     public func shutdown() async {}
     public func checkReport() async -> [CheckFinding] { [] }
+    public var impairment: String? { nil }
 }
 
 /// A transport type that can be registered under a config `type` and built from its own

@@ -23,11 +23,11 @@ public final class RuntimeSnapshot: Sendable {
 public struct Readiness: Sendable {
     /// Whether the store answered a query just now.
     public var storeOpen: Bool
-    /// Transport name → `started`, `starting` or `paused: <reason>`.
+    /// Transport name → `started`, `starting`, `paused: <reason>` or `degraded: <what part is impaired>`.
     public var transports: [String: String]
     public var isReady: Bool { storeOpen && !transports.values.contains("starting") }
-    /// Ready, but some transport is paused.
-    public var isDegraded: Bool { isReady && transports.values.contains { $0.hasPrefix("paused") } }
+    /// Ready, but some transport is paused, or impaired in part.
+    public var isDegraded: Bool { isReady && transports.values.contains { $0.hasPrefix("paused") || $0.hasPrefix("degraded") } }
 
     public init(storeOpen: Bool, transports: [String: String]) {
         self.storeOpen = storeOpen
