@@ -59,6 +59,7 @@ let package = Package(
         .target(name: "HeraldLogTransport", dependencies: ["HeraldCore", "HeraldAPNs"], path: "Plugins/LogTransport"),
         .target(name: "HeraldLocalTransport", dependencies: ["HeraldCore"], path: "Plugins/Local"),
         .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "CCurl", "CNGHTTP2", "CLinux"], path: "Plugins/APNsHTTP2"),
+        .target(name: "HeraldWebPush", dependencies: ["HeraldCore", "HeraldCrypto", "HeraldHTTP2"], path: "Plugins/WebPush"),
         .target(name: "HeraldAPNsBinary", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "APNsBinaryProtocol"], path: "Plugins/APNsBinary"),
 
         // MARK: CLI and executable
@@ -67,7 +68,7 @@ let package = Package(
                 path: "Sources/HeraldCLI"),
         .executableTarget(name: "herald",
                           dependencies: ["HeraldCLI", "HeraldCore", "HeraldMatrix", "HeraldSQLite", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
-                                         "HeraldAPNsBinary"],
+                                         "HeraldAPNsBinary", "HeraldWebPush"],
                           path: "Sources/herald"),
 
         // MARK: The app side (iOS, macOS, Linux): Foundation only, no Herald module
@@ -101,6 +102,8 @@ let package = Package(
         .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldCore", "HeraldCrypto", "HeraldSQLite",
                                                         "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/APNsHTTP2Tests"),
+        .testTarget(name: "HeraldWebPushTests", dependencies: ["HeraldWebPush", "HeraldCore", "HeraldCrypto", "HeraldHTTP2", "HeraldSimulator", "HeraldTestKit"],
+                    path: "Tests/HeraldWebPushTests"),
         .testTarget(name: "APNsBinaryProtocolTests", dependencies: ["HeraldAPNs", "APNsBinaryProtocol", "HeraldTestKit"],
                     path: "Tests/APNsBinaryProtocolTests"),
         .testTarget(name: "APNsBinaryTests", dependencies: ["HeraldAPNs", "HeraldAPNsBinary", "APNsBinaryProtocol", "HeraldCore", "HeraldCrypto",
