@@ -85,7 +85,8 @@ public struct WebPushConfiguration: TransportConfiguration {
         var allowList: EndpointAllowList? = try? EndpointAllowList(EndpointAllowList.browserDefaults)
         if let patterns = node.stringArray("allowedEndpoints", nonEmpty: true) {
             do throws(EndpointAllowList.AllowListProblem) { allowList = try EndpointAllowList(patterns) } catch {
-                node.error(at: "allowedEndpoints[\(error.index)]", error.message)
+                let elements = node.child("allowedEndpoints")?.elements() ?? []
+                if error.index < elements.count { elements[error.index].error(error.message) } else { node.error(at: "allowedEndpoints", error.message) }
                 allowList = nil
             }
         }
