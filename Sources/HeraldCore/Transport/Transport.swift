@@ -96,10 +96,17 @@ public protocol TransportConfiguration: Sendable {
     /// Default: the neutral content as JSON (``NotificationContent/writeDisplayJSON(into:)``) with the notification id.
     /// - Throws: ``ContentProblem`` naming the field (`apns.priority`, `payload`) and the limit.
     func render(_ content: NotificationContent, context: RenderContext) throws(ContentProblem) -> RenderedPayload
+
+    /// A public value the route's clients need before they can register (Web Push: the VAPID
+    /// `applicationServerKey` pages subscribe with), which the daemon serves to them at
+    /// `GET /v1/<type>/<app>/public-key`; `nil` (the default) when there is none. Never a secret.
+    var publicClientKey: String? { get }
 }
 
 extension TransportConfiguration {
     public var platform: Platform? { nil }
+
+    public var publicClientKey: String? { nil }
 
     public func address(_ input: DeviceAddressInput, attributes: DeviceAttributes) throws(AddressProblem) -> DeviceAddress {
         DeviceAddress(token: try AddressRules.opaque(input))
