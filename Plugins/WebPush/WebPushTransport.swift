@@ -118,7 +118,9 @@ public final class WebPushTransport: TransportPlugin {
                 sends.append((origin, prepared))
             }
         }
-        let answered = await withTaskGroup(of: (PushServiceOrigin, [Prepared], [HTTP2Result], TimeInterval).self) { group in
+        // Each service's answers are recorded as soon as they come, so a service is free for the
+        // next batch once it answered, however long another service of this batch takes.
+        let answered = await withTaskGroup(of: [(Int, DeliveryOutcome)].self) { group in
             for (origin, prepared) in sends {
                 group.addTask { [self] in
                     let started = clock.now
@@ -132,33 +134,36 @@ public final class WebPushTransport: TransportPlugin {
                     } catch {
                         results = prepared.map { _ in .failed(error) }
                     }
-                    return (origin, prepared, results, clock.now.timeIntervalSince(started))
+                    return record(results, of: prepared, origin: origin, latency: clock.now.timeIntervalSince(started))
                 }
             }
-            var all: [(PushServiceOrigin, [Prepared], [HTTP2Result], TimeInterval)] = []
-            for await r in group { all.append(r) }
+            var all: [(Int, DeliveryOutcome)] = []
+            for await r in group { all += r }
             return all
         }
-        let after = clock.now
-        for (origin, prepared, results, latency) in answered {
-            let wasPaused = services.withLock { $0[origin]?.pause != nil }
-            services.withLock { s in
-                guard var st = s[origin] else { return }
-                for (p, result) in zip(prepared, results) {
-                    outcomes[p.index] = outcome(of: result, token: p.token, state: &st, now: after)
-                }
-                st.batchEnded(latency: latency, now: after)
-                s[origin] = st
-            }
-            let pause = services.withLock { $0[origin]?.pause }
-            if let pause, !wasPaused {
-                logger.error("push service paused: it refuses this transport's VAPID key; its deliveries wait. Fix vapidKey or subject and send SIGHUP",
-                             ["push_service": origin.description, "reason": pause.reason])
-            } else if pause == nil, wasPaused {
-                logger.notice("push service resumed: it accepted the VAPID key again", ["push_service": origin.description])
-            }
-        }
+        for (index, outcome) in answered { outcomes[index] = outcome }
         return outcomes.map { $0 ?? .retry(after: nil, reason: "no outcome recorded") }
+    }
+
+    /// Records one service's answers in its state; the outcomes by batch index.
+    private func record(_ results: [HTTP2Result], of prepared: [Prepared], origin: PushServiceOrigin, latency: TimeInterval) -> [(Int, DeliveryOutcome)] {
+        let now = clock.now
+        let (outcomes, wasPaused, pause): ([(Int, DeliveryOutcome)], Bool, PushServiceState.Pause?) = services.withLock { s in
+            var st = s[origin] ?? PushServiceState(origin: origin)
+            let was = st.pause != nil
+            var out: [(Int, DeliveryOutcome)] = []
+            for (p, result) in zip(prepared, results) { out.append((p.index, outcome(of: result, token: p.token, state: &st, now: now))) }
+            st.batchEnded(latency: latency, now: now)
+            s[origin] = st
+            return (out, was, st.pause)
+        }
+        if let pause, !wasPaused {
+            logger.error("push service paused: it refuses this transport's VAPID key; its deliveries wait. Fix vapidKey or subject and send SIGHUP",
+                         ["push_service": origin.description, "reason": pause.reason])
+        } else if pause == nil, wasPaused {
+            logger.notice("push service resumed: it accepted the VAPID key again", ["push_service": origin.description])
+        }
+        return outcomes
     }
 
     /// The request for one delivery: encrypted body and headers, or the outcome when it cannot be sent.
