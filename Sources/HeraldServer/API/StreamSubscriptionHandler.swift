@@ -1,5 +1,6 @@
 import FoundationEssentials
 import HeraldCore
+import HeraldCrypto
 
 /// `POST /v1/stream/subscription?app=A[&access_token=T]` with `{"subscription": {…}}`: a page
 /// registers its browser's push subscription for the user of its client token, with no backend
