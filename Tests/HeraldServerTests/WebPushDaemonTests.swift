@@ -91,4 +91,52 @@ import Testing
         }
         _ = await daemon.shutdown()
     }
+
+    @Test func aPushServiceThatRefusesTheKeyForEverySubscriptionMakesReadinessDegradedAndSaysWhy() async throws {
+        let certs = try TestCertificates.shared()
+        var simConfig = WebPushSimulator.Configuration(tls: .init(certificateFile: certs.serverCertificate, keyFile: certs.serverKey), seed: "refuse")
+        simConfig.faults.applicationServerKey = try P256PrivateKey.generate().publicKey  // made with another key
+        let sim = try WebPushSimulator(configuration: simConfig)
+        try sim.start()
+        defer { sim.stop() }
+        let dir = try TemporaryDirectory(prefix: "herald-webpush-refused")
+        defer { dir.remove() }
+        var registry = TransportRegistry()
+        registry.register(WebPushTransport.self)
+        let key = Base64URL.encode(try P256PrivateKey.generate().rawRepresentation)
+        let config = """
+            {"storage": {"path": "herald.db", "synchronous": "normal"},
+             "apps": {"\(Self.app)": {"routes": ["web"]}},
+             "transports": {"web": {"type": "webpush", "vapidKey": "\(key)", "subject": "mailto:push@example.com", "refusalsToPause": 2,
+                                    "allowedEndpoints": ["127.0.0.1"], "caFile": "\(certs.caFile)"}},
+             "api": {"keys": [{"id": "backend", "secret": "\(TestDaemon.key)", "scopes": ["send", "devices", "admin"]}], "listen": "127.0.0.1:0"},
+             "server": {"batchLinger": 0, "maintenanceInterval": "1h"}}
+            """
+        let configuration = try DaemonConfiguration.parse(Data(config.utf8), baseDirectory: dir.path, registry: registry, environment: [:])
+        let daemon = Daemon(configuration: configuration, registry: registry, storage: .embedded, logSink: RecordingLogHandler())
+        let port = try await daemon.start()
+        let c = HTTPTestClient(port: port, key: TestDaemon.key)
+        do {
+            for i in 0..<2 {
+                let r = try await c.post("/v1/devices", #"{"app":"\#(Self.app)","user":"bob","subscription":\#(sim.subscriptionJSON(i))}"#)
+                #expect(r.status == 201, "\(r.text)")
+            }
+            let r = try await c.post("/v1/notifications", #"{"app":"\#(Self.app)","users":["bob"],"body":"x"}"#)
+            #expect(r.status == 202, "\(r.text)")
+            let id = try #require(r.json?["id"]?.stringValue)
+            #expect(await eventually(timeout: 30) {
+                (try? await HTTPTestClient(port: port).get("/readyz").json?["transports"]?["web"]?.stringValue)?.hasPrefix("degraded: push service \(sim.origins[0])") == true
+            })
+            let ready = try await HTTPTestClient(port: port).get("/readyz")
+            #expect(ready.status == 200 && ready.json?["status"]?.stringValue == "degraded", "\(ready.text)")
+            #expect(ready.json?["transports"]?["web"]?.stringValue?.contains("VapidPkHashMismatch") == true, "\(ready.text)")
+            // Nothing failed or was rejected: the deliveries wait.
+            let status = try await c.get("/v1/notifications/\(id)")
+            let states = Set((status.json?["deliveries"]?.arrayValue ?? []).compactMap { $0["state"]?.stringValue })
+            #expect(states == ["queued"], "\(status.text)")
+        } catch {
+            Issue.record(error)
+        }
+        _ = await daemon.shutdown()
+    }
 }
