@@ -60,6 +60,7 @@ let package = Package(
         .target(name: "HeraldLogTransport", dependencies: ["HeraldCore", "HeraldAPNs"], path: "Plugins/LogTransport"),
         .target(name: "HeraldLocalTransport", dependencies: ["HeraldCore"], path: "Plugins/Local"),
         .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "HeraldHTTP2"], path: "Plugins/APNsHTTP2"),
+        .target(name: "HeraldWebPush", dependencies: ["HeraldCore", "HeraldCrypto", "HeraldHTTP2"], path: "Plugins/WebPush"),
         .target(name: "HeraldAPNsBinary", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "APNsBinaryProtocol"], path: "Plugins/APNsBinary"),
 
         // MARK: CLI and executable
@@ -68,7 +69,7 @@ let package = Package(
                 path: "Sources/HeraldCLI"),
         .executableTarget(name: "herald",
                           dependencies: ["HeraldCLI", "HeraldCore", "HeraldServer", "HeraldMatrix", "HeraldSQLite", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
-                                         "HeraldAPNsBinary"],
+                                         "HeraldAPNsBinary", "HeraldWebPush"],
                           path: "Sources/herald"),
 
         // MARK: Benchmarks and load clients (`herald-bench`, not part of `herald`)
@@ -91,7 +92,7 @@ let package = Package(
         .testTarget(name: "HeraldMatrixTests", dependencies: ["HeraldMatrix", "HeraldAPNs", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"], path: "Tests/HeraldMatrixTests"),
         .testTarget(name: "HeraldSQLiteTests", dependencies: ["HeraldAPNs", "HeraldSQLite", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"],
                     path: "Tests/HeraldSQLiteTests"),
-        .testTarget(name: "HeraldPostgresTests", dependencies: ["HeraldAPNs", "HeraldPostgres", "HeraldCore", "HeraldTestKit"],
+        .testTarget(name: "HeraldPostgresTests", dependencies: ["HeraldAPNs", "HeraldPostgres", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"],
                     path: "Tests/HeraldPostgresTests"),
         .testTarget(name: "StorageContractTests", dependencies: ["HeraldAPNs", "HeraldSQLite", "HeraldPostgres", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"],
                     path: "Tests/StorageContractTests"),
@@ -106,13 +107,15 @@ let package = Package(
         .testTarget(name: "HeraldSimulatorTests", dependencies: ["HeraldAPNs", "HeraldSimulator", "HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldSimulatorTests"),
         .testTarget(name: "HeraldServerTests", dependencies: ["HeraldAPNs", "HeraldMatrix", "HeraldServer", "HeraldSQLite", "HeraldPostgres", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
-                                                           "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldLocalTransport", "HeraldCrypto"],
+                                                           "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldLocalTransport", "HeraldCrypto", "HeraldWebPush"],
                     path: "Tests/HeraldServerTests"),
         .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldHTTP2", "HeraldCore", "HeraldCrypto", "HeraldSQLite",
                                                         "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/APNsHTTP2Tests"),
         .testTarget(name: "HeraldHTTP2Tests", dependencies: ["HeraldHTTP2", "HeraldCore", "HeraldCrypto", "HeraldSimulator", "HeraldTestKit", "CCurl"],
                     path: "Tests/HeraldHTTP2Tests"),
+        .testTarget(name: "HeraldWebPushTests", dependencies: ["HeraldWebPush", "HeraldCore", "HeraldCrypto", "HeraldHTTP2", "HeraldSimulator", "HeraldTestKit"],
+                    path: "Tests/HeraldWebPushTests"),
         .testTarget(name: "APNsBinaryProtocolTests", dependencies: ["HeraldAPNs", "APNsBinaryProtocol", "HeraldTestKit"],
                     path: "Tests/APNsBinaryProtocolTests"),
         .testTarget(name: "APNsBinaryTests", dependencies: ["HeraldAPNs", "HeraldAPNsBinary", "APNsBinaryProtocol", "HeraldCore", "HeraldCrypto",

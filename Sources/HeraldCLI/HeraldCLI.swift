@@ -33,6 +33,7 @@ public enum HeraldCLI {
         MigrateCommand.command,
         FeedbackCommand.command,
         SimulateHTTP2Command.command,
+        SimulateWebPushCommand.command,
         SimulateBinaryCommands.gateway, SimulateBinaryCommands.feedback,
     ]
 

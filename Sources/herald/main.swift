@@ -10,6 +10,7 @@ import HeraldMatrix
 import HeraldPostgres
 import HeraldServer
 import HeraldSQLite
+import HeraldWebPush
 
 // A parent may start us with signals blocked (a thread of a thread pool blocks nearly all, and a
 // child inherits its spawner's mask): unblock the ones Herald acts on before any thread starts,
@@ -26,6 +27,7 @@ registry.register(LogTransport.self)
 registry.register(LocalTransport.self)
 registry.register(APNsHTTP2Transport.self)
 registry.register(APNsBinaryTransport.self)
+registry.register(WebPushTransport.self)
 
 var storage = StorageDrivers()
 storage.register(SQLiteStorageDriver())

@@ -436,6 +436,10 @@ public final class TransportWorker: Sendable {
                     answered = true
                     completions.append(.parked(d, until: until, reason: reason))
                     metrics.parked(transport: name)
+                case .postpone(let at, let reason):
+                    // Not sent (its peer is held back): neither an answer nor an attempt.
+                    completions.append(.requeued(d, at: at, reason: reason, countsAttempt: false))
+                    metrics.retried(transport: name)
                 case .reroute(let fallback, let reason):
                     answered = true
                     completions.append(.rerouted(d, to: fallback, at: after, reason: reason))

@@ -17,6 +17,8 @@ public enum DeliveryAction: Sendable, Equatable {
     case park(until: Date, reason: String)
     /// Hand the delivery to its fallback transport, due now.
     case reroute(to: String, reason: String)
+    /// Put the delivery back, due at `until`, without counting the attempt (it was not sent).
+    case postpone(until: Date, reason: String)
 }
 
 /// What the policy needs to know of an app's local (stream) delivery.
@@ -99,6 +101,13 @@ public struct OutcomePolicy: Sendable {
             return .invalidate(since: since ?? now, reason: reason)
         case .notConnected:
             return .finish(.failed, reason: "device not connected")
+        case .deferred(let after, let reason):
+            let at = now.addingTimeInterval(max(0, after ?? 1))
+            if expiration == 0 { return .finish(.expired, reason: "\(reason) (now or never: not sent)") }
+            if let until = RenderedPayload(body: [], expiration: expiration).expirationDate, at > until {
+                return .finish(.expired, reason: "\(reason) (expires before it can be sent)")
+            }
+            return .postpone(until: at, reason: reason)
         case .retry(let after, let reason):
             // An expiration of 0 means now-or-never: no second attempt.
             let until = expiration == 0 ? now : RenderedPayload(body: [], expiration: expiration).expirationDate

@@ -80,6 +80,10 @@ public enum DeliveryOutcome: Sendable, Equatable {
     /// The device has no open stream (the local transport); `since` is when its last stream
     /// closed, `nil` when none was open in this run.
     case notConnected(since: Date?)
+    /// Not sent: the transport holds back this delivery's peer for now (one push service of
+    /// several paused or backing off while the others work). Due again `after` seconds from now
+    /// (1 s when `nil`), the attempt not counted; it still expires at its expiration.
+    case deferred(after: TimeInterval?, reason: String)
 
     /// The reason, when there is one.
     public var reason: String? {
@@ -87,7 +91,7 @@ public enum DeliveryOutcome: Sendable, Equatable {
         case .delivered(_, let evidence): return evidence
         case .expired: return nil
         case .notConnected: return "device not connected"
-        case .retry(_, let r), .tokenInvalid(_, let r), .rejected(let r), .setupFailure(let r): return r
+        case .retry(_, let r), .tokenInvalid(_, let r), .rejected(let r), .setupFailure(let r), .deferred(_, let r): return r
         }
     }
 }

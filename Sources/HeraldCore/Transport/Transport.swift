@@ -28,6 +28,11 @@ public protocol Transport: AnyObject, Sendable {
 
     /// Facts for `herald check`: credentials loaded, certificate subject and expiry, warnings.
     func checkReport() async -> [CheckFinding]
+
+    /// What part of the transport cannot work now while the rest does (one push service of
+    /// several refusing its credentials), or `nil` when nothing is impaired. `/readyz` reports a
+    /// started transport with an impairment as `degraded: <this>`. Must not block; no secrets.
+    var impairment: String? { get }
 }
 
 extension Transport {
@@ -35,6 +40,7 @@ extension Transport {
     public func start() async throws {}
     public func shutdown() async {}
     public func checkReport() async -> [CheckFinding] { [] }
+    public var impairment: String? { nil }
 }
 
 /// A transport type that can be registered under a config `type` and built from its own
@@ -90,10 +96,17 @@ public protocol TransportConfiguration: Sendable {
     /// Default: the neutral content as JSON (``NotificationContent/writeDisplayJSON(into:)``) with the notification id.
     /// - Throws: ``ContentProblem`` naming the field (`apns.priority`, `payload`) and the limit.
     func render(_ content: NotificationContent, context: RenderContext) throws(ContentProblem) -> RenderedPayload
+
+    /// A public value the route's clients need before they can register (Web Push: the VAPID
+    /// `applicationServerKey` pages subscribe with), which the daemon serves to them at
+    /// `GET /v1/<type>/<app>/public-key`; `nil` (the default) when there is none. Never a secret.
+    var publicClientKey: String? { get }
 }
 
 extension TransportConfiguration {
     public var platform: Platform? { nil }
+
+    public var publicClientKey: String? { nil }
 
     public func address(_ input: DeviceAddressInput, attributes: DeviceAttributes) throws(AddressProblem) -> DeviceAddress {
         DeviceAddress(token: try AddressRules.opaque(input))

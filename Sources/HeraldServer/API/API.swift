@@ -22,11 +22,11 @@ public final class RuntimeSnapshot: Sendable {
 public struct Readiness: Sendable {
     /// Whether the store answered a query just now.
     public var storeOpen: Bool
-    /// Transport name → `started`, `starting` or `paused: <reason>`.
+    /// Transport name → `started`, `starting`, `paused: <reason>` or `degraded: <what part is impaired>`.
     public var transports: [String: String]
     public var isReady: Bool { storeOpen && !transports.values.contains("starting") }
-    /// Ready, but some transport is paused.
-    public var isDegraded: Bool { isReady && transports.values.contains { $0.hasPrefix("paused") } }
+    /// Ready, but some transport is paused, or impaired in part.
+    public var isDegraded: Bool { isReady && transports.values.contains { $0.hasPrefix("paused") || $0.hasPrefix("degraded") } }
 
     public init(storeOpen: Bool, transports: [String: String]) {
         self.storeOpen = storeOpen
@@ -105,6 +105,7 @@ public final class API: Sendable {
         case sendNotification, notificationStatus(id: String)
         case stream, streamAck
         case mintClientToken
+        case streamSubscription, publicClientKey(kind: String, app: String)
 
         var label: String {
             switch self {
@@ -120,12 +121,14 @@ public final class API: Sendable {
             case .stream: return "GET /v1/stream"
             case .streamAck: return "POST /v1/stream/ack"
             case .mintClientToken: return "POST /v1/client-tokens"
+            case .streamSubscription: return "POST /v1/stream/subscription"
+            case .publicClientKey: return "GET /v1/{type}/{app}/public-key"
             }
         }
 
         var scope: APIConfiguration.Scope? {
             switch self {
-            case .health, .ready, .stream, .streamAck, .demo: return nil
+            case .health, .ready, .stream, .streamAck, .demo, .streamSubscription, .publicClientKey: return nil
             case .metrics: return .admin
             case .registerDevice, .removeDevice, .userDevices, .mintClientToken: return .devices
             case .sendNotification, .notificationStatus: return .send
@@ -134,7 +137,7 @@ public final class API: Sendable {
 
         var hasJSONBody: Bool {
             switch self {
-            case .registerDevice, .sendNotification, .mintClientToken: return true
+            case .registerDevice, .sendNotification, .mintClientToken, .streamSubscription: return true
             default: return false
             }
         }
@@ -162,6 +165,8 @@ public final class API: Sendable {
         case 2 where s[0] == "v1" && s[1] == "stream": return only("GET", .stream)
         case 3 where s[0] == "v1" && s[1] == "stream" && s[2] == "ack": return only("POST", .streamAck)
         case 2 where s[0] == "v1" && s[1] == "client-tokens": return only("POST", .mintClientToken)
+        case 3 where s[0] == "v1" && s[1] == "stream" && s[2] == "subscription": return only("POST", .streamSubscription)
+        case 4 where s[0] == "v1" && s[3] == "public-key": return only("GET", .publicClientKey(kind: s[1], app: s[2]))
         default:
             return .failure(.notFound("no such endpoint: \(request.path); see docs/openapi.yaml"))
         }
@@ -268,6 +273,8 @@ public final class API: Sendable {
             case .sendNotification: response = try await sendNotification(request)
             case .notificationStatus(let id): response = try await notificationStatus(id)
             case .mintClientToken: response = try await mintClientToken(request)
+            case .streamSubscription: response = try await registerStreamSubscription(request)
+            case .publicClientKey(let kind, let app): response = publicClientKey(kind: kind, appID: app)
             case .ready: response = await ready()
             case .health, .metrics, .demo: response = APIError.notFound("unreachable").response
             }

@@ -14,7 +14,9 @@ extension API {
         let appID = root.string("app", required: true)
         let user = root.string("user", required: true)
         let rawToken = root.string("token")
-        let subscription = root.child("subscription")
+        // The route's plugin checks a subscription's members (and names them); the API passes it whole.
+        root.allowKeys(["subscription"])
+        let subscription = json["subscription"].flatMap { $0 == .null ? nil : $0 }
         let transportName = root.string("transport")
         let platform = root.string("platform").map { Platform($0) }
         var attributes = DeviceAttributes()
@@ -31,7 +33,7 @@ extension API {
         let input: DeviceAddressInput
         switch (rawToken, subscription) {
         case (let token?, nil): input = .token(token)
-        case (nil, let s?): input = .subscription(s.value)
+        case (nil, let s?): input = .subscription(s)
         case (nil, nil): throw APIError.invalid("token", "give the device's address: \"token\" (a string) or \"subscription\" (an object)")
         case (_?, _?): throw APIError.invalid("subscription", "give either \"token\" or \"subscription\", not both")
         }

@@ -27,8 +27,12 @@ final class WorkerPool: Sendable {
         for w in all.values { w.wake() }
     }
 
-    /// Transport name → status text, for `/readyz`.
+    /// Transport name → status text, for `/readyz`: a started transport that reports an
+    /// impairment (``Transport/impairment``) is `degraded: <why>`.
     var statuses: [String: String] {
-        all.mapValues { $0.status.text }
+        all.mapValues { w in
+            if w.status == .started, let why = w.transport.impairment { return "degraded: \(why)" }
+            return w.status.text
+        }
     }
 }
