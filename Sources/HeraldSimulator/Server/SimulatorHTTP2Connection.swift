@@ -1,4 +1,4 @@
-import CNGHTTP2
+internal import CNGHTTP2
 import FoundationEssentials
 import HeraldCore
 #if canImport(Glibc)
