@@ -17,13 +17,14 @@
 #   AuthKey_ABC123DEFG.p8          an APNs token-auth key (PKCS#8, EC P-256), key id ABC123DEFG
 #   AuthKey_ABC123DEFG.pub.pem     its public key (what the simulator verifies JWTs with)
 #   AuthKey_P384.p8                a P-384 key, which APNs does not accept (for error tests)
+#   vapid.key                      a VAPID key (EC P-256) for Web Push
 # Existing files are kept: delete DIR to start over.
 set -euo pipefail
 dir="${1:?usage: make-test-certs.sh DIR [TOPIC]}"
 topic="${2:-com.example.app}"
 mkdir -p "$dir"
 cd "$dir"
-[ -s AuthKey_P384.p8 ] && [ -s client.p12 ] && exit 0
+[ -s AuthKey_P384.p8 ] && [ -s client.p12 ] && [ -s vapid.key ] && exit 0
 
 days=3650
 pass="herald-test-passphrase"
@@ -87,6 +88,9 @@ openssl x509 -req -in other-client.csr -CA other-ca.pem -CAkey other-ca.key -CAc
 ec AuthKey_ABC123DEFG.p8
 openssl pkey -in AuthKey_ABC123DEFG.p8 -pubout -out AuthKey_ABC123DEFG.pub.pem 2>/dev/null
 openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-384 -out AuthKey_P384.p8 2>/dev/null
+
+# A VAPID key (RFC 8292) for the sample's webpush route.
+ec vapid.key
 
 rm -f ./*.csr ./*.ext ./*.srl
 chmod 600 ./*.key ./*.p8 client-combined.pem client.p12

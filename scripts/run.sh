@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make run`: start Herald on config.json with a local APNs.
+# `make run`: start Herald on config.json with a local APNs and a local Web Push service.
 #
 # The sample config sends through the `apns` transport (APNs HTTP/2 over TLS with token auth) to
 # Herald's own APNs simulator on 127.0.0.1:2197, which this script starts with throwaway
@@ -34,25 +34,35 @@ secret HERALD_API_KEY api-key 24
 # Signs client tokens for the sample app's live streams (GET /v1/stream).
 secret HERALD_CLIENT_SECRET client-secret 32
 
-# The local APNs: the HTTP/2 simulator with the test key's public half.
-"$herald" simulate apns-http2 --port 2197 --tls-cert var/certs/server.pem --tls-key var/certs/server.key \
+# The local push services, each recording what it receives under var/: Herald's APNs HTTP/2
+# simulator (verifying the test key's JWTs) and its Web Push simulator (subscriptions made as
+# browsers make them, in var/subscriptions.jsonl; what arrives is decrypted).
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true' EXIT
+simulator() {
+  local name=$1 log=var/$2.log; shift 2
+  "$herald" simulate "$@" > "$log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 50); do
+    grep -q "listening on" "$log" 2>/dev/null && return 0
+    if ! kill -0 "${pids[-1]}" 2>/dev/null; then
+      echo "run: the $name simulator did not start (port taken?):" >&2
+      cat "$log" >&2
+      exit 1
+    fi
+    sleep 0.1
+  done
+}
+simulator APNs simulator apns-http2 --port 2197 --tls-cert var/certs/server.pem --tls-key var/certs/server.key \
   --auth-key-pub ABC123DEFG=var/certs/AuthKey_ABC123DEFG.pub.pem --team DEF123GHIJ \
-  --record var/apns-received.jsonl > var/simulator.log 2>&1 &
-simulator=$!
-trap 'kill "$simulator" 2>/dev/null || true; wait "$simulator" 2>/dev/null || true' EXIT
-for _ in $(seq 1 50); do
-  grep -q "listening on" var/simulator.log 2>/dev/null && break
-  if ! kill -0 "$simulator" 2>/dev/null; then
-    echo "run: the APNs simulator did not start (port 2197 taken?):" >&2
-    cat var/simulator.log >&2
-    exit 1
-  fi
-  sleep 0.1
-done
+  --record var/apns-received.jsonl
+simulator "Web Push" webpush-simulator webpush --port 2198 --tls-cert var/certs/server.pem --tls-key var/certs/server.key \
+  --seed herald-sample --subscriptions-out var/subscriptions.jsonl --count 3 --record var/webpush-received.jsonl
 
 "$herald" check --config "$config" --quiet
 cat >&2 <<HINT
-run: APNs simulator on 127.0.0.1:2197 (records to var/apns-received.jsonl); starting the daemon
+run: APNs simulator on 127.0.0.1:2197 (records to var/apns-received.jsonl), Web Push simulator on
+     127.0.0.1:2198 (subscriptions in var/subscriptions.jsonl, records to var/webpush-received.jsonl); starting the daemon
      (API on 127.0.0.1:8080, Matrix push gateway on 127.0.0.1:8090).
 In another terminal, in this folder; for the CLI (herald check, devices, send, client-token, ...),
 which reads config.json and so needs both secrets:
