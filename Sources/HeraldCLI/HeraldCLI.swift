@@ -25,6 +25,7 @@ public enum HeraldCLI {
         MigrateCommand.command,
         FeedbackCommand.command,
         SimulateHTTP2Command.command,
+        SimulateFCMCommand.command,
         SimulateBinaryCommands.gateway, SimulateBinaryCommands.feedback,
         BenchCommand.command, BinaryBenchmark.command,
         CryptoBenchCommand.command, StreamDaemonBench.command,
