@@ -45,6 +45,7 @@ let package = Package(
         .target(name: "HeraldPostgres", dependencies: ["HeraldCore", "CPostgres", "CLinux"], path: "Sources/HeraldPostgres"),
         .target(name: "HeraldCrypto", dependencies: ["HeraldCore", "COpenSSL"], path: "Sources/HeraldCrypto"),
         .target(name: "APNsBinaryProtocol", path: "Sources/APNsBinaryProtocol"),
+        .target(name: "HeraldHTTP2", dependencies: ["HeraldCore", "HeraldCrypto", "CNGHTTP2", "CCurl", "CLinux"], path: "Sources/HeraldHTTP2"),
 
         // MARK: APNs simulators and the daemon
         .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "APNsBinaryProtocol", "CNGHTTP2"],
