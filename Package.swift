@@ -59,6 +59,7 @@ let package = Package(
         .target(name: "HeraldLogTransport", dependencies: ["HeraldCore", "HeraldAPNs"], path: "Plugins/LogTransport"),
         .target(name: "HeraldLocalTransport", dependencies: ["HeraldCore"], path: "Plugins/Local"),
         .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "CCurl", "CNGHTTP2", "CLinux"], path: "Plugins/APNsHTTP2"),
+        .target(name: "HeraldFCM", dependencies: ["HeraldCore", "HeraldCrypto", "HeraldHTTP2"], path: "Plugins/FCM"),
         .target(name: "HeraldAPNsBinary", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "APNsBinaryProtocol"], path: "Plugins/APNsBinary"),
 
         // MARK: CLI and executable
@@ -67,7 +68,7 @@ let package = Package(
                 path: "Sources/HeraldCLI"),
         .executableTarget(name: "herald",
                           dependencies: ["HeraldCLI", "HeraldCore", "HeraldMatrix", "HeraldSQLite", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
-                                         "HeraldAPNsBinary"],
+                                         "HeraldAPNsBinary", "HeraldFCM"],
                           path: "Sources/herald"),
 
         // MARK: The app side (iOS, macOS, Linux): Foundation only, no Herald module
@@ -96,7 +97,7 @@ let package = Package(
         .testTarget(name: "HeraldSimulatorTests", dependencies: ["HeraldAPNs", "HeraldSimulator", "HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldSimulatorTests"),
         .testTarget(name: "HeraldServerTests", dependencies: ["HeraldAPNs", "HeraldMatrix", "HeraldServer", "HeraldSQLite", "HeraldPostgres", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
-                                                           "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldLocalTransport", "HeraldCrypto"],
+                                                           "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldLocalTransport", "HeraldCrypto", "HeraldFCM"],
                     path: "Tests/HeraldServerTests"),
         .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldCore", "HeraldCrypto", "HeraldSQLite",
                                                         "HeraldSimulator", "HeraldTestKit"],
@@ -106,6 +107,8 @@ let package = Package(
         .testTarget(name: "APNsBinaryTests", dependencies: ["HeraldAPNs", "HeraldAPNsBinary", "APNsBinaryProtocol", "HeraldCore", "HeraldCrypto",
                                                          "HeraldSQLite", "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/APNsBinaryTests"),
+        .testTarget(name: "HeraldFCMTests", dependencies: ["HeraldFCM", "HeraldCore", "HeraldCrypto", "HeraldHTTP2", "HeraldSimulator", "HeraldTestKit"],
+                    path: "Tests/HeraldFCMTests"),
         .testTarget(name: "HeraldClientTests", dependencies: ["HeraldClient", "HeraldServer", "HeraldSQLite", "HeraldCore", "HeraldCrypto",
                                                            "HeraldLocalTransport", "HeraldTestKit"],
                     path: "Tests/HeraldClientTests"),
