@@ -6,16 +6,13 @@ import HeraldHTTP2
 final class FCMHTTPTokenEndpoint: FCMTokenEndpoint {
     private let client: HTTP2Client
     private let uri: FCMOrigin
-    private let clock: any WallClock
 
     /// - Throws: the client's error when TLS (the CA file) or the proxy cannot be used.
     init(uri: FCMOrigin, configuration: FCMConfiguration, transport: String, context: TransportContext) throws(HTTP2ClientError) {
         self.uri = uri
-        clock = context.clock
         var c = configuration.clientConfiguration(for: uri, connections: 1)
         c.maxConcurrentStreams = 4
-        client = try HTTP2Client(configuration: c, name: "\(transport)-oauth", logger: context.logger, metrics: context.metrics,
-                                 clock: context.clock)
+        client = try HTTP2Client(configuration: c, name: "\(transport)-oauth", logger: context.logger, metrics: context.metrics)
         try client.start()
     }
 

@@ -50,7 +50,7 @@ public final class FCMTransport: TransportPlugin {
                                                    labels: [("transport", name)])
         do {
             client = try HTTP2Client(configuration: configuration.clientConfiguration(for: configuration.endpoint, connections: configuration.connections),
-                                     name: name, logger: logger, metrics: context.metrics, clock: context.clock)
+                                     name: name, logger: logger, metrics: context.metrics)
         } catch {
             throw TransportError(transport: name, message: error.description)
         }
