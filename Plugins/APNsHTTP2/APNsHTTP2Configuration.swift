@@ -3,6 +3,7 @@ import Glibc
 import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
+import HeraldHTTP2
 
 /// The `apns-http2` transport's configuration (its `transports.<name>` section).
 ///
@@ -87,9 +88,25 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
     }
 
     /// The proxy URL without credentials.
-    static func redactedProxy(_ proxy: String) -> String {
-        guard let at = proxy.lastIndex(of: "@"), let scheme = proxy.firstRange(of: "://") else { return proxy }
-        return String(proxy[..<scheme.upperBound]) + "***@" + String(proxy[proxy.index(after: at)...])
+    static func redactedProxy(_ proxy: String) -> String { HTTP2ClientConfiguration.redactedProxy(proxy) }
+
+    /// The shared HTTP/2 client's configuration for this transport.
+    var clientConfiguration: HTTP2ClientConfiguration {
+        var c = HTTP2ClientConfiguration(host: endpoint.host, port: endpoint.port)
+        c.caFile = caFile
+        if case .certificate(let identity, _) = authentication { c.clientIdentity = identity }
+        c.proxy = proxy
+        c.engine = engine == .curl ? .curl : .nghttp2
+        c.connections = connections
+        c.maxConcurrentStreams = maxConcurrentStreams
+        c.timeout = timeout
+        c.connectTimeout = connectTimeout
+        c.idleTimeout = idleTimeout
+        c.connectionRetries = connectionRetries
+        // APNs allows one stream on a new connection until a request succeeds (token auth); with
+        // a certificate, sending more first would only churn connections as well.
+        c.singleStreamUntilFirstAnswer = true
+        return c
     }
 
     /// Where requests go.
@@ -118,24 +135,7 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
 
         /// `host`, `host:port`, `[v6]` or `[v6]:port` (trailing slashes ignored), with a port in 1…65535.
         static func hostAndPort(_ text: Substring, defaultPort: Int) -> (String, Int)? {
-            var rest = text
-            while rest.hasSuffix("/") { rest = rest.dropLast() }
-            let host: String, port: Int
-            if rest.hasPrefix("[") {
-                guard let close = rest.firstIndex(of: "]") else { return nil }
-                host = String(rest[rest.index(after: rest.startIndex)..<close])
-                let after = rest[rest.index(after: close)...]
-                if after.isEmpty { port = defaultPort } else if after.hasPrefix(":"), let p = Int(after.dropFirst()) { port = p } else { return nil }
-            } else if let colon = rest.lastIndex(of: ":") {
-                host = String(rest[..<colon])
-                guard let p = Int(rest[rest.index(after: colon)...]) else { return nil }
-                port = p
-            } else {
-                host = String(rest)
-                port = defaultPort
-            }
-            guard !host.isEmpty, !host.contains("/"), (1...65535).contains(port) else { return nil }
-            return (host, port)
+            HTTP2ClientConfiguration.hostAndPort(text, defaultPort: defaultPort)
         }
 
         init(host: String, port: Int) {
@@ -168,8 +168,8 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
         let proxy = node.string("proxy")
         let retries = node.int("connectionRetries", in: 0...10)
         let engine = node.oneOf("engine", Engine.self)
-        if engine == .nghttp2, let proxy, ProxyTunnel(proxy, to: "") == nil {
-            node.error(at: "proxy", ProxyTunnel.unsupported(proxy))
+        if let proxy, let problem = HTTP2ClientConfiguration.proxyProblem(proxy, engine: engine == .nghttp2 ? .nghttp2 : .curl) {
+            node.error(at: "proxy", problem)
         }
         let authentication = readAuthentication(node)
         guard let environment, let endpoint, let authentication else { return nil }

@@ -1,16 +1,17 @@
-import Dispatch
 import FoundationEssentials
 import Glibc
 import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
+import HeraldHTTP2
 
-/// The `apns-http2` transport: APNs' HTTP/2 provider API through libcurl or libnghttp2.
+/// The `apns-http2` transport: APNs' HTTP/2 provider API through the shared ``HTTP2Client``
+/// (libnghttp2 or libcurl).
 ///
 /// Token auth (ES256 JWT from a `.p8` key, one token shared by all connections, chosen as each
-/// request starts) or certificate auth (mutual TLS). Each configured connection is an
-/// ``APNsEngine`` on its own thread multiplexing many streams: a ``CurlEngine`` (libcurl multi
-/// handle, the default) or an ``NGHTTP2Engine`` (`"engine": "nghttp2"`). Apple's answers become outcomes through
+/// request starts: ``ProviderTokenHooks``) or certificate auth (mutual TLS). Each configured
+/// connection is an engine of the client on its own thread multiplexing many streams: libcurl
+/// (the default) or libnghttp2 (`"engine": "nghttp2"`). Apple's answers become outcomes through
 /// ``ResponseMapping``; a payload over Apple's limit is rejected without a request.
 public final class APNsHTTP2Transport: TransportPlugin {
     public typealias Configuration = APNsHTTP2Configuration
@@ -28,102 +29,104 @@ public final class APNsHTTP2Transport: TransportPlugin {
     private let clock: any WallClock
     /// The provider tokens (token auth), shared by every engine and every transport with this key.
     let tokens: ProviderTokenCache?
-    private let metrics: TransportMetrics
-    private let engines: Locked<[any APNsEngine]>
-    private let nextEngine = Locked(0)
+    /// The HTTP/2 client under the transport.
+    let client: HTTP2Client
 
     public init(name: String, configuration: APNsHTTP2Configuration, context: TransportContext) throws {
         self.name = name
         self.configuration = configuration
         self.logger = context.logger
         self.clock = context.clock
+        var hooks: ProviderTokenHooks? = nil
         if case .token(let key, let keyID, let teamID, _) = configuration.authentication {
-            tokens = ProviderTokenCache.shared(key: key, keyID: keyID, teamID: teamID, clock: context.clock)
+            let tokens = ProviderTokenCache.shared(key: key, keyID: keyID, teamID: teamID, clock: context.clock)
+            self.tokens = tokens
+            hooks = ProviderTokenHooks(tokens: tokens, logger: context.logger.with(["transport": name]))
         } else {
             tokens = nil
         }
-        metrics = TransportMetrics(registry: context.metrics, transport: name)
-        engines = Locked([])
+        do {
+            client = try HTTP2Client(configuration: configuration.clientConfiguration, hooks: hooks, name: name, logger: context.logger,
+                                     metrics: context.metrics, metricNames: HTTP2MetricNames(prefix: "apns", service: "APNs"),
+                                     clock: context.clock)
+        } catch {
+            throw TransportError(transport: name, message: error.description)
+        }
     }
-
-    /// The engines running now (for tests).
-    var runningEngines: [any APNsEngine] { engines.withLock { $0 } }
 
     public var preferredBatchSize: Int { configuration.maxConcurrentStreams * configuration.connections * 2 }
 
     public func start() async throws {
-        let settings = EngineSettings(configuration: configuration, name: name, logger: logger, tokens: tokens, metrics: metrics)
-        var started: [any APNsEngine] = []
-        for i in 0..<configuration.connections {
-            let engine: any APNsEngine = switch configuration.engine {
-            case .curl: try CurlEngine(settings: settings, index: i)
-            case .nghttp2: try NGHTTP2Engine(settings: settings, index: i)
-            }
-            engine.start()
-            started.append(engine)
+        do { try client.start() } catch {
+            throw TransportError(transport: name, message: error.description)
         }
-        engines.withLock { $0 = started }
-        metrics.connections.set(Double(started.count))
         logger.info("APNs HTTP/2 transport started", ["endpoint": configuration.endpoint.description,
-                                                      "connections": String(started.count),
+                                                      "connections": String(configuration.connections),
                                                       "engine": configuration.engine.rawValue])
     }
 
     public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] {
         let batch = APNsRoute.rendered(batch)
         guard !batch.isEmpty else { return [] }
-        let engines = self.engines.withLock { $0 }
-        guard !engines.isEmpty else {
+        guard client.isRunning else {
             return batch.map { _ in .retry(after: nil, reason: "transport \(name) was not started") }
         }
-        let completion = BatchCompletion(count: batch.count)
-        // Signed here to fail the batch early when the key cannot sign; the engine sends each
-        // request with the token current when it starts (see EngineCore.startWaiting).
-        var token: ProviderTokenCache.Token? = nil
+        // Signed here to fail the batch early when the key cannot sign; the client sends each
+        // request with the token current when it starts (ProviderTokenHooks.willStart).
         if let tokens {
-            do { token = try tokens.current() } catch {
+            do { _ = try tokens.current() } catch {
                 return batch.map { _ in .setupFailure(reason: "cannot sign a provider token: \(error)") }
             }
         }
-        var perEngine = Array(repeating: [PendingRequest](), count: engines.count)
-        let first = nextEngine.withLock { n -> Int in
-            defer { n = (n + 1) % engines.count }
-            return n
-        }
-        var payloads = PayloadBytes.Cache()
+        var outcomes = [DeliveryOutcome?](repeating: nil, count: batch.count)
+        var requests: [HTTP2Request] = []
+        var slots: [Int] = []
+        requests.reserveCapacity(batch.count)
+        slots.reserveCapacity(batch.count)
+        var shapes = RequestShapes(topic: configuration.topic)
         for (slot, delivery) in batch.enumerated() {
-            let options = APNsSendOptions(delivery.payload)
-            let pushType = options.pushType
-            if delivery.payload.body.count > pushType.maxPayloadBytes {
-                completion.complete(slot, .rejected(reason: "PayloadTooLarge: the payload is \(delivery.payload.body.count) bytes; APNs accepts at most \(pushType.maxPayloadBytes) for \(pushType.rawValue) notifications"))
-                continue
+            switch shapes.request(for: delivery) {
+            case .success(let request):
+                requests.append(request)
+                slots.append(slot)
+            case .failure(let refusal):
+                outcomes[slot] = .rejected(reason: refusal.reason)
             }
-            let key = HeaderShape.Key(pushType: pushType,
-                                      topic: pushType.topic(forBundleID: configuration.topic ?? delivery.topic),
-                                      priority: options.priority, expiration: options.expiration,
-                                      collapseID: options.collapseID, authorization: token?.header)
-            let request = PendingRequest(delivery: delivery, payload: payloads.bytes(for: delivery), slot: slot, batch: completion,
-                                         shapeKey: key, token: token,
-                                         retries: configuration.connectionRetries)
-            perEngine[(first + slot * engines.count / max(batch.count, 1)) % engines.count].append(request)
         }
-        for (i, requests) in perEngine.enumerated() where !requests.isEmpty { engines[i].submit(requests) }
-        return await completion.wait()
+        let results = await client.send(requests)
+        for (i, result) in results.enumerated() {
+            outcomes[slots[i]] = outcome(result, for: batch[slots[i]])
+        }
+        return outcomes.map { $0! }
+    }
+
+    /// What the client's result means for the delivery.
+    func outcome(_ result: HTTP2Result, for delivery: Delivery) -> DeliveryOutcome {
+        switch result {
+        case .answered(let response):
+            switch ResponseMapping.outcome(status: response.status, body: response.body, apnsID: delivery.messageID.lowercasedString,
+                                           retryAfter: response.retryAfter) {
+            case .outcome(let outcome): return outcome
+            case .refreshProviderToken(let reason):
+                // Certificate auth has no token to refresh (token auth resends in ProviderTokenHooks).
+                return .retry(after: nil, reason: "\(reason) even with a new provider token: \(ProviderTokenHooks.clockHint)")
+            }
+        case .noAnswer(let reason):
+            return .retry(after: nil, reason: reason)
+        case .failed(.noHTTP2):
+            return .setupFailure(reason: "\(configuration.endpoint) did not negotiate HTTP/2; APNs requires it")
+        case .failed(.notRunning):
+            return .retry(after: nil, reason: "transport \(name) was not started")
+        case .failed(let error):
+            return .rejected(reason: error.description)
+        case .endedByHooks(let verdict):
+            return verdict as? DeliveryOutcome ?? .retry(after: nil, reason: "the request ended without an answer")
+        }
     }
 
     public func shutdown() async {
-        let engines = self.engines.withLock { e -> [any APNsEngine] in
-            defer { e = [] }
-            return e
-        }
-        let deadline = configuration.timeout
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async {
-                for engine in engines { engine.stop(deadline: deadline) }
-                c.resume()
-            }
-        }
-        metrics.connections.set(0)
+        // The client's threads resume this task as they end: no thread waits for them.
+        await client.stop(deadline: configuration.timeout)
     }
 
     public func checkReport() async -> [CheckFinding] {
@@ -147,31 +150,4 @@ public final class APNsHTTP2Transport: TransportPlugin {
         }
         return findings
     }
-}
-
-/// The transport's metric handles.
-struct TransportMetrics: Sendable {
-    let inFlight: Gauge
-    let connections: Gauge
-    let reconnects: Counter
-    let noAnswer: Counter
-    private let registry: MetricsRegistry
-    private let transport: String
-
-    init(registry: MetricsRegistry, transport: String) {
-        self.registry = registry
-        self.transport = transport
-        let labels = [("transport", transport)]
-        inFlight = registry.gauge("herald_apns_requests_in_flight", help: "APNs requests sent and not yet answered.", labels: labels)
-        connections = registry.gauge("herald_apns_connections", help: "APNs HTTP/2 connections (engines) open.", labels: labels)
-        reconnects = registry.counter("herald_apns_connection_failures_total", help: "APNs connection failures (each starts a backoff).", labels: labels)
-        noAnswer = registry.counter("herald_apns_requests_without_answer_total", help: "APNs requests that failed without an answer (dropped connection, GOAWAY, timeout).", labels: labels)
-    }
-
-    /// The counter of APNs answers with this HTTP status (look it up once, then keep it).
-    func responses(status: Int) -> Counter {
-        registry.counter("herald_apns_responses_total", help: "APNs answers by HTTP status.",
-                         labels: [("transport", transport), ("status", String(status))])
-    }
-
 }

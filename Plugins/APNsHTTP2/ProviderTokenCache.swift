@@ -102,12 +102,17 @@ final class ProviderTokenCache: Sendable {
     /// After 403 ExpiredProviderToken for `rejected`: a new token, unless another request
     /// already replaced it, or unless `rejected` is younger than ``minimumAge``.
     func refresh(after rejected: Token) throws(CryptoError) -> Refresh {
+        try refresh(afterHeader: rejected.header)
+    }
+
+    /// ``refresh(after:)`` for the token sent as this `authorization` header value.
+    func refresh(afterHeader rejected: String) throws(CryptoError) -> Refresh {
         let now = clock.now
         return try state.withLock { (s: inout State) throws(CryptoError) -> Refresh in
             s.observe(now)
-            if let t = s.token, t.generation != rejected.generation { return .token(t) }
+            if let t = s.token, t.header != rejected { return .token(t) }
             if s.token != nil, s.age < Self.minimumAge { return .tooSoon(age: s.age) }
-            return .token(try install(&s, now: now, generation: rejected.generation + 1))
+            return .token(try install(&s, now: now, generation: (s.token?.generation ?? 0) + 1))
         }
     }
 

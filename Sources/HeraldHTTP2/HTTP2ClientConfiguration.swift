@@ -68,3 +68,40 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// `https://host:port`.
     public var origin: String { "https://\(authority)" }
 }
+
+extension HTTP2ClientConfiguration {
+    /// `host`, `host:port`, `[v6]` or `[v6]:port` (trailing slashes ignored), with a port in 1…65535.
+    public static func hostAndPort(_ text: Substring, defaultPort: Int) -> (String, Int)? {
+        var rest = text
+        while rest.hasSuffix("/") { rest = rest.dropLast() }
+        let host: String, port: Int
+        if rest.hasPrefix("[") {
+            guard let close = rest.firstIndex(of: "]") else { return nil }
+            host = String(rest[rest.index(after: rest.startIndex)..<close])
+            let after = rest[rest.index(after: close)...]
+            if after.isEmpty { port = defaultPort } else if after.hasPrefix(":"), let p = Int(after.dropFirst()) { port = p } else { return nil }
+        } else if let colon = rest.lastIndex(of: ":") {
+            host = String(rest[..<colon])
+            guard let p = Int(rest[rest.index(after: colon)...]) else { return nil }
+            port = p
+        } else {
+            host = String(rest)
+            port = defaultPort
+        }
+        guard !host.isEmpty, !host.contains("/"), (1...65535).contains(port) else { return nil }
+        return (host, port)
+    }
+
+    /// A proxy URL without its credentials (`http://***@host:port`), for logs, errors and summaries.
+    public static func redactedProxy(_ proxy: String) -> String {
+        guard let at = proxy.lastIndex(of: "@"), let scheme = proxy.firstRange(of: "://") else { return proxy }
+        return String(proxy[..<scheme.upperBound]) + "***@" + String(proxy[proxy.index(after: at)...])
+    }
+
+    /// Why `engine` cannot use `proxy` (for configuration checks), or `nil` when it can. libcurl
+    /// takes any proxy URL it knows; the nghttp2 engine takes `http://[user:password@]host:port`.
+    public static func proxyProblem(_ proxy: String, engine: HTTP2Engine) -> String? {
+        guard engine == .nghttp2, ProxyTunnel(proxy, to: "") == nil else { return nil }
+        return ProxyTunnel.unsupported(proxy)
+    }
+}

@@ -1,5 +1,7 @@
 /// What went wrong in an ``HTTP2Client``. Messages never hold secrets (proxy credentials are redacted).
 public enum HTTP2ClientError: Error, Sendable, CustomStringConvertible, Equatable {
+    /// A setting is out of range, or the engine does not have the option.
+    case configuration(String)
     /// The TLS context could not be made (CA file, client identity).
     case tls(String)
     /// The proxy URL is not one the engine can use.
@@ -17,6 +19,7 @@ public enum HTTP2ClientError: Error, Sendable, CustomStringConvertible, Equatabl
 
     public var description: String {
         switch self {
+        case .configuration(let m): return "HTTP/2 client configuration: \(m)"
         case .tls(let m): return "cannot set up TLS: \(m)"
         case .unsupportedProxy(let m): return m
         case .resources(let m): return m

@@ -10,7 +10,13 @@ public struct HTTP2Header: Sendable, Equatable, Hashable {
 
     /// A header field; `name` is lowercased.
     public init(_ name: String, _ value: String) {
-        self.name = name.lowercased()
+        self.name = name.utf8.contains(where: { $0 >= 65 && $0 <= 90 }) ? name.lowercased() : name
+        self.value = value
+    }
+
+    /// A field whose name is lowercase already.
+    init(lowercased name: String, _ value: String) {
+        self.name = name
         self.value = value
     }
 }

@@ -15,6 +15,9 @@ public struct HTTP2Response: Sendable {
     /// How many attempts the request took (1: answered the first time).
     public var attempts: Int
 
+    /// The most body bytes kept.
+    static let bodyLimit = 64 * 1024
+
     /// An answer.
     public init(status: Int, headers: [HTTP2Header] = [], body: [UInt8] = [], receivedAt: Date = Date(), attempts: Int = 1) {
         self.status = status

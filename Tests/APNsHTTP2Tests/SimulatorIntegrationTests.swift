@@ -5,6 +5,7 @@ import Glibc
 import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
+import HeraldHTTP2
 import HeraldSimulator
 import HeraldSQLite
 import HeraldTestKit
@@ -75,7 +76,7 @@ struct TransportFixture {
         content.apns.priority = 5
         let batch = (1...40).map { TransportFixture.delivery($0, content: content) }
         let outcomes = await transport.deliver(batch)
-        #expect(transport.runningEngines.allSatisfy { engine == .curl ? $0 is CurlEngine : $0 is NGHTTP2Engine })
+        #expect(transport.client.isRunning && transport.client.configuration.engine == (engine == .curl ? .curl : .nghttp2))
         await transport.shutdown()
         #expect(outcomes == batch.map { .delivered(receipt: $0.messageID.uuidString.lowercased()) })
         let received = f.apns.simulator.received

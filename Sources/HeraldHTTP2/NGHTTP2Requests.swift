@@ -1,47 +1,43 @@
-import CNGHTTP2
+internal import CNGHTTP2
 import FoundationEssentials
-import HeraldAPNs
 import HeraldCore
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// The header fields every request of one shape shares (see ``HeaderShape``), as nghttp2 name/value
-/// pairs over bytes this object owns, built once: pseudo-headers first, then the APNs headers.
+/// The header fields every request of one shape shares (``ShapeKey``), as nghttp2 name/value
+/// pairs over bytes this object owns, built once: pseudo-headers first, then the shared headers
+/// and those the hooks added.
 ///
 /// - Important: the pairs are passed without copying (`NGHTTP2_NV_FLAG_NO_COPY_*`); a stream
 ///   holds its shape until it closes.
 final class NGHeaderShape {
-    let key: HeaderShape.Key
+    let key: ShapeKey
     /// Requests using this shape whose streams have not closed (engine thread only).
     var inUse = 0
     /// `:method`, `:scheme`, `:authority`.
     let pseudo: UnsafeMutablePointer<nghttp2_nv>
-    /// `apns-push-type`, `apns-topic`, `apns-priority`, then the optional ones.
+    /// The shared headers, then the added ones.
     let fields: UnsafeMutablePointer<nghttp2_nv>
     let fieldCount: Int
     private let storage: UnsafeMutableRawPointer
 
     static let pseudoCount = 3
 
-    init(_ key: HeaderShape.Key, authority: String) {
+    init(_ key: ShapeKey, authority: String) {
         self.key = key
-        var pairs: [(String, String)] = [(":method", "POST"), (":scheme", "https"), (":authority", authority),
-                                         ("apns-push-type", key.pushType.rawValue), ("apns-topic", key.topic),
-                                         ("apns-priority", String(key.priority))]
-        if let e = key.expiration { pairs.append(("apns-expiration", String(e))) }
-        if let c = key.collapseID { pairs.append(("apns-collapse-id", c)) }
-        if let a = key.authorization { pairs.append(("authorization", a)) }
+        var pairs: [(String, String)] = [(":method", key.method), (":scheme", "https"), (":authority", authority)]
+        for h in key.headers + key.added { pairs.append((h.name, h.value)) }
         let size = pairs.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count }
         storage = .allocate(byteCount: max(size, 1), alignment: 1)
         pseudo = .allocate(capacity: Self.pseudoCount)
         fieldCount = pairs.count - Self.pseudoCount
-        fields = .allocate(capacity: fieldCount)
+        fields = .allocate(capacity: max(fieldCount, 1))
         var offset = 0
         func place(_ s: String) -> (UnsafeMutablePointer<UInt8>, Int) {
             let start = (storage + offset).assumingMemoryBound(to: UInt8.self)
             let bytes = Array(s.utf8)
-            bytes.withUnsafeBytes { (storage + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            bytes.withUnsafeBytes { if let b = $0.baseAddress { (storage + offset).copyMemory(from: b, byteCount: $0.count) } }
             offset += bytes.count
             return (start, bytes.count)
         }
@@ -61,7 +57,7 @@ final class NGHeaderShape {
 }
 
 /// One stream's state, reused for request after request: the request, its per-request header
-/// bytes (`:path`, `apns-id`, `content-length`) and name/value array, and the answer.
+/// bytes (`:path`, its own headers, `content-length`) and name/value array, and the answer.
 final class NGStream {
     var request: PendingRequest?
     var shape: NGHeaderShape?
@@ -69,18 +65,15 @@ final class NGStream {
     /// Where the stream sits in the engine's list of streams on the connection (-1: not on it).
     var slot = -1
     var status = 0
-    var retryAfter: TimeInterval?
+    private(set) var headers: [HTTP2Header] = []
     private(set) var body: [UInt8] = []
-    /// Payload bytes handed to nghttp2 so far.
+    /// Body bytes handed to nghttp2 so far.
     var sent = 0
     private(set) var nva: UnsafeMutablePointer<nghttp2_nv>
     private(set) var nvCount = 0
     private var nvCapacity = 16
     private var text: UnsafeMutablePointer<UInt8>
     private var textCapacity = 256
-
-    private static let pathPrefix = Array("/3/device/".utf8)
-    private static let digits: StaticString = "0123456789abcdef"
 
     init() {
         nva = .allocate(capacity: nvCapacity)
@@ -93,53 +86,53 @@ final class NGStream {
         text.deallocate()
     }
 
-    /// Binds `r` and writes its header array (no allocation unless a token is unusually long).
+    /// Binds `r` and writes its header array (no allocation unless a request is unusually large).
     func prepare(_ r: PendingRequest, shape: NGHeaderShape) {
         request = r
         self.shape = shape
         streamID = 0
         status = 0
-        retryAfter = nil
         sent = 0
         body.removeAll(keepingCapacity: true)
-        let tokenLength = r.delivery.token.utf8.count
-        let needed = Self.pathPrefix.count + tokenLength + 36 + 20
+        headers.removeAll(keepingCapacity: true)
+        let q = r.request
+        var needed = q.path.utf8.count + 20
+        for h in q.ownHeaders { needed += h.name.utf8.count + h.value.utf8.count }
         if needed > textCapacity {
             text.deallocate()
             textCapacity = needed * 2
             text = .allocate(capacity: textCapacity)
         }
-        if NGHeaderShape.pseudoCount + shape.fieldCount + 3 > nvCapacity {
+        let count = NGHeaderShape.pseudoCount + 1 + shape.fieldCount + q.ownHeaders.count + 1
+        if count > nvCapacity {
             nva.deallocate()
-            nvCapacity = NGHeaderShape.pseudoCount + shape.fieldCount + 3
+            nvCapacity = count
             nva = .allocate(capacity: nvCapacity)
         }
         var n = 0
         for i in 0..<NGHeaderShape.pseudoCount { nva[n] = shape.pseudo[i]; n += 1 }
-        // :path
         var at = 0
-        for b in Self.pathPrefix { text[at] = b; at += 1 }
-        var token = r.delivery.token
-        token.withUTF8 { bytes in for b in bytes { text[at] = b; at += 1 } }
-        nva[n] = Self.pair(":path", text, at, index: false); n += 1
-        for i in 0..<shape.fieldCount { nva[n] = shape.fields[i]; n += 1 }
-        // apns-id
-        let idStart = text + at
-        let digits = Self.digits.utf8Start
-        withUnsafeBytes(of: r.delivery.messageID.uuid) { bytes in
-            for (k, byte) in bytes.enumerated() {
-                if k == 4 || k == 6 || k == 8 || k == 10 { text[at] = 45; at += 1 }  // "-"
-                text[at] = digits[Int(byte >> 4)]
-                text[at + 1] = digits[Int(byte & 0x0F)]
-                at += 2
-            }
+        func place(_ s: String) -> (UnsafeMutablePointer<UInt8>, Int) {
+            var s = s
+            let start = at
+            s.withUTF8 { for b in $0 { text[at] = b; at += 1 } }
+            return (text + start, at - start)
         }
-        nva[n] = Self.pair("apns-id", idStart, 36, index: false); n += 1
+        let (path, pathLength) = place(q.path)
+        nva[n] = Self.pair(":path", path, pathLength, index: false); n += 1
+        for i in 0..<shape.fieldCount { nva[n] = shape.fields[i]; n += 1 }
+        for h in q.ownHeaders {
+            let (name, nameLength) = place(h.name)
+            let (value, valueLength) = place(h.value)
+            // Values that change with every request: never indexed (no churn in the HPACK table).
+            nva[n] = nghttp2_nv(name: name, value: value, namelen: nameLength, valuelen: valueLength, flags: herald_h2_nv_flags(0))
+            n += 1
+        }
         // content-length
         let lengthStart = text + at
-        var count = r.payload.count
+        var remaining = q.body.count
         var reversed = 0, length = 0
-        repeat { reversed = reversed * 10 + count % 10; count /= 10; length += 1 } while count > 0
+        repeat { reversed = reversed * 10 + remaining % 10; remaining /= 10; length += 1 } while remaining > 0
         for _ in 0..<length { text[at] = UInt8(48 + reversed % 10); reversed /= 10; at += 1 }
         nva[n] = Self.pair("content-length", lengthStart, length, index: true); n += 1
         nvCount = n
@@ -150,32 +143,29 @@ final class NGStream {
                    namelen: name.utf8CodeUnitCount, valuelen: length, flags: herald_h2_nv_flags(index ? 1 : 0))
     }
 
-    /// A response header: `:status` and `retry-after` matter (APNs echoes the `apns-id` sent).
+    /// A response header: `:status` becomes ``status``; the others are kept (nghttp2 checked
+    /// that names are lowercase).
     func header(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
         if name.count == 7, name[0] == UInt8(ascii: ":") {
             var s = 0
             for b in value where b >= 48 && b <= 57 { s = s * 10 + Int(b - 48) }
             status = s
-        } else if name.count == 11, name[0] == UInt8(ascii: "r"), name.elementsEqual("retry-after".utf8) {
-            var seconds = 0
-            for b in value {
-                guard b >= 48 && b <= 57 else { return }  // an HTTP date: not what APNs sends; ignore
-                seconds = seconds * 10 + Int(b - 48)
-            }
-            retryAfter = TimeInterval(seconds)
+        } else {
+            headers.append(HTTP2Header(lowercased: String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
         }
     }
 
     func append(_ data: UnsafeBufferPointer<UInt8>) {
-        if body.count < 16_384 { body.append(contentsOf: data) }
+        if body.count < HTTP2Response.bodyLimit { body.append(contentsOf: data.prefix(HTTP2Response.bodyLimit - body.count)) }
     }
 
-    /// Copies the next part of the payload into nghttp2's buffer; whether it was the last.
+    /// Copies the next part of the body into nghttp2's buffer; whether it was the last.
     func readBody(into buffer: UnsafeMutablePointer<UInt8>, length: Int) -> (Int, Bool) {
         guard let r = request else { return (0, true) }
-        let n = min(length, r.payload.count - sent)
-        if n > 0 { UnsafeMutableRawPointer(buffer).copyMemory(from: r.payload.base + sent, byteCount: n) }
+        let body = r.request.body
+        let n = min(length, body.count - sent)
+        if n > 0 { UnsafeMutableRawPointer(buffer).copyMemory(from: body.base + sent, byteCount: n) }
         sent += n
-        return (n, sent >= r.payload.count)
+        return (n, sent >= body.count)
     }
 }

@@ -1,16 +1,14 @@
-import CCurl
-import CLinux  // epoll
-import CNGHTTP2
+internal import CLinux  // epoll
+internal import CNGHTTP2
 import Dispatch
 import FoundationEssentials
-import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// One HTTP/2 connection to APNs through libnghttp2's session API on OpenSSL (``TLSConnection``),
+/// One HTTP/2 connection through libnghttp2's session API on OpenSSL (``TLSConnection``),
 /// driven by epoll on the engine's own thread.
 ///
 /// Each loop turn reads everything the socket has into the session (`nghttp2_session_mem_recv`),
@@ -19,20 +17,21 @@ import Glibc
 /// (``NGHeaderShape``) and the I/O buffers are reused from request to request.
 ///
 /// The rules are ``EngineCore``'s, shared with ``CurlEngine``: one stream until the connection
-/// answers, then up to `maxConcurrentStreams` and the server's SETTINGS_MAX_CONCURRENT_STREAMS;
+/// answers (with `singleStreamUntilFirstAnswer`), then up to `maxConcurrentStreams` and the
+/// server's SETTINGS_MAX_CONCURRENT_STREAMS;
 /// after GOAWAY the streams above its last-stream-id are taken back and sent again on the next
 /// connection, the answered ones never; on a drop every unanswered request is taken back; a
 /// reset stream, or one past its deadline while the connection answers others, is retried
 /// alone. A connection that answers nothing is probed with PING and closed when the PING goes
 /// unanswered; an idle one is closed after `idleTimeout`.
-final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
+final class NGHTTP2Engine: EngineCore, HTTP2ConnectionEngine, @unchecked Sendable {
     enum Phase { case closed, connecting, proxy, handshake, open }
 
     let tls: TLSClientContext
     let authority: String
     let proxy: ProxyTunnel?
-    /// Nanoseconds (60 s) without a byte from the server after which an open connection is sent a PING.
-    static let pingAfter: UInt64 = 60_000_000_000
+    /// Nanoseconds without a byte from the server after which an open connection is sent a PING (`pingInterval`).
+    let pingAfter: UInt64
 
     // Connection (engine thread).
     var phase = Phase.closed
@@ -55,7 +54,7 @@ final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
     var streams: [NGStream] = []
     var unsent: [NGStream] = []
     var spare: [NGStream] = []
-    var shapes: [HeaderShape.Key: NGHeaderShape] = [:]
+    var shapes: [ShapeKey: NGHeaderShape] = [:]
     var lastShape: NGHeaderShape?
     /// Requests refused this turn (above GOAWAY's last-stream-id): taken back together.
     var refused: [(request: PendingRequest, wasOnIt: Bool)] = []
@@ -73,19 +72,18 @@ final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
     let callbacks: OpaquePointer
     let options: OpaquePointer
 
-    override init(settings: EngineSettings, index: Int) throws {
+    override init(settings: ClientSettings, index: Int) throws(HTTP2ClientError) {
         let c = settings.configuration
-        var identity: ClientIdentity? = nil
-        if case .certificate(let id, _) = c.authentication { identity = id }
         do {
-            tls = try TLSClientContext(caFile: c.caFile, identity: identity, alpn: ["h2"])
+            tls = try TLSClientContext(caFile: c.caFile, identity: c.clientIdentity, alpn: ["h2"])
         } catch {
-            throw TransportError(transport: settings.name, message: "cannot set up TLS: \(error)")
+            throw .tls("\(error)")
         }
-        authority = String(c.endpoint.baseURL.dropFirst("https://".count))
+        authority = c.authority
+        pingAfter = UInt64(max(0.01, c.pingInterval) * 1e9)
         if let text = c.proxy {
             guard let tunnel = ProxyTunnel(text, to: authority) else {
-                throw TransportError(transport: settings.name, message: ProxyTunnel.unsupported(text))
+                throw .unsupportedProxy(ProxyTunnel.unsupported(text))
             }
             proxy = tunnel
         } else {
@@ -94,16 +92,18 @@ final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
         var callbacks: OpaquePointer?
         var options: OpaquePointer?
         guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks, nghttp2_option_new(&options) == 0, let options else {
-            throw TransportError(transport: settings.name, message: "cannot allocate nghttp2 callbacks")
+            throw .resources("cannot allocate nghttp2 callbacks")
         }
         nghttp2_session_callbacks_set_on_header_callback(callbacks, NGHTTP2Callbacks.onHeader)
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, NGHTTP2Callbacks.onDataChunk)
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, NGHTTP2Callbacks.onFrameRecv)
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, NGHTTP2Callbacks.onStreamClose)
-        // No closed streams kept for the priority tree (APNs ignores priorities; it costs CPU per stream).
+        // No closed streams kept for the priority tree (no priorities are sent; it costs CPU per stream).
         nghttp2_option_set_no_closed_streams(options, 1)
-        // Before the server's SETTINGS arrive, assume one stream (APNs' rule on a new connection).
-        nghttp2_option_set_peer_max_concurrent_streams(options, 1)
+        if c.singleStreamUntilFirstAnswer {
+            // Before the server's SETTINGS arrive, assume one stream (APNs' rule on a new connection).
+            nghttp2_option_set_peer_max_concurrent_streams(options, 1)
+        }
         self.callbacks = callbacks
         self.options = options
         try super.init(settings: settings, index: index)
@@ -118,12 +118,14 @@ final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
     }
 
     func start() {
-        OSThread.start(name: "herald-apns-\(settings.name)-\(index)", stackSize: 1 << 20) { [self] in self.run() }
+        startThread { [self] in self.run() }
     }
 
     override var streamLimit: Int {
         if goingAway { return 0 }
-        guard warm, let session else { return 1 }
+        let single = settings.configuration.singleStreamUntilFirstAnswer
+        guard warm || !single else { return 1 }
+        guard let session else { return single ? 1 : settings.configuration.maxConcurrentStreams }
         return min(settings.configuration.maxConcurrentStreams, Int(herald_h2_remote_max_streams(session)))
     }
 
@@ -131,7 +133,6 @@ final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
 
     func run() {
         var events = [epoll_event](repeating: epoll_event(), count: 8)
-        var stopDeadline: UInt64 = .max
         while true {
             turn &+= 1
             let n = epoll_wait(epfd, &events, Int32(events.count), timeoutMilliseconds(now: Self.monotonic()))
@@ -147,13 +148,9 @@ final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
             startWaiting()
             pump(now: Self.monotonic())
             endTurn()
-            if stopping {
-                if stopDeadline == .max { stopDeadline = Self.monotonic() + timeoutNanoseconds }
-                if (inFlight == 0 && waitingCount == 0) || Self.monotonic() > stopDeadline { break }
-            }
+            if shouldEnd() { break }
         }
         abandonAll(reason: "transport \(settings.name) shut down before an answer")
-        stopped.signal()
     }
 
     func timeoutMilliseconds(now: UInt64) -> Int32 {
@@ -163,7 +160,7 @@ final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
         switch phase {
         case .connecting, .proxy, .handshake: until = min(until, connectDeadline)
         case .open:
-            if let pingDeadline { until = min(until, pingDeadline) } else { until = min(until, lastReceiveAt &+ Self.pingAfter) }
+            if let pingDeadline { until = min(until, pingDeadline) } else { until = min(until, lastReceiveAt &+ pingAfter) }
             if streams.isEmpty { until = min(until, max(lastDoneAt, openedAt) &+ idleNanoseconds) }
         case .closed: break
         }
@@ -196,9 +193,9 @@ final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
         settings.metrics.inFlight.add(1)
     }
 
-    func shape(for key: HeaderShape.Key) -> NGHeaderShape {
+    func shape(for key: ShapeKey) -> NGHeaderShape {
         // A campaign sends one shape after another: compare with the last one before hashing the
-        // key (its JWT makes a hash cost more than the comparison of strings sharing storage).
+        // key (arrays that share storage compare at once; hashing reads every header, a JWT too).
         if let last = lastShape, last.key == key { return last }
         if let s = shapes[key] { lastShape = s; return s }
         if shapes.count > 256 {
@@ -230,7 +227,7 @@ final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
                     // The request itself cannot be sent (nghttp2 refused its headers): never will be.
                     let r = stream.request!
                     release(stream)
-                    finish(r, .rejected(reason: "cannot send the request: \(String(cString: nghttp2_strerror(id)))"))
+                    finish(r, .failed(.invalidRequest(String(cString: nghttp2_strerror(id)))))
                     continue
                 }
                 stream.streamID = id
@@ -270,10 +267,10 @@ final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
         let status = stream.status
         let id = stream.streamID
         if errorCode == NGHTTP2_NO_ERROR.rawValue && status != 0 {
-            let body = stream.body, retryAfter = stream.retryAfter
+            let body = stream.body, headers = stream.headers
             release(stream)
             loneFailuresSinceAnswer = 0
-            answered(r, status: status, body: body, retryAfter: retryAfter, now: now)
+            answered(r, status: status, headers: headers, body: body, now: now)
             return
         }
         release(stream)
@@ -292,7 +289,7 @@ final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
         } else {
             noteConnectionFailure(now: now, message: message)
         }
-        retryOrFinish(r, now: now, failure: ResponseMapping.noAnswer(message))
+        retryOrFinish(r, now: now, failure: .noAnswer(reason: "no answer: \(message)"))
     }
 
     /// Requests past their deadline. One on a connection that answered others since it started
@@ -304,7 +301,7 @@ final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
         case .connecting, .proxy, .handshake:
             if now >= connectDeadline {
                 let seconds = settings.configuration.connectTimeout
-                connectionFailed("cannot connect to \(settings.configuration.endpoint.host):\(settings.configuration.endpoint.port): "
+                connectionFailed("cannot connect to \(settings.configuration.authority): "
                                  + "timed out after \(seconds >= 1 ? "\(Int(seconds)) s" : "\(Int(seconds * 1000)) ms") (connectTimeout)")
                 return
             }
@@ -319,7 +316,7 @@ final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
                 connectionFailed("the connection did not answer a PING within \(timeoutText)")
                 return
             }
-            if pingDeadline == nil && now &- lastReceiveAt >= Self.pingAfter { ping(now: now) }
+            if pingDeadline == nil && now &- lastReceiveAt >= pingAfter { ping(now: now) }
             if streams.isEmpty && waitingCount == 0 && now &- max(lastDoneAt, openedAt) >= idleNanoseconds {
                 // Idle past `idleTimeout`: closed; the next request opens a new connection.
                 closeConnection(graceful: true)
@@ -345,7 +342,7 @@ final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
                 settings.metrics.inFlight.add(-1)
                 loneFailuresSinceAnswer += 1
                 lastLoneFailure = timedOutMessage
-                retryOrFinish(r, now: now, failure: ResponseMapping.noAnswer(timedOutMessage))
+                retryOrFinish(r, now: now, failure: .noAnswer(reason: "no answer: \(timedOutMessage)"))
                 i += 1
             } else {
                 silent = true
@@ -389,7 +386,7 @@ final class NGHTTP2Engine: EngineCore, APNsEngine, @unchecked Sendable {
     func abandonAll(reason: String) {
         abandonWaiting(reason: reason)
         for stream in streams {
-            if let r = stream.request { finish(r, .retry(after: nil, reason: reason)) }
+            if let r = stream.request { finish(r, .noAnswer(reason: reason)) }
         }
         closeConnection(graceful: true)
     }

@@ -1,8 +1,6 @@
-import CCurl
-import CLinux  // epoll
-import CNGHTTP2
+internal import CLinux  // epoll
+internal import CNGHTTP2
 import FoundationEssentials
-import HeraldAPNs
 import HeraldCore
 import HeraldCrypto
 #if canImport(Glibc)
@@ -13,12 +11,12 @@ import Glibc
 /// proxy when configured), the TLS handshake (ALPN `h2`, verification always on), the HTTP/2
 /// session, reads and batched writes, and its end.
 extension NGHTTP2Engine {
-    var endpointText: String { "\(settings.configuration.endpoint.host):\(settings.configuration.endpoint.port)" }
+    var endpointText: String { "\(settings.configuration.host):\(settings.configuration.port)" }
 
     func openConnection(now: UInt64) {
         let c = settings.configuration
-        let host = proxy?.host ?? c.endpoint.host
-        let port = proxy?.port ?? c.endpoint.port
+        let host = proxy?.host ?? c.host
+        let port = proxy?.port ?? c.port
         connectDeadline = now + UInt64(c.connectTimeout * 1e9)
         goingAway = false
         goAwayLastStream = .max
@@ -136,7 +134,7 @@ extension NGHTTP2Engine {
 
     func startTLS() {
         do {
-            connection = try TLSConnection.client(fd: fd, context: tls, serverName: settings.configuration.endpoint.host)
+            connection = try TLSConnection.client(fd: fd, context: tls, serverName: settings.configuration.host)
         } catch {
             connectionFailed("TLS with \(endpointText) failed: \(error)")
             return
@@ -150,11 +148,11 @@ extension NGHTTP2Engine {
         switch connection.handshake() {
         case .bytes:
             guard connection.negotiatedALPN == "h2" else {
-                // As with libcurl: APNs speaks HTTP/2 only, so the requests fail for good.
+                // As with libcurl without allowHTTP1: the requests fail for good.
                 noteConnectionFailure(now: Self.monotonic(), message: "the server did not speak HTTP/2")
                 for stream in streams {
                     if let r = stream.request {
-                        finish(r, .setupFailure(reason: "\(settings.configuration.endpoint) did not negotiate HTTP/2; APNs requires it"))
+                        finish(r, .failed(.noHTTP2(settings.configuration.origin)))
                     }
                 }
                 closeConnection()
@@ -304,7 +302,7 @@ extension NGHTTP2Engine {
         warm = false
         loneFailuresSinceAnswer = 0
         if taken.isEmpty {
-            settings.logger.info("APNs connection closed", ["error": message, "engine": String(index)])
+            settings.logger.info("\(settings.service) connection closed", ["error": message, "engine": String(index)])
         }
         takeBack(taken, message: message)
         immediate = true
@@ -347,67 +345,5 @@ extension NGHTTP2Engine {
         outEnd = 0
         nextDeadline = .max
         immediate = true  // requests waiting (after GOAWAY, say) open the next connection now
-    }
-}
-
-/// An HTTP CONNECT tunnel through a proxy (`http://[user:password@]host:port`).
-struct ProxyTunnel {
-    let host: String
-    let port: Int
-    /// The CONNECT request, with Basic credentials when the URL has them.
-    let request: [UInt8]
-
-    init?(_ url: String, to authority: String) {
-        var rest = Substring(url)
-        if let scheme = rest.firstRange(of: "://") {
-            guard rest[..<scheme.lowerBound].lowercased() == "http" else { return nil }
-            rest = rest[scheme.upperBound...]
-        }
-        var credentials: String? = nil
-        if let at = rest.lastIndex(of: "@") {
-            credentials = Self.percentDecoded(rest[..<at])
-            rest = rest[rest.index(after: at)...]
-        }
-        // 1080 is libcurl's default proxy port.
-        guard let (host, port) = APNsHTTP2Configuration.Endpoint.hostAndPort(rest, defaultPort: 1080) else { return nil }
-        self.host = host
-        self.port = port
-        var text = "CONNECT \(authority) HTTP/1.1\r\nHost: \(authority)\r\n"
-        if let credentials {
-            text += "Proxy-Authorization: Basic \(Data(credentials.utf8).base64EncodedString())\r\n"
-        }
-        text += "\r\n"
-        request = Array(text.utf8)
-    }
-
-    /// `user%40corp:p%3Ass` → `user@corp:p:ss` (as libcurl reads proxy credentials).
-    static func percentDecoded(_ text: Substring) -> String {
-        var out: [UInt8] = []
-        var bytes = Array(text.utf8)[...]
-        while let b = bytes.popFirst() {
-            if b == UInt8(ascii: "%"), bytes.count >= 2,
-               let v = UInt8(String(decoding: bytes.prefix(2), as: UTF8.self), radix: 16) {
-                out.append(v)
-                bytes = bytes.dropFirst(2)
-            } else {
-                out.append(b)
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    /// The error for a proxy URL the nghttp2 engine cannot use.
-    static func unsupported(_ url: String) -> String {
-        "the nghttp2 engine supports HTTP CONNECT proxies given as http://[user:password@]host:port, not \"\(APNsHTTP2Configuration.redactedProxy(url))\"; "
-            + "use \"engine\": \"curl\" for other proxies"
-    }
-
-    /// The length of an HTTP head ending in an empty line, if `bytes` holds all of it.
-    static func headEnd(_ bytes: UnsafeRawBufferPointer) -> Int? {
-        guard bytes.count >= 4 else { return nil }
-        for i in 3..<bytes.count where bytes[i] == 10 && bytes[i - 1] == 13 && bytes[i - 2] == 10 && bytes[i - 3] == 13 {
-            return i + 1
-        }
-        return nil
     }
 }

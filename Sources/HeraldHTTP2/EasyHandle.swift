@@ -1,36 +1,39 @@
-import CCurl
+internal import CCurl
 import FoundationEssentials
-import HeraldAPNs
 import HeraldCore
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// A reusable libcurl easy handle with the options every APNs request shares, and the
-/// response state of its current request.
+/// A reusable libcurl easy handle with the options every request of its client shares, and the
+/// answer state of its current request.
 final class EasyHandle {
     let handle: UnsafeMutableRawPointer
     var request: PendingRequest?
     var shape: HeaderShape?
+    private(set) var status = 0
     private(set) var body: [UInt8] = []
-    private(set) var retryAfter: TimeInterval?
+    private(set) var headers: [HTTP2Header] = []
     /// The local port of the connection the current request was sent on (0 until libcurl put it
     /// on a connection): which requests a closed connection took with it.
     fileprivate(set) var localPort = 0
-    private let headers = RequestHeaders()
+    private let ownHeaders = RequestHeaders()
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
-    /// `https://host:port/3/device/`: each request's URL is this and the device token.
-    private let base: String
+    /// `https://host:port`: each request's URL is this and its path.
+    private let origin: String
+    /// The method the handle is set up for (`POST` after creation).
+    private var method = "POST"
 
     /// - Parameter engine: receives libcurl's close of a connection's socket.
-    init(settings: EngineSettings, engine: UnsafeMutableRawPointer) {
+    init(settings: ClientSettings, engine: UnsafeMutableRawPointer) {
         handle = curl_easy_init()
-        base = settings.configuration.endpoint.baseURL + "/3/device/"
-        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
         let c = settings.configuration
+        origin = c.origin
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
         let me = Unmanaged.passUnretained(self).toOpaque()
         herald_curl_easy_setopt_pointer(handle, CURLOPT_PRIVATE, me)
         herald_curl_easy_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer)
+        // HTTP/2 when the server's ALPN offers it, else HTTP/1.1 (refused later unless allowHTTP1).
         herald_curl_easy_setopt_long(handle, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
         herald_curl_easy_setopt_long(handle, CURLOPT_POST, 1)
         herald_curl_easy_setopt_long(handle, CURLOPT_PIPEWAIT, 1)
@@ -45,7 +48,7 @@ final class EasyHandle {
         herald_curl_easy_setopt_long(handle, CURLOPT_TCP_NODELAY, 1)
         herald_curl_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, max(1, Int(c.timeout * 1000)))
         // libcurl's smallest upload buffer (its default is 64 KiB per handle, and a pool holds one
-        // handle per stream in flight): a payload is at most 5120 bytes and sent from POSTFIELDS.
+        // handle per stream in flight): bodies are small and sent from POSTFIELDS.
         herald_curl_easy_setopt_long(handle, CURLOPT_UPLOAD_BUFFERSIZE, 16 * 1024)
         if let ca = c.caFile { herald_curl_easy_setopt_string(handle, CURLOPT_CAINFO, ca) }
         if let proxy = c.proxy {
@@ -55,7 +58,7 @@ final class EasyHandle {
             // An explicit "no proxy": libcurl then skips the proxy environment variables per transfer.
             herald_curl_easy_setopt_string(handle, CURLOPT_PROXY, "")
         }
-        if case .certificate(let identity, _) = c.authentication {
+        if let identity = c.clientIdentity {
             Self.setBlob(handle, CURLOPT_SSLCERT_BLOB, identity.certificatePEM)
             Self.setBlob(handle, CURLOPT_SSLKEY_BLOB, identity.privateKeyPEM)
             herald_curl_easy_setopt_string(handle, CURLOPT_SSLCERTTYPE, "PEM")
@@ -82,19 +85,33 @@ final class EasyHandle {
         }
     }
 
-    /// Sets the per-request options: URL, body, headers (the deadline is set once, at creation).
+    /// Sets the per-request options: method, URL, body, headers (the deadline is set once, at creation).
     func prepare(request r: PendingRequest, shape: HeaderShape) {
         request = r
         self.shape = shape
+        status = 0
         body.removeAll(keepingCapacity: true)
-        retryAfter = nil
+        headers.removeAll(keepingCapacity: true)
         localPort = 0
         errorBuffer[0] = 0
-        herald_curl_easy_setopt_string(handle, CURLOPT_URL, base + r.delivery.token)
-        // Not copied: the request keeps the bytes alive until the transfer leaves the multi handle.
-        herald_curl_easy_setopt_long(handle, CURLOPT_POSTFIELDSIZE, r.payload.count)
-        herald_curl_easy_setopt_pointer(handle, CURLOPT_POSTFIELDS, r.payload.base)
-        herald_curl_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headers.list(apnsID: r.delivery.messageID, shape: shape))
+        let q = r.request
+        if q.method != method {
+            method = q.method
+            if method == "GET" {
+                herald_curl_easy_setopt_long(handle, CURLOPT_HTTPGET, 1)
+            } else {
+                herald_curl_easy_setopt_long(handle, CURLOPT_POST, 1)
+            }
+            // libcurl sends the method it derives (POST, GET) unless told otherwise.
+            herald_curl_easy_setopt_string(handle, CURLOPT_CUSTOMREQUEST, method == "POST" || method == "GET" ? nil : method)
+        }
+        herald_curl_easy_setopt_string(handle, CURLOPT_URL, origin + q.path)
+        if method != "GET" {
+            // Not copied: the request keeps the bytes alive until the transfer leaves the multi handle.
+            herald_curl_easy_setopt_long(handle, CURLOPT_POSTFIELDSIZE, q.body.count)
+            herald_curl_easy_setopt_pointer(handle, CURLOPT_POSTFIELDS, UnsafeMutableRawPointer(mutating: q.body.base))
+        }
+        herald_curl_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, ownHeaders.list(own: q.ownHeaders, shape: shape))
     }
 
     /// Whether this request must open a new connection instead of reusing one (set per request).
@@ -111,28 +128,35 @@ final class EasyHandle {
         return detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
     }
 
+    /// One header line of the answer: a status line (`HTTP/2 200`) starts a new set (after a 1xx),
+    /// a field is kept with its name lowercased.
     fileprivate func header(_ line: UnsafeBufferPointer<UInt8>) {
-        // Only `retry-after` matters: APNs echoes the `apns-id` Herald sent, so the answer's
-        // id is known already. Checked byte-wise: this runs for every header of every answer.
-        let name: StaticString = "retry-after:"
-        guard line.count > name.utf8CodeUnitCount, line[0] | 0x20 == UInt8(ascii: "r") else { return }
-        let matches = name.withUTF8Buffer { expected in
-            (0..<expected.count).allSatisfy { line[$0] | 0x20 == expected[$0] || line[$0] == expected[$0] }
-        }
-        guard matches else { return }
-        var seconds = 0
-        for byte in line[name.utf8CodeUnitCount...] {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): seconds = seconds * 10 + Int(byte - UInt8(ascii: "0"))
-            case UInt8(ascii: " "), 0x0D, 0x0A: continue
-            default: return  // an HTTP date: not what APNs sends; ignore
+        var end = line.count
+        while end > 0, line[end - 1] == 0x0D || line[end - 1] == 0x0A { end -= 1 }
+        guard end > 0 else { return }
+        let text = line[..<end]
+        if text.starts(with: "HTTP/".utf8) {
+            headers.removeAll(keepingCapacity: true)
+            // "HTTP/2 200" or "HTTP/1.1 200 OK": the status after the first space.
+            if let space = text.firstIndex(of: 32) {
+                var s = 0
+                for b in text[(space + 1)...].prefix(3) where b >= 48 && b <= 57 { s = s * 10 + Int(b - 48) }
+                status = s
             }
+            return
         }
-        retryAfter = TimeInterval(seconds)
+        guard let colon = text.firstIndex(of: UInt8(ascii: ":")) else { return }
+        var valueStart = colon + 1
+        while valueStart < end, text[valueStart] == 32 || text[valueStart] == 9 { valueStart += 1 }
+        let rawName = text[..<colon]
+        let name = rawName.contains(where: { $0 >= 65 && $0 <= 90 })
+            ? String(decoding: rawName.map { $0 >= 65 && $0 <= 90 ? $0 | 0x20 : $0 }, as: UTF8.self)
+            : String(decoding: rawName, as: UTF8.self)
+        headers.append(HTTP2Header(lowercased: name, String(decoding: text[valueStart...], as: UTF8.self)))
     }
 
     fileprivate func append(_ data: UnsafeBufferPointer<UInt8>) {
-        if body.count < 16_384 { body.append(contentsOf: data) }
+        if body.count < HTTP2Response.bodyLimit { body.append(contentsOf: data.prefix(HTTP2Response.bodyLimit - body.count)) }
     }
 }
 

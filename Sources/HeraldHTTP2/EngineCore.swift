@@ -1,46 +1,37 @@
-import CCurl
-import CLinux  // epoll and eventfd
+internal import CLinux  // epoll and eventfd
 import Dispatch
 import FoundationEssentials
-import HeraldAPNs
 import HeraldCore
-import HeraldCrypto
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Everything an engine needs from the transport.
-struct EngineSettings: Sendable {
-    var configuration: APNsHTTP2Configuration
-    var name: String
-    var logger: Logger
-    var tokens: ProviderTokenCache?
-    var metrics: TransportMetrics
-}
-
-/// One HTTP/2 connection to APNs as the transport sees it: requests go in, each ends in its
-/// batch's ``BatchCompletion``. ``CurlEngine`` (libcurl) and ``NGHTTP2Engine`` (libnghttp2 on
-/// OpenSSL) implement it, both on top of ``EngineCore``.
-protocol APNsEngine: AnyObject, Sendable {
+/// One HTTP/2 connection as the client sees it: requests go in, each ends in its batch's
+/// ``BatchCompletion``. ``CurlEngine`` (libcurl) and ``NGHTTP2Engine`` (libnghttp2 on OpenSSL)
+/// implement it, both on top of ``EngineCore``.
+protocol HTTP2ConnectionEngine: AnyObject, Sendable {
     /// Starts the engine's thread.
     func start()
     /// Queues requests (any thread).
     func submit(_ requests: [PendingRequest])
-    /// Finishes in-flight work (up to `deadline` seconds), then stops the thread.
-    func stop(deadline: TimeInterval)
+    /// Asks the thread to finish in-flight work (up to `deadline` seconds) and end (any thread).
+    func requestStop(deadline: TimeInterval)
+    /// Returns when the thread has ended (at once when it never started).
+    func ended() async
 }
 
 /// What both engines share, written once: the queue of waiting requests and its deadlines, the
-/// provider token chosen as each request starts, the one-stream rule on a new connection,
-/// resends (``connectionRetries``), 403 ExpiredProviderToken, and the backoff between failing
-/// connections. An engine subclass owns the connection and calls these on its own thread.
+/// hooks asked as each attempt starts and about each answer, the one-stream rule on a new
+/// connection, resends (``HTTP2ClientConfiguration/connectionRetries``), and the backoff between
+/// failing connections. An engine subclass owns the connection and calls these on its own thread.
 class EngineCore: @unchecked Sendable {
-    let settings: EngineSettings
+    let settings: ClientSettings
     let index: Int
     let epfd: Int32
     let wakeFD: Int32
-    let inbox = Locked<(requests: [PendingRequest], stopping: Bool)>(([], false))
-    let stopped = DispatchSemaphore(value: 0)
+    let inbox = Locked<(requests: [PendingRequest], stopDeadline: TimeInterval?)>(([], nil))
+    /// Whether the thread ran and ended, and who waits for it to end.
+    private let ending = Locked<(started: Bool, ended: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, false, []))
 
     // Engine-thread state.
     var waiting: [PendingRequest] = []
@@ -54,26 +45,26 @@ class EngineCore: @unchecked Sendable {
     var turn = 0
     var lastError = ""
     var stopping = false
-    /// Whether the current connection has answered a request. Until it has, only one request is
-    /// in flight: APNs allows a single stream on a new token-auth connection until a request with
-    /// a valid token succeeds, and sending more first would only churn connections.
+    /// Whether the current connection has answered a request (not 401 or 403). Until it has, with
+    /// ``HTTP2ClientConfiguration/singleStreamUntilFirstAnswer``, only one request is in flight:
+    /// APNs allows a single stream on a new token-auth connection until a request with a valid
+    /// token succeeds, and sending more first would only churn connections.
     var warm = false
+    /// When the run loop gives up on in-flight work after a stop (monotonic nanoseconds).
+    var stopDeadline: UInt64 = .max
     /// When a request last finished (monotonic nanoseconds).
     var lastDoneAt: UInt64 = 0
     /// When the connection last answered a request (monotonic nanoseconds).
     var lastAnswerAt: UInt64 = 0
-    /// The newest provider token generations this engine logged a refresh, and a clock warning, for.
-    var loggedRefresh = 0
-    var loggedClockWarning = 0
     var responseCounters: [Int: Counter] = [:]
 
-    init(settings: EngineSettings, index: Int) throws {
+    init(settings: ClientSettings, index: Int) throws(HTTP2ClientError) {
         self.settings = settings
         self.index = index
         epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
         wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
         guard epfd >= 0, wakeFD >= 0 else {
-            throw TransportError(transport: settings.name, message: "cannot create epoll/eventfd: \(String(cString: strerror(errno)))")
+            throw .resources("cannot create epoll/eventfd: \(String(cString: strerror(errno)))")
         }
         var event = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: wakeFD))
         epoll_ctl(epfd, EPOLL_CTL_ADD, wakeFD, &event)
@@ -90,31 +81,66 @@ class EngineCore: @unchecked Sendable {
     func begin(_ r: PendingRequest, now: UInt64) { fatalError("begin(_:now:) is the engine's") }
 
     /// Most requests in flight now: the configured `maxConcurrentStreams` (and the server's
-    /// SETTINGS_MAX_CONCURRENT_STREAMS where the engine knows it), one before the first answer.
-    var streamLimit: Int { warm ? settings.configuration.maxConcurrentStreams : 1 }
+    /// SETTINGS_MAX_CONCURRENT_STREAMS where the engine knows it), one before the first answer
+    /// with ``HTTP2ClientConfiguration/singleStreamUntilFirstAnswer``.
+    var streamLimit: Int {
+        warm || !settings.configuration.singleStreamUntilFirstAnswer ? settings.configuration.maxConcurrentStreams : 1
+    }
 
     // MARK: Any thread
 
     func submit(_ requests: [PendingRequest]) {
         let accepted = inbox.withLock { box -> Bool in
-            if box.stopping { return false }
+            if box.stopDeadline != nil { return false }
             box.requests.append(contentsOf: requests)
             return true
         }
         if !accepted {
-            for r in requests { r.batch.complete(r.slot, .retry(after: nil, reason: "transport \(settings.name) is shutting down")) }
+            for r in requests { r.batch.complete(r.slot, .noAnswer(reason: "transport \(settings.name) is shutting down")) }
             return
         }
         wake()
     }
 
-    func stop(deadline: TimeInterval) {
-        inbox.withLock { $0.stopping = true }
+    /// Asks the thread to finish in-flight work within `deadline` seconds and end.
+    func requestStop(deadline: TimeInterval) {
+        inbox.withLock { if $0.stopDeadline == nil { $0.stopDeadline = deadline } }
         wake()
-        if stopped.wait(timeout: .now() + deadline + 1) == .timedOut {
-            settings.logger.warning("engine did not stop in time", ["engine": String(index)])
+    }
+
+    func ended() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = ending.withLock { e -> Bool in
+                if e.ended || !e.started { return true }
+                e.waiters.append(c)
+                return false
+            }
+            if now { c.resume() }
         }
     }
+
+    /// Runs `loop` on a thread of the engine's own; ``ended()`` returns after it ended.
+    func startThread(_ loop: @escaping @Sendable () -> Void) {
+        ending.withLock { $0.started = true }
+        OSThread.start(name: "herald-h2-\(settings.name)-\(index)", stackSize: 1 << 20) { [self] in
+            loop()
+            let waiters = ending.withLock { e -> [CheckedContinuation<Void, Never>] in
+                e.ended = true
+                defer { e.waiters = [] }
+                return e.waiters
+            }
+            for w in waiters { w.resume() }
+        }
+    }
+
+    /// Whether the loop should end now: stopping, and nothing left or the stop deadline passed.
+    func shouldEnd() -> Bool {
+        guard stopping else { return false }
+        if stopDeadline == .max { stopDeadline = Self.monotonic() + stopNanoseconds }
+        return (inFlight == 0 && waitingCount == 0) || Self.monotonic() > stopDeadline
+    }
+
+    private var stopNanoseconds: UInt64 = 0
 
     func wake() {
         var one: UInt64 = 1
@@ -140,12 +166,15 @@ class EngineCore: @unchecked Sendable {
     func takeInbox() {
         var value: UInt64 = 0
         _ = read(wakeFD, &value, 8)
-        let (requests, stop) = inbox.withLock { box -> ([PendingRequest], Bool) in
+        let (requests, stop) = inbox.withLock { box -> ([PendingRequest], TimeInterval?) in
             let r = box.requests
             box.requests.removeAll(keepingCapacity: true)
-            return (r, box.stopping)
+            return (r, box.stopDeadline)
         }
-        if stop { stopping = true }
+        if let stop, !stopping {
+            stopping = true
+            stopNanoseconds = UInt64(max(0, stop) * 1e9)
+        }
         let deadline = Self.monotonic() + timeoutNanoseconds
         for r in requests {
             r.waitDeadline = deadline
@@ -154,12 +183,12 @@ class EngineCore: @unchecked Sendable {
     }
 
     /// Gives up on requests that waited too long, then starts waiting requests while the
-    /// connection has room, each with the provider token current now.
+    /// connection has room, each with the headers the hooks give it now.
     func startWaiting() {
         let now = Self.monotonic()
         if warm && inFlight == 0 && lastDoneAt != 0 && now &- lastDoneAt >= idleNanoseconds {
             // Idle past `idleTimeout`: the connection is closed and the next request opens a new
-            // one, which APNs lets carry one stream until it answers.
+            // one (which, with singleStreamUntilFirstAnswer, carries one stream until it answers).
             warm = false
         }
         let limit = streamLimit
@@ -169,27 +198,23 @@ class EngineCore: @unchecked Sendable {
             let r = waiting[waitingHead]
             waitingHead += 1
             let why = lastError.isEmpty ? "no free HTTP/2 stream" : lastError
-            finish(r, .retry(after: nil, reason: "no answer within \(timeoutText): \(why)"))
+            finish(r, .noAnswer(reason: "no answer within \(timeoutText): \(why)"))
         }
         if now >= pausedUntil {
-            // The provider token is chosen as each request starts, not when it was queued: one
-            // queued, taken back or sent again across the 50-minute rollover must not carry an
-            // older token to a connection that has seen a newer one (APNs: 429 TooManyProviderTokenUpdates).
-            var token: Result<ProviderTokenCache.Token, CryptoError>? = nil
+            // The hooks choose an attempt's headers as it starts, not when it was queued: APNs's
+            // provider token for one queued, taken back or sent again across the 50-minute rollover
+            // must not be older than one the connection has seen (429 TooManyProviderTokenUpdates).
+            let hooks = settings.hooks
             while inFlight < streamLimit && waitingHead < waiting.count {
                 let r = waiting[waitingHead]
                 waitingHead += 1
-                if let tokens = settings.tokens {
-                    if token == nil { token = Result(catching: { () throws(CryptoError) -> ProviderTokenCache.Token in try tokens.current() }) }
-                    switch token! {
-                    case .success(let current):
-                        // A request refreshed after ExpiredProviderToken already has the newest token.
-                        if r.token.map({ current.generation > $0.generation }) ?? true {
-                            r.token = current
-                            r.shapeKey.authorization = current.header
-                        }
-                    case .failure(let error):
-                        finish(r, .setupFailure(reason: "cannot sign a provider token: \(error)"))
+                r.attempts += 1
+                if let hooks {
+                    switch hooks.willStart(r.attempt) {
+                    case .send(let added):
+                        r.added = added
+                    case .end(let verdict):
+                        finish(r, .endedByHooks(verdict))
                         continue
                     }
                 }
@@ -205,24 +230,35 @@ class EngineCore: @unchecked Sendable {
         }
     }
 
-    /// The connection answered `r` with `status`: the outcome from ``ResponseMapping``, or a
-    /// resend with a newer provider token.
-    func answered(_ r: PendingRequest, status: Int, body: [UInt8], retryAfter: TimeInterval?, now: UInt64) {
+    /// The connection answered `r`: the hooks review the answer (accept it, resend, or end the
+    /// request with their verdict), then it is the request's result.
+    func answered(_ r: PendingRequest, status: Int, headers: [HTTP2Header], body: [UInt8], now: UInt64) {
         incidentsSinceAnswer = 0
         lastError = ""
         lastAnswerAt = now
-        if status != 403 { warm = true }
+        // An answer to a refused credential does not show that the connection works for others.
+        if status != 401 && status != 403 { warm = true }
         responseCounter(status).increment()
-        switch ResponseMapping.outcome(status: status, body: body, apnsID: r.delivery.messageID.lowercasedString, retryAfter: retryAfter) {
-        case .outcome(let outcome):
-            finish(r, outcome)
-        case .refreshProviderToken(let reason):
-            resendWithNewerToken(r, reason: reason, now: now)
+        let response = HTTP2Response(status: status, headers: headers, body: body, receivedAt: settings.clock.now, attempts: r.attempts)
+        if let hooks = settings.hooks {
+            switch hooks.review(response, of: r.attempt) {
+            case .accept:
+                break
+            case .resend:
+                r.resends += 1
+                r.waitDeadline = now + timeoutNanoseconds
+                waiting.append(r)
+                return
+            case .end(let verdict):
+                finish(r, .endedByHooks(verdict))
+                return
+            }
         }
+        finish(r, .answered(response))
     }
 
     /// `r` failed without an answer: sent again while it has `connectionRetries` left, else `failure`.
-    func retryOrFinish(_ r: PendingRequest, now: UInt64, failure: DeliveryOutcome) {
+    func retryOrFinish(_ r: PendingRequest, now: UInt64, failure: HTTP2Result) {
         settings.metrics.noAnswer.increment()
         if r.retriesLeft > 0 && !stopping {
             r.retriesLeft -= 1
@@ -240,59 +276,16 @@ class EngineCore: @unchecked Sendable {
         return c
     }
 
-    func finish(_ r: PendingRequest, _ outcome: DeliveryOutcome) {
-        r.batch.complete(r.slot, outcome)
+    func finish(_ r: PendingRequest, _ result: HTTP2Result) {
+        r.batch.complete(r.slot, result)
     }
 
     /// Fails everything still queued (shutdown); the engine fails what it has in flight.
     func abandonWaiting(reason: String) {
         takeInbox()
-        for i in waitingHead..<waiting.count { finish(waiting[i], .retry(after: nil, reason: reason)) }
+        for i in waitingHead..<waiting.count { finish(waiting[i], .noAnswer(reason: reason)) }
         waiting.removeAll()
         waitingHead = 0
-    }
-
-    /// 403 ExpiredProviderToken: send `r` again once, with a newer token. The cache makes no
-    /// token younger than its minimum age (APNs would answer 429 TooManyProviderTokenUpdates,
-    /// and a token that young can only be "expired" when this host's clock is wrong).
-    func resendWithNewerToken(_ r: PendingRequest, reason: String, now: UInt64) {
-        let clockHint = "APNs judges a provider token's age by its iat, so check this host's system clock (NTP)"
-        guard let tokens = settings.tokens, let used = r.token, !r.refreshedToken else {
-            if let used = r.token, used.generation > loggedClockWarning {
-                loggedClockWarning = used.generation
-                settings.logger.warning("APNs says a provider token made just now expired; check the system clock", ["engine": String(index)])
-            }
-            finish(r, .retry(after: nil, reason: "\(reason) even with a new provider token: \(clockHint)"))
-            return
-        }
-        let refresh: ProviderTokenCache.Refresh
-        do {
-            refresh = try tokens.refresh(after: used)
-        } catch {
-            finish(r, .setupFailure(reason: "cannot sign a provider token: \(error)"))
-            return
-        }
-        switch refresh {
-        case .tooSoon(let age):
-            if used.generation > loggedClockWarning {
-                loggedClockWarning = used.generation
-                settings.logger.warning("APNs says a provider token made \(Int(age)) s ago expired; check the system clock",
-                                        ["engine": String(index)])
-            }
-            let wait = ProviderTokenCache.minimumAge - age
-            finish(r, .retry(after: wait, reason: "\(reason) for a provider token made \(Int(age)) s ago: \(clockHint); "
-                                 + "no new token is made before the current one is \(Int(ProviderTokenCache.minimumAge / 60)) minutes old"))
-        case .token(let fresh):
-            if fresh.generation > loggedRefresh {
-                loggedRefresh = fresh.generation
-                settings.logger.notice("provider token refreshed after ExpiredProviderToken", ["engine": String(index)])
-            }
-            r.refreshedToken = true
-            r.token = fresh
-            r.shapeKey.authorization = fresh.header
-            r.waitDeadline = now + timeoutNanoseconds
-            waiting.append(r)
-        }
     }
 
     /// Requests taken back from a lost connection (GOAWAY, a drop) go again, ahead of the queue.
@@ -310,7 +303,7 @@ class EngineCore: @unchecked Sendable {
         var again: [PendingRequest] = []
         for (r, wasOnIt) in taken {
             if stopping {
-                finish(r, .retry(after: nil, reason: "no answer: \(message)"))
+                finish(r, .noAnswer(reason: "no answer: \(message)"))
             } else if !wasOnIt {
                 r.waitDeadline = deadline
                 again.append(r)
@@ -319,7 +312,7 @@ class EngineCore: @unchecked Sendable {
                 r.waitDeadline = deadline
                 again.append(r)
             } else {
-                finish(r, .retry(after: nil, reason: "no answer: \(message)"))
+                finish(r, .noAnswer(reason: "no answer: \(message)"))
             }
         }
         waiting = again + waiting[waitingHead...]
@@ -338,14 +331,14 @@ class EngineCore: @unchecked Sendable {
         incidentsSinceAnswer += 1
         if incidentsSinceAnswer == 1 {
             // A connection that worked and then closed (GOAWAY, idle close, a reset): reconnect at once.
-            settings.logger.info("APNs connection closed; reconnecting", ["error": message, "engine": String(index)])
+            settings.logger.info("\(settings.service) connection closed; reconnecting", ["error": message, "engine": String(index)])
             return
         }
         // Failing again before any answer: back off exponentially, 100 ms up to 30 s, with jitter.
         let backoff = min(0.1 * pow(2, Double(incidentsSinceAnswer - 2)), 30)
         let jittered = backoff * Double.random(in: 0.8...1.0)
         pausedUntil = max(pausedUntil, now + UInt64(jittered * 1e9))
-        settings.logger.warning("APNs connection failed again; backing off",
+        settings.logger.warning("\(settings.service) connection failed again; backing off",
                                 ["error": message, "backoff_ms": String(Int(jittered * 1000)), "engine": String(index)])
     }
 

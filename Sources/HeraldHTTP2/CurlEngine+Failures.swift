@@ -1,6 +1,5 @@
-import CCurl
+internal import CCurl
 import FoundationEssentials
-import HeraldAPNs
 import HeraldCore
 import Glibc
 
@@ -23,7 +22,9 @@ extension CurlEngine {
     /// them all at once on a fresh connection, where APNs refuses all but one stream before the
     /// first answer, which makes libcurl drop that connection too. So take every in-flight
     /// request back, and let them go again one at a time until the new connection answers.
-    /// Requests that were answered have completed already; these got no answer.
+    /// Requests that were answered have completed already; these got no answer. On HTTP/1.1
+    /// connections (allowHTTP1) only the requests on the lost ones are taken back: the others
+    /// are on connections of their own, and may have been processed.
     ///
     /// Only a request that was on the lost connection spends one of its `connectionRetries`; one
     /// libcurl had not put on it yet (waiting for a stream, or for the next connection) goes again
@@ -33,6 +34,7 @@ extension CurlEngine {
         var taken: [(request: PendingRequest, wasOnIt: Bool)] = []
         for easy in all where easy.request != nil {
             let wasOnIt = easy.localPort != 0 && lostPorts.contains(easy.localPort)
+            if http1 && !wasOnIt && easy.localPort != 0 { continue }
             curl_multi_remove_handle(multi, easy.handle)
             taken.append((easy.request!, wasOnIt))
             easy.shape?.inUse -= 1

@@ -1,31 +1,34 @@
-import CCurl
-import CLinux  // epoll
+internal import CCurl
+internal import CLinux  // epoll
 import Dispatch
 import FoundationEssentials
-import HeraldAPNs
 import HeraldCore
-import HeraldCrypto
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// One HTTP/2 connection to APNs: a libcurl multi handle driven by `curl_multi_socket_action`
-/// and epoll on its own thread, with reusable easy handles.
+/// One HTTP/2 connection: a libcurl multi handle driven by `curl_multi_socket_action` and epoll
+/// on its own thread, with reusable easy handles. With ``HTTP2ClientConfiguration/allowHTTP1``
+/// and a server that offers no `h2`, up to ``HTTP2ClientConfiguration/maxHTTP1Connections``
+/// HTTP/1.1 connections instead, one request on each at a time.
 ///
 /// Requests queue here and start while fewer than `maxConcurrentStreams` are in flight (libcurl
 /// also respects the server's SETTINGS_MAX_CONCURRENT_STREAMS: with one connection allowed,
 /// extra transfers wait for a stream). A request that fails without an answer is sent again up
 /// to `connectionRetries` times. When the connection failed (GOAWAY, a drop, TLS or protocol
 /// errors, silence) every unanswered request is taken back and connection failures back off
-/// exponentially, so an unreachable or flapping APNs is not hammered; when only its stream
+/// exponentially, so an unreachable or flapping server is not hammered; when only its stream
 /// failed (reset, or its deadline while the connection kept answering) only it is sent again.
-final class CurlEngine: EngineCore, APNsEngine, @unchecked Sendable {
+final class CurlEngine: EngineCore, HTTP2ConnectionEngine, @unchecked Sendable {
     let multi: UnsafeMutableRawPointer
 
     // Engine-thread state.
     var idle: [EasyHandle] = []
     var all: [EasyHandle] = []
-    var shapes: [HeaderShape.Key: HeaderShape] = [:]
+    var shapes: [ShapeKey: HeaderShape] = [:]
+    var lastShape: HeaderShape?
+    /// The server answered in HTTP/1.1 (allowHTTP1): one request per connection at a time.
+    var http1 = false
     /// The sockets in the epoll set, with the events asked for.
     var watched: [Int32: UInt32] = [:]
     var curlTimerDeadline: UInt64? = nil
@@ -44,9 +47,9 @@ final class CurlEngine: EngineCore, APNsEngine, @unchecked Sendable {
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
-    override init(settings: EngineSettings, index: Int) throws {
+    override init(settings: ClientSettings, index: Int) throws(HTTP2ClientError) {
         _ = Self.globalInit
-        guard let multi = curl_multi_init() else { throw TransportError(transport: settings.name, message: "curl_multi_init failed") }
+        guard let multi = curl_multi_init() else { throw .resources("curl_multi_init failed") }
         self.multi = multi
         try super.init(settings: settings, index: index)
 
@@ -56,9 +59,11 @@ final class CurlEngine: EngineCore, APNsEngine, @unchecked Sendable {
         herald_curl_multi_setopt_timer_callback(multi, curlTimerCallback)
         herald_curl_multi_setopt_pointer(multi, CURLMOPT_TIMERDATA, me)
         herald_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
-        // One connection per engine: extra transfers wait for a free stream instead of opening more.
-        herald_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 1)
-        herald_curl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 1)
+        // One connection per engine: extra transfers wait for a free stream instead of opening
+        // more. HTTP/1.1 (allowHTTP1) needs a connection per request in flight.
+        let connections = settings.configuration.allowHTTP1 ? max(1, settings.configuration.maxHTTP1Connections) : 1
+        herald_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, connections)
+        herald_curl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, connections)
         herald_curl_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, settings.configuration.maxConcurrentStreams)
     }
 
@@ -68,7 +73,12 @@ final class CurlEngine: EngineCore, APNsEngine, @unchecked Sendable {
     }
 
     func start() {
-        OSThread.start(name: "herald-apns-\(settings.name)-\(index)", stackSize: 1 << 20) { [self] in self.run() }
+        startThread { [self] in self.run() }
+    }
+
+    override var streamLimit: Int {
+        guard http1 else { return super.streamLimit }
+        return min(super.streamLimit, max(1, settings.configuration.maxHTTP1Connections))
     }
 
     // MARK: Event loop
@@ -76,7 +86,6 @@ final class CurlEngine: EngineCore, APNsEngine, @unchecked Sendable {
     func run() {
         var events = [epoll_event](repeating: epoll_event(), count: 64)
         var running: Int32 = 0
-        var stopDeadline: UInt64 = .max
         while true {
             turn &+= 1
             let now = Self.monotonic()
@@ -138,15 +147,9 @@ final class CurlEngine: EngineCore, APNsEngine, @unchecked Sendable {
                 lostPorts.removeAll(keepingCapacity: true)
             }
             startWaiting()
-            if stopping {
-                if stopDeadline == .max {
-                    stopDeadline = Self.monotonic() + UInt64(settings.configuration.timeout * 1e9)
-                }
-                if (inFlight == 0 && waitingCount == 0) || Self.monotonic() > stopDeadline { break }
-            }
+            if shouldEnd() { break }
         }
         abandonAll(reason: "transport \(settings.name) shut down before an answer")
-        stopped.signal()
     }
 
     func setCork(_ on: Bool) {
@@ -168,13 +171,17 @@ final class CurlEngine: EngineCore, APNsEngine, @unchecked Sendable {
 
     // MARK: Requests
 
-    func shape(for key: HeaderShape.Key) -> HeaderShape {
-        if let s = shapes[key] { return s }
+    func shape(for key: ShapeKey) -> HeaderShape {
+        // A campaign sends one shape after another: compare with the last one before hashing the
+        // key (arrays that share storage compare at once; hashing reads every header).
+        if let last = lastShape, last.key == key { return last }
+        if let s = shapes[key] { lastShape = s; return s }
         if shapes.count > 256 {
             for (k, s) in shapes where s.inUse == 0 { shapes[k] = nil }
         }
         let s = HeaderShape(key)
         shapes[key] = s
+        lastShape = s
         return s
     }
 
@@ -202,7 +209,7 @@ final class CurlEngine: EngineCore, APNsEngine, @unchecked Sendable {
             easy.request = nil
             easy.shape = nil
             idle.append(easy)
-            finish(r, .retry(after: nil, reason: "curl_multi_add_handle: \(String(cString: curl_multi_strerror(rc)))"))
+            finish(r, .noAnswer(reason: "curl_multi_add_handle: \(String(cString: curl_multi_strerror(rc)))"))
         }
     }
 
@@ -237,12 +244,17 @@ final class CurlEngine: EngineCore, APNsEngine, @unchecked Sendable {
             var version = 0
             herald_curl_easy_getinfo_long(easy.handle, CURLINFO_HTTP_VERSION, &version)
             if version != Int(CURL_HTTP_VERSION_2_0) {
-                noteConnectionFailure(now: now, message: "the server did not speak HTTP/2")
-                finish(r, .setupFailure(reason: "\(settings.configuration.endpoint) did not negotiate HTTP/2; APNs requires it"))
-                return
+                if !settings.configuration.allowHTTP1 {
+                    noteConnectionFailure(now: now, message: "the server did not speak HTTP/2")
+                    finish(r, .failed(.noHTTP2(settings.configuration.origin)))
+                    return
+                }
+                http1 = true
+            } else {
+                http1 = false
             }
             loneFailuresSinceAnswer = 0
-            answered(r, status: status, body: easy.body, retryAfter: easy.retryAfter, now: now)
+            answered(r, status: status, headers: easy.headers, body: easy.body, now: now)
             return
         }
         let message = easy.errorMessage(code)
@@ -259,7 +271,7 @@ final class CurlEngine: EngineCore, APNsEngine, @unchecked Sendable {
             // new one (the nghttp2 engine asks with PING instead).
             if code == CURLE_OPERATION_TIMEDOUT { freshConnection = true }
         }
-        retryOrFinish(r, now: now, failure: ResponseMapping.transportFailure(curlCode: Int32(code.rawValue), message: message))
+        retryOrFinish(r, now: now, failure: .noAnswer(reason: "no answer: \(message) (curl error \(code.rawValue))"))
     }
 
     func abandonAll(reason: String) {
@@ -269,7 +281,7 @@ final class CurlEngine: EngineCore, APNsEngine, @unchecked Sendable {
         while curl_multi_info_read(multi, &left) != nil {}
         for easy in all where easy.request != nil {
             curl_multi_remove_handle(multi, easy.handle)
-            if let r = easy.request { finish(r, .retry(after: nil, reason: reason)) }
+            if let r = easy.request { finish(r, .noAnswer(reason: reason)) }
             easy.shape?.inUse -= 1
             easy.request = nil
             easy.shape = nil
