@@ -51,11 +51,14 @@ public final class HTTP2Client: Sendable {
                                   clock: clock, service: metricNames.service)
     }
 
-    /// Starts the connection threads (connections open with the first request).
+    /// Starts the connection threads (connections open with the first request). A stopped client
+    /// can be started again.
     ///
     /// - Throws: ``HTTP2ClientError/tls(_:)`` when the CA file or identity cannot be used,
     ///   ``HTTP2ClientError/resources(_:)`` when epoll, eventfd or a library handle cannot be had.
+    /// Does nothing when the client runs already.
     public func start() throws(HTTP2ClientError) {
+        if isRunning { return }
         var started: [any HTTP2ConnectionEngine] = []
         for i in 0..<configuration.connections {
             let engine: any HTTP2ConnectionEngine

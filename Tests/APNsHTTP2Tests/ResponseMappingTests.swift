@@ -48,4 +48,12 @@ import Testing
         #expect(reason == "InvalidProviderToken: APNs refused the provider token; check keyId, teamId and keyFile")
         #expect(map(403, #"{"reason":"ExpiredProviderToken"}"#) == .refreshProviderToken(reason: "ExpiredProviderToken"))
     }
+
+    @Test func reasonsAreTypedAndUnknownOnesKeptVerbatim() {
+        #expect(APNsErrorReason(rawValue: "BadDeviceToken") == .badDeviceToken)
+        #expect(APNsErrorReason(rawValue: "SomethingNew") == .unknown("SomethingNew"))
+        #expect(APNsErrorReason.unknown("SomethingNew").rawValue == "SomethingNew")
+        #expect(APNsErrorReason.known.allSatisfy { APNsErrorReason(rawValue: $0.rawValue) == $0 })
+        #expect(Set(APNsErrorReason.known.map(\.rawValue)).count == APNsErrorReason.known.count)
+    }
 }

@@ -96,6 +96,25 @@ import Testing
         }
     }
 
+    @Test(arguments: HTTP2Engine.allCases) func stopLetsInFlightRequestsFinishThenReturns(engine: HTTP2Engine) async throws {
+        var faults = HTTP2Faults()
+        faults.latency = 0.5
+        let apns = try HTTP2SimulatorHarness.tokenAuth(faults: faults)
+        defer { apns.stop() }
+        let jwt = try apns.jwt()
+        let client = try Servers.client(Self.configuration(apns, engine: engine))
+        async let results = client.send((1...5).map { Self.request($0, jwt: jwt) })
+        // Stop while the first request is in flight: it and the ones queued behind it finish.
+        _ = await apns.simulator.waitForNotifications(count: 1, timeout: 10)
+        await client.stop(deadline: 10)
+        #expect(!client.isRunning)
+        for (i, result) in await results.enumerated() {
+            guard case .answered(let r) = result, r.status == 200 else { Issue.record("\(i): \(result)"); continue }
+        }
+        let late = await client.send([Self.request(6, jwt: jwt)])
+        guard case .failed(.notRunning) = late[0] else { Issue.record("\(late)"); return }
+    }
+
     /// Hooks choose each attempt's headers as it starts and may resend after an answer: an
     /// expired token gets 403 ExpiredProviderToken, the hook resends once with a fresh one.
     final class TokenHooks: HTTP2RequestHooks {

@@ -7,7 +7,7 @@ import Testing
 /// `allowHTTP1` (curl engine) against a TLS server whose ALPN offers only `http/1.1`.
 @Suite(.serialized) struct HTTP1Tests {
     @Test func http1IsUsedWhenAllowedWithSeveralConnections() async throws {
-        let server = try await HTTP1Server(delay: 0.3)
+        let server = try await HTTP1Server.start(delay: 0.3)
         defer { server.stop() }
         var c = Servers.configuration(port: server.port, engine: .curl, certs: try TestCertificates.shared())
         c.allowHTTP1 = true
@@ -27,7 +27,7 @@ import Testing
     }
 
     @Test(arguments: HTTP2Engine.allCases) func withoutAllowHTTP1AServerWithoutH2FailsForGood(engine: HTTP2Engine) async throws {
-        let server = try await HTTP1Server(delay: 0)
+        let server = try await HTTP1Server.start(delay: 0)
         defer { server.stop() }
         let client = try Servers.client(Servers.configuration(port: server.port, engine: engine, certs: try TestCertificates.shared()))
         let results = await client.send([HTTP2Request(path: "/push/1", headers: [], body: HTTP2Body(Array("x".utf8)))])

@@ -8,7 +8,7 @@ import Testing
 /// bodies, many streams, results in order.
 @Suite(.serialized) struct RoundTripTests {
     @Test(arguments: HTTP2Engine.allCases) func aRequestAndItsAnswerWithHeadersAndBody(engine: HTTP2Engine) async throws {
-        let server = try await NGHTTPD()
+        let server = try await NGHTTPD.start()
         defer { server.stop() }
         let client = try Servers.client(Servers.configuration(port: server.port, engine: engine, certs: try TestCertificates.shared()))
         let body = HTTP2Body(Array(#"{"message":"hello"}"#.utf8))
@@ -34,7 +34,7 @@ import Testing
     }
 
     @Test(arguments: HTTP2Engine.allCases) func manyStreamsComeBackInOrder(engine: HTTP2Engine) async throws {
-        let server = try await NGHTTPD()
+        let server = try await NGHTTPD.start()
         defer { server.stop() }
         var c = Servers.configuration(port: server.port, engine: engine, certs: try TestCertificates.shared())
         c.maxConcurrentStreams = 50

@@ -53,33 +53,24 @@ enum Servers {
     }
 }
 
-/// nghttpd (Debian's nghttp2-server) with `--echo-upload`: a POST to a path whose file exists in
-/// its htdocs is answered 200 with the uploaded body.
-final class NGHTTPD: Sendable {
+/// A server process for a test, with its temporary folder; ``stop()`` ends both.
+final class ServerProcess: Sendable {
     let process: ChildProcess
     let port: Int
     let directory: TemporaryDirectory
 
-    /// Paths that exist (a POST elsewhere is answered 404).
-    static let paths = ["echo", "other"]
-
-    init() async throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/nghttpd") else {
-            throw TestSetupError("nghttpd is missing: run scripts/bootstrap.sh (Debian package nghttp2-server)")
-        }
-        let certs = try TestCertificates.shared()
-        let directory = try TemporaryDirectory()
-        try FileManager.default.createDirectory(atPath: directory.file("htdocs"), withIntermediateDirectories: true)
-        for path in Self.paths { try Data("file \(path)\n".utf8).write(to: URL(fileURLWithPath: directory.file("htdocs/\(path)"))) }
-        let process = try ChildProcess("/usr/sbin/nghttpd", ["--address=127.0.0.1", "--echo-upload", "-d", directory.file("htdocs"),
-                                                             "0", certs.serverKey, certs.serverCertificate])
-        guard let port = await Servers.listeningPort(pid: process.pid) else {
+    /// Starts `executable` and waits for its port (`port(process)`); cleans up and throws when none comes.
+    init(_ executable: String, _ arguments: [String], directory: TemporaryDirectory, what: String,
+         port: (ChildProcess) async -> Int?) async throws {
+        let process: ChildProcess
+        do { process = try ChildProcess(executable, arguments) } catch { directory.remove(); throw error }
+        guard let found = await port(process) else {
             process.terminate()
             directory.remove()
-            throw TestSetupError("nghttpd did not listen: \(process.stderr)")
+            throw TestSetupError("\(what) did not start: \(process.stderr)")
         }
         self.process = process
-        self.port = port
+        self.port = found
         self.directory = directory
     }
 
@@ -89,14 +80,30 @@ final class NGHTTPD: Sendable {
     }
 }
 
+/// nghttpd (Debian's nghttp2-server) with `--echo-upload`: a POST to a path whose file exists in
+/// its htdocs is answered 200 with the uploaded body.
+enum NGHTTPD {
+    /// Paths that exist (a POST elsewhere is answered 404).
+    static let paths = ["echo", "other"]
+
+    static func start() async throws -> ServerProcess {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/nghttpd") else {
+            throw TestSetupError("nghttpd is missing: run scripts/bootstrap.sh (Debian package nghttp2-server)")
+        }
+        let certs = try TestCertificates.shared()
+        let directory = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.file("htdocs"), withIntermediateDirectories: true)
+        for path in Self.paths { try Data("file \(path)\n".utf8).write(to: URL(fileURLWithPath: directory.file("htdocs/\(path)"))) }
+        return try await ServerProcess("/usr/sbin/nghttpd", ["--address=127.0.0.1", "--echo-upload", "-d", directory.file("htdocs"),
+                                                             "0", certs.serverKey, certs.serverCertificate],
+                                       directory: directory, what: "nghttpd") { await Servers.listeningPort(pid: $0.pid) }
+    }
+}
+
 /// CPython's `http.server` over TLS whose ALPN offers only `http/1.1` (as some Web Push services
 /// do): POST answers 201 after `delay` seconds with the body echoed and the client's port in
 /// `x-client-port` (one port per connection).
-final class HTTP1Server: Sendable {
-    let process: ChildProcess
-    let port: Int
-    let directory: TemporaryDirectory
-
+enum HTTP1Server {
     static let script = #"""
     import http.server, ssl, sys, time
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -121,23 +128,11 @@ final class HTTP1Server: Sendable {
     server.serve_forever()
     """#
 
-    init(delay: TimeInterval) async throws {
+    static func start(delay: TimeInterval) async throws -> ServerProcess {
         let certs = try TestCertificates.shared()
         let directory = try TemporaryDirectory()
         try Data(Self.script.utf8).write(to: URL(fileURLWithPath: directory.file("server.py")))
-        let process = try ChildProcess("/usr/bin/env", ["python3", directory.file("server.py"), certs.serverCertificate, certs.serverKey, String(delay)])
-        guard let port = await process.listeningPort(timeout: 30) else {
-            process.terminate()
-            directory.remove()
-            throw TestSetupError("the HTTP/1.1 server did not start: \(process.stderr)")
-        }
-        self.process = process
-        self.port = port
-        self.directory = directory
-    }
-
-    func stop() {
-        process.terminate()
-        directory.remove()
+        return try await ServerProcess("/usr/bin/env", ["python3", directory.file("server.py"), certs.serverCertificate, certs.serverKey, String(delay)],
+                                       directory: directory, what: "the HTTP/1.1 server") { await $0.listeningPort(timeout: 30) }
     }
 }
