@@ -18,13 +18,15 @@
 #   AuthKey_ABC123DEFG.pub.pem     its public key (what the simulator verifies JWTs with)
 #   AuthKey_P384.p8                a P-384 key, which APNs does not accept (for error tests)
 #   vapid.key                      a VAPID key (EC P-256) for Web Push
+#   fcm-service-account.json       a Google service account (RSA key) whose token_uri is the FCM simulator
+#                                  on 127.0.0.1:2199 (herald simulate fcm --service-account)
 # Existing files are kept: delete DIR to start over.
 set -euo pipefail
 dir="${1:?usage: make-test-certs.sh DIR [TOPIC]}"
 topic="${2:-com.example.app}"
 mkdir -p "$dir"
 cd "$dir"
-[ -s AuthKey_P384.p8 ] && [ -s client.p12 ] && [ -s vapid.key ] && exit 0
+[ -s AuthKey_P384.p8 ] && [ -s client.p12 ] && [ -s vapid.key ] && [ -s fcm-service-account.json ] && exit 0
 
 days=3650
 pass="herald-test-passphrase"
@@ -92,5 +94,16 @@ openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-384 -out AuthKey_P384
 # A VAPID key (RFC 8292) for the sample's webpush route.
 ec vapid.key
 
+# A service account for the sample's fcm route, as Google's console writes one (the key inline as
+# PEM with \n escapes), pointed at the FCM simulator.
+openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out fcm-service-account.key 2>/dev/null
+{
+  printf '{"type": "service_account", "project_id": "herald-sim", "private_key_id": "%s",\n' "$(openssl rand -hex 20)"
+  printf ' "private_key": "%s",\n' "$(awk '{printf "%s\\n", $0}' fcm-service-account.key)"
+  printf ' "client_email": "herald@herald-sim.iam.gserviceaccount.com", "client_id": "100000000000000000001",\n'
+  printf ' "auth_uri": "https://127.0.0.1:2199/auth", "token_uri": "https://127.0.0.1:2199/token"}\n'
+} > fcm-service-account.json
+rm -f fcm-service-account.key
+
 rm -f ./*.csr ./*.ext ./*.srl
-chmod 600 ./*.key ./*.p8 client-combined.pem client.p12
+chmod 600 ./*.key ./*.p8 client-combined.pem client.p12 fcm-service-account.json

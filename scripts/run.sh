@@ -35,7 +35,8 @@ secret HERALD_API_KEY api-key 24
 secret HERALD_CLIENT_SECRET client-secret 32
 
 # The local push services, each recording what it receives under var/: Herald's APNs HTTP/2
-# simulator (verifying the test key's JWTs) and its Web Push simulator (subscriptions made as
+# simulator (verifying the test key's JWTs), its FCM simulator (Google's token endpoint and FCM
+# v1, accepting the service account make-test-certs.sh wrote to var/certs) and its Web Push simulator (subscriptions made as
 # browsers make them, in var/subscriptions.jsonl; what arrives is decrypted).
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true' EXIT
@@ -56,12 +57,15 @@ simulator() {
 simulator APNs simulator apns-http2 --port 2197 --tls-cert var/certs/server.pem --tls-key var/certs/server.key \
   --auth-key-pub ABC123DEFG=var/certs/AuthKey_ABC123DEFG.pub.pem --team DEF123GHIJ \
   --record var/apns-received.jsonl
+simulator FCM fcm-simulator fcm --port 2199 --tls-cert var/certs/server.pem --tls-key var/certs/server.key \
+  --service-account var/certs/fcm-service-account.json --record var/fcm-received.jsonl
 simulator "Web Push" webpush-simulator webpush --port 2198 --tls-cert var/certs/server.pem --tls-key var/certs/server.key \
   --seed herald-sample --subscriptions-out var/subscriptions.jsonl --count 3 --record var/webpush-received.jsonl
 
 "$herald" check --config "$config" --quiet
 cat >&2 <<HINT
-run: APNs simulator on 127.0.0.1:2197 (records to var/apns-received.jsonl), Web Push simulator on
+run: APNs simulator on 127.0.0.1:2197 (records to var/apns-received.jsonl), FCM simulator on
+     127.0.0.1:2199 (records to var/fcm-received.jsonl), Web Push simulator on
      127.0.0.1:2198 (subscriptions in var/subscriptions.jsonl, records to var/webpush-received.jsonl); starting the daemon
      (API on 127.0.0.1:8080, Matrix push gateway on 127.0.0.1:8090).
 In another terminal, in this folder; for the CLI (herald check, devices, send, client-token, ...),

@@ -43,7 +43,7 @@ import Testing
         #expect(result.stderr.isEmpty, "warnings: \(result.stderr)")
         #expect(result.stdout.contains("apns: apns-http2 sandbox https://127.0.0.1:2197, token auth key ABC123DEFG team DEF123GHIJ, engine curl"))
         #expect(result.stdout.contains("ok: a provider token was signed"))
-        #expect(result.stdout.contains("com.example.app: topic=com.example.app routes=apns,dry,live"))
+        #expect(result.stdout.contains("com.example.app: topic=com.example.app routes=apns,android,dry,live"))
     }
 
     /// Runs with each apns-http2 engine.
