@@ -30,6 +30,9 @@ registry.register(APNsBinaryTransport.self)
 var storage = StorageDrivers()
 storage.register(SQLiteStorageDriver())
 storage.register(PostgresStorageDriver())
+// Each driver reads its own keys of the `storage` section.
+registry.register(storage: SQLiteStorageConfiguration.self)
+registry.register(storage: PostgresStorageConfiguration.self)
 
 let frontEnds: [any FrontEnd.Type] = [MatrixGateway.self]
 
