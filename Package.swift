@@ -93,7 +93,7 @@ let package = Package(
         .testTarget(name: "HeraldMatrixTests", dependencies: ["HeraldMatrix", "HeraldAPNs", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"], path: "Tests/HeraldMatrixTests"),
         .testTarget(name: "HeraldSQLiteTests", dependencies: ["HeraldAPNs", "HeraldSQLite", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"],
                     path: "Tests/HeraldSQLiteTests"),
-        .testTarget(name: "HeraldPostgresTests", dependencies: ["HeraldAPNs", "HeraldPostgres", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"],
+        .testTarget(name: "HeraldPostgresTests", dependencies: ["HeraldAPNs", "HeraldPostgres", "HeraldSQLite", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"],
                     path: "Tests/HeraldPostgresTests"),
         .testTarget(name: "StorageContractTests", dependencies: ["HeraldAPNs", "HeraldSQLite", "HeraldPostgres", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"],
                     path: "Tests/StorageContractTests"),

@@ -92,7 +92,7 @@ package struct CommandContext: Sendable {
         for name in Set(names).sorted() {
             guard let spec = configuration.transports[name] else { continue }
             let context = TransportContext(logger: logger.labeled("transport.\(name)"), metrics: metrics,
-                                           durableWrites: configuration.storage.synchronous == .full)
+                                           durableWrites: configuration.storage.durableWrites)
             do {
                 let transport = try registry.makeTransport(spec, context: context)
                 try await transport.start()

@@ -11,9 +11,8 @@ public struct PostgresStorageDriver: StorageDriver {
     public init() {}
 
     private static func conninfo(_ configuration: HeraldConfiguration) throws -> String {
-        guard let url = configuration.storage.url, !url.isEmpty else {
-            throw StoreError("storage.url: required for \"driver\": \"postgresql\"")
-        }
+        let url = try configuration.postgresStorage().url
+        guard !url.isEmpty else { throw StoreError("storage.url: required for \"driver\": \"postgresql\"") }
         return url
     }
 
@@ -33,7 +32,7 @@ public struct PostgresStorageDriver: StorageDriver {
     public func open(_ configuration: HeraldConfiguration, metrics: MetricsRegistry, exclusive: Bool) async throws -> OpenStorage {
         let conninfo = try Self.conninfo(configuration)
         try await Self.once(conninfo) { db in _ = try PostgresSchema.migrate(db) }
-        let pool = PGPool(conninfo: conninfo, size: configuration.storage.pool)
+        let pool = PGPool(conninfo: conninfo, size: try configuration.postgresStorage().pool)
         let queue = PostgresDeliveryQueue(conninfo: conninfo, pool: pool, maxCommitBatch: configuration.server.maxCommitBatch,
                                           metrics: metrics)
         let presence = PostgresPresence(conninfo: conninfo, nodeID: queue.nodeID, metrics: metrics)
@@ -57,14 +56,14 @@ public struct PostgresStorageDriver: StorageDriver {
     }
 
     public func describe(_ configuration: HeraldConfiguration) async -> [CheckFinding] {
-        let shown = Redact.connectionString(configuration.storage.url ?? "")
+        let shown = Redact.connectionString((try? configuration.postgresStorage().url) ?? "")
         do {
             let conninfo = try Self.conninfo(configuration)
             let (server, version) = try await Self.once(conninfo) { db in (try db.serverVersion(), try PostgresSchema.version(db)) }
             let want = PostgresSchema.steps.count
             let state = version == want ? "up to date" : version < want ? "behind: run 'herald migrate' (the daemon also migrates on start)"
                 : "newer than this Herald"
-            return [CheckFinding(.ok, "postgresql \(shown): server \(server), pool \(configuration.storage.pool)"),
+            return [CheckFinding(.ok, "postgresql \(shown): server \(server), pool \((try? configuration.postgresStorage().pool) ?? 0)"),
                     CheckFinding(version > want ? .error : version < want ? .warning : .ok,
                                  "schema version \(version) (this Herald: \(want)): \(state)")]
         } catch {

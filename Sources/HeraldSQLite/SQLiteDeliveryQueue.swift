@@ -43,7 +43,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, Sendable {
     /// - Parameters:
     ///   - maxCommitBatch: most operations in one group commit.
     ///   - metrics: receives `herald_queue_commits_total` and the commit size and time histograms.
-    public init(path: String, synchronous: StorageConfiguration.Synchronous = .full, busyTimeout: TimeInterval = 5,
+    public init(path: String, synchronous: SQLiteStorageConfiguration.Synchronous = .full, busyTimeout: TimeInterval = 5,
                 maxCommitBatch: Int = 2000, metrics: MetricsRegistry = MetricsRegistry()) throws {
         if path == ":memory:" {
             throw StoreError("the delivery queue needs a database file (a reader connection runs beside the writer); \":memory:\" cannot be shared")
@@ -89,8 +89,9 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, Sendable {
 
     /// Opens the queue a configuration names.
     public convenience init(configuration: HeraldConfiguration, metrics: MetricsRegistry = MetricsRegistry()) throws {
-        try self.init(path: configuration.storage.path, synchronous: configuration.storage.synchronous,
-                      busyTimeout: configuration.storage.busyTimeout, maxCommitBatch: configuration.server.maxCommitBatch,
+        let storage = try configuration.sqliteStorage()
+        try self.init(path: storage.path, synchronous: storage.synchronous,
+                      busyTimeout: storage.busyTimeout, maxCommitBatch: configuration.server.maxCommitBatch,
                       metrics: metrics)
     }
 

@@ -25,7 +25,7 @@ final class SQLiteInboxStore: InboxStore, Sendable {
     }
 
     /// Opens the inbox in the database at `path` (migrating it).
-    init(path: String, synchronous: StorageConfiguration.Synchronous = .full, busyTimeout: TimeInterval = 5) throws {
+    init(path: String, synchronous: SQLiteStorageConfiguration.Synchronous = .full, busyTimeout: TimeInterval = 5) throws {
         if path == ":memory:" {
             throw StoreError("the inbox needs a database file (a reader connection runs beside the writer); \":memory:\" cannot be shared")
         }
@@ -39,7 +39,7 @@ final class SQLiteInboxStore: InboxStore, Sendable {
     }
 
     /// The inbox on the queue's writer (the daemon's case): `writer` has migrated the file.
-    init(sharing writer: SQLiteGroupCommitWriter, configuration: StorageConfiguration) throws {
+    init(sharing writer: SQLiteGroupCommitWriter, configuration: SQLiteStorageConfiguration) throws {
         self.writer = writer
         ownsWriter = false
         reader = ThreadConfined(try SQLiteDatabase(path: configuration.path, synchronous: configuration.synchronous.rawValue.uppercased(),
@@ -47,7 +47,7 @@ final class SQLiteInboxStore: InboxStore, Sendable {
         writerStatements.confine(to: writer.thread)
     }
 
-    convenience init(configuration: StorageConfiguration) throws {
+    convenience init(configuration: SQLiteStorageConfiguration) throws {
         try self.init(path: configuration.path, synchronous: configuration.synchronous, busyTimeout: configuration.busyTimeout)
     }
 

@@ -11,7 +11,7 @@ public struct SQLiteStorageDriver: StorageDriver {
 
     public func open(_ configuration: HeraldConfiguration, metrics: MetricsRegistry, exclusive: Bool) async throws -> OpenStorage {
         SQLiteDeliveryQueue.tuneProcess()
-        let storage = configuration.storage
+        let storage = try configuration.sqliteStorage()
         let lock = exclusive ? try DatabaseLock(database: storage.path) : nil
         do {
             let tokens = try SQLiteTokenStore(configuration: storage)
@@ -33,11 +33,12 @@ public struct SQLiteStorageDriver: StorageDriver {
     }
 
     public func openTokenStore(_ configuration: HeraldConfiguration) async throws -> any TokenStore {
-        try SQLiteTokenStore(configuration: configuration.storage)
+        try SQLiteTokenStore(configuration: configuration.sqliteStorage())
     }
 
     public func describe(_ configuration: HeraldConfiguration) async -> [CheckFinding] {
-        let s = configuration.storage
+        let s: SQLiteStorageConfiguration
+        do { s = try configuration.sqliteStorage() } catch { return [CheckFinding(.error, "\(error)")] }
         var findings = [CheckFinding(.ok, "sqlite \(s.path) (synchronous=\(s.synchronous.rawValue))")]
         if FileManager.default.fileExists(atPath: s.path) {
             do {

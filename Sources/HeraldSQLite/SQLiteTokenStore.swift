@@ -16,7 +16,7 @@ public final class SQLiteTokenStore: TokenStore, Sendable {
     private var db: SQLiteDatabase { connection.value }
 
     /// Opens (creating and migrating) the store at `path` (`":memory:"` for a private in-memory one).
-    public init(path: String, synchronous: StorageConfiguration.Synchronous = .full, busyTimeout: TimeInterval = 5) throws {
+    public init(path: String, synchronous: SQLiteStorageConfiguration.Synchronous = .full, busyTimeout: TimeInterval = 5) throws {
         let db = try SQLiteDatabase(path: path, synchronous: synchronous.rawValue.uppercased(), busyTimeout: busyTimeout)
         try HeraldSchema.migrations.apply(to: db)
         version = try db.userVersion()
@@ -24,7 +24,7 @@ public final class SQLiteTokenStore: TokenStore, Sendable {
     }
 
     /// Opens the store a configuration names.
-    public convenience init(configuration: StorageConfiguration) throws {
+    public convenience init(configuration: SQLiteStorageConfiguration) throws {
         try self.init(path: configuration.path, synchronous: configuration.synchronous, busyTimeout: configuration.busyTimeout)
     }
 

@@ -34,6 +34,9 @@ registry.register(FCMTransport.self)
 var storage = StorageDrivers()
 storage.register(SQLiteStorageDriver())
 storage.register(PostgresStorageDriver())
+// Each driver reads its own keys of the `storage` section.
+registry.register(storage: SQLiteStorageConfiguration.self)
+registry.register(storage: PostgresStorageConfiguration.self)
 
 let frontEnds: [any FrontEnd.Type] = [MatrixGateway.self]
 

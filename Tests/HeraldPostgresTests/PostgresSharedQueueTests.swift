@@ -3,6 +3,7 @@ import HeraldAPNs
 import HeraldCore
 import HeraldLogTransport
 import HeraldPostgres
+import HeraldSQLite
 import HeraldTestKit
 import Testing
 
@@ -13,6 +14,8 @@ struct PostgresSharedQueueTests {
     func configuration(_ storage: String) throws(ConfigurationError) -> HeraldConfiguration {
         var registry = TransportRegistry()
         registry.register(LogTransport.self)
+        registry.register(storage: PostgresStorageConfiguration.self)
+        registry.register(storage: SQLiteStorageConfiguration.self)
         return try HeraldConfiguration.parse(Data(#"{"storage": \#(storage), "apps": {"app": {"routes": ["t"]}}, "transports": {"t": {"type": "log"}}}"#.utf8),
                                              baseDirectory: "/tmp", registry: registry, environment: ["PGPASS": "s3cret"])
     }
@@ -248,8 +251,9 @@ struct PostgresSharedQueueTests {
         #expect(errors(#"{"driver": "postgresql", "url": "x", "path": "a.db"}"#).contains("storage.path: only for \"driver\": \"sqlite\""))
         #expect(errors(#"{"url": "postgresql://h/db"}"#).contains("storage.url: only for \"driver\": \"postgresql\""))
         let c = try configuration(#"{"driver": "postgresql", "url": "postgresql://herald:${PGPASS}@127.0.0.1:1/herald"}"#)
-        #expect(c.storage.url == "postgresql://herald:s3cret@127.0.0.1:1/herald" && c.storage.pool == 8)
-        #expect(Redact.connectionString(c.storage.url!) == "postgresql://herald:***@127.0.0.1:1/herald")
+        let storage = try c.postgresStorage()
+        #expect(storage.url == "postgresql://herald:s3cret@127.0.0.1:1/herald" && storage.pool == 8)
+        #expect(Redact.connectionString(storage.url) == "postgresql://herald:***@127.0.0.1:1/herald")
         #expect(Redact.connectionString("host=db user=h password='a b' dbname=x") == "host=db user=h password=*** dbname=x")
         #expect(Redact.connectionString("postgresql://h@db/x?password=s3cret&sslmode=require") == "postgresql://h@db/x?password=***&sslmode=require")
     }

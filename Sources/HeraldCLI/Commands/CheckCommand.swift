@@ -22,7 +22,7 @@ enum CheckCommand {
         var failures = 0
         var lines: [String] = []
         lines.append("config: \(configuration.sourcePath ?? "-")")
-        lines.append("storage (\(configuration.storage.driver.rawValue)):")
+        lines.append("storage (\(configuration.storage.driver)):")
         do {
             for finding in await (try context.storage.driver(for: configuration)).describe(configuration) {
                 if finding.severity == .error { failures += 1 }

@@ -10,6 +10,7 @@ import Glibc
 public struct HeraldConfiguration: Sendable {
     /// The file this configuration came from (`nil` when parsed from memory).
     public var sourcePath: String?
+    /// `storage.driver` and what that driver read (``StorageSection``).
     public var storage: StorageConfiguration
     /// Apps by id (the id is usually the bundle id).
     public var apps: [String: AppConfiguration]
@@ -84,7 +85,7 @@ public struct HeraldConfiguration: Sendable {
             throw ConfigurationError(source: source, errors: [JSONIssue(path: "", message: "expected a JSON object at the top level, found \(json.typeDescription)")], warnings: [])
         }
 
-        let storage = StorageConfiguration(node: root.child("storage"), root: root)
+        let storage = StorageConfiguration.read(root.child("storage"), root: root, readers: registry.storageReaders)
         let transportsNode = root.child("transports", required: true)
         let transports = readTransports(transportsNode, registry: registry)
         // Routes are checked against every name defined, valid or not: an invalid transport has its own error.
@@ -184,56 +185,6 @@ public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
 }
 
 // MARK: - Sections
-
-/// `storage`: where devices and the queue live.
-public struct StorageConfiguration: Sendable, Equatable {
-    public enum Driver: String, CaseIterable, Sendable { case sqlite, postgresql }
-    /// How hard SQLite works to survive power loss; `full` (default) fsyncs every commit.
-    public enum Synchronous: String, CaseIterable, Sendable { case full, normal }
-
-    public var driver: Driver = .sqlite
-    /// Database file, resolved against the config's folder. Default `var/herald.db`.
-    public var path: String
-    public var synchronous: Synchronous = .full
-    /// How long a writer waits for a lock before failing. Default 5 s.
-    public var busyTimeout: TimeInterval = 5
-    /// `postgresql`: the libpq connection string or URI (required; `${ENV}` for the password).
-    /// Never logged as is: see ``Redact/connectionString(_:)``.
-    public var url: String?
-    /// `postgresql`: connections the daemon opens (claims, outcomes, reads). Default 8.
-    public var pool: Int = 8
-
-    public init(path: String, driver: Driver = .sqlite, synchronous: Synchronous = .full, busyTimeout: TimeInterval = 5) {
-        self.path = path
-        self.driver = driver
-        self.synchronous = synchronous
-        self.busyTimeout = busyTimeout
-    }
-
-    init(node: JSONNode?, root: JSONNode) {
-        path = root.resolve("var/herald.db")
-        guard let node else { return }
-        if let d = node.oneOf("driver", Driver.self) { driver = d }
-        if let p = node.filePath("path", mustExist: false) { path = p }
-        if let s = node.oneOf("synchronous", Synchronous.self) { synchronous = s }
-        if let t = node.duration("busyTimeout") { busyTimeout = t }
-        url = node.string("url")
-        if let n = node.int("pool", in: 1...256) { pool = n }
-        switch driver {
-        case .sqlite:
-            for key in ["url", "pool"] where node.child(key) != nil {
-                node.error(at: key, "only for \"driver\": \"postgresql\"; SQLite uses \"path\"")
-            }
-        case .postgresql:
-            if node.child("url") == nil {
-                node.error(at: "url", "required for \"driver\": \"postgresql\": a libpq connection string such as \"postgresql://herald:${PGPASSWORD}@127.0.0.1:5432/herald\"")
-            }
-            for key in ["path", "synchronous", "busyTimeout"] where node.child(key) != nil {
-                node.error(at: key, "only for \"driver\": \"sqlite\"; PostgreSQL uses \"url\"")
-            }
-        }
-    }
-}
 
 /// What happens to a notification for a device whose app is open (foreground delivery).
 public enum ForegroundPolicy: String, CaseIterable, Sendable {

@@ -76,7 +76,7 @@ public struct StorageDrivers: Sendable {
     /// The driver for `configuration.storage`.
     /// - Throws: ``StoreError`` naming the known drivers when none is registered under that name.
     public func driver(for configuration: HeraldConfiguration) throws -> any StorageDriver {
-        let name = configuration.storage.driver.rawValue
+        let name = configuration.storage.driver
         guard let driver = drivers[name] else {
             throw StoreError("storage.driver: no driver \"\(name)\" in this build; known: \(names.joined(separator: ", "))")
         }

@@ -228,7 +228,23 @@ public struct TransportRegistry: Sendable {
     /// The configuration sections of registered modules, in registration order.
     public private(set) var sectionReaders: [SectionReader] = []
 
+    /// A registered storage driver's section reader (``StorageSection``).
+    public struct StorageReader: Sendable {
+        public var driver: String
+        public var keys: [String]
+        public var read: @Sendable (JSONNode) -> (any StorageSection)?
+    }
+
+    /// The storage drivers' sections, in registration order (none: `storage` is read on first use).
+    public private(set) var storageReaders: [StorageReader] = []
+
     public init() {}
+
+    /// Registers a storage driver's reader of the `storage` section, under its ``StorageSection/driver``.
+    public mutating func register<S: StorageSection>(storage: S.Type) {
+        storageReaders.removeAll { $0.driver == S.driver }
+        storageReaders.append(StorageReader(driver: S.driver, keys: S.keys, read: { node in S(node: node) }))
+    }
 
     /// Registers a module's own top-level configuration section (`matrix`).
     public mutating func register<S: ConfigurationSection>(section: S.Type) {

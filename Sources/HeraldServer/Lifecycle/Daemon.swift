@@ -208,7 +208,7 @@ public final class Daemon: Sendable {
 
     private func transportContext(_ name: String) -> TransportContext {
         TransportContext(logger: logger.labeled("transport.\(name)"), clock: options.clock, metrics: metrics,
-                         durableWrites: configuration.storage.synchronous == .full,
+                         durableWrites: configuration.storage.durableWrites,
                          streams: running.withLock { $0?.streams })
     }
 
