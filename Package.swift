@@ -50,7 +50,8 @@ let package = Package(
         .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "APNsBinaryProtocol", "CNGHTTP2"],
                 path: "Sources/HeraldSimulator"),
         .target(name: "HeraldMatrix", dependencies: ["HeraldCore", "HeraldAPNs"], path: "Sources/HeraldMatrix"),
-        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldMatrix", "HeraldCrypto", "CMicroHTTPD", "CLinux"],
+        .target(name: "HeraldGorush", dependencies: ["HeraldCore"], path: "Sources/HeraldGorush"),
+        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldMatrix", "HeraldGorush", "HeraldCrypto", "CMicroHTTPD", "CLinux"],
                 path: "Sources/HeraldServer"),
 
         // MARK: Transport plugins
@@ -62,11 +63,11 @@ let package = Package(
 
         // MARK: CLI and executable
         .target(name: "HeraldCLI",
-                dependencies: ["HeraldCore", "HeraldAPNs", "HeraldMatrix", "HeraldSQLite", "HeraldCrypto", "HeraldServer", "HeraldSimulator", "APNsBinaryProtocol"],
+                dependencies: ["HeraldCore", "HeraldAPNs", "HeraldMatrix", "HeraldGorush", "HeraldSQLite", "HeraldCrypto", "HeraldServer", "HeraldSimulator", "APNsBinaryProtocol"],
                 path: "Sources/HeraldCLI"),
         .executableTarget(name: "herald",
                           dependencies: ["HeraldCLI", "HeraldCore", "HeraldMatrix", "HeraldSQLite", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
-                                         "HeraldAPNsBinary"],
+                                         "HeraldAPNsBinary", "HeraldGorush"],
                           path: "Sources/herald"),
 
         // MARK: The app side (iOS, macOS, Linux): Foundation only, no Herald module
@@ -80,6 +81,7 @@ let package = Package(
                     path: "Tests/HeraldCoreTests"),
         .testTarget(name: "HeraldAPNsTests", dependencies: ["HeraldAPNs", "HeraldCore", "HeraldTestKit"], path: "Tests/HeraldAPNsTests"),
         .testTarget(name: "HeraldMatrixTests", dependencies: ["HeraldMatrix", "HeraldAPNs", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"], path: "Tests/HeraldMatrixTests"),
+        .testTarget(name: "HeraldGorushTests", dependencies: ["HeraldGorush", "HeraldCore"], path: "Tests/HeraldGorushTests"),
         .testTarget(name: "HeraldSQLiteTests", dependencies: ["HeraldAPNs", "HeraldSQLite", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"],
                     path: "Tests/HeraldSQLiteTests"),
         .testTarget(name: "HeraldPostgresTests", dependencies: ["HeraldAPNs", "HeraldPostgres", "HeraldCore", "HeraldTestKit"],
@@ -95,7 +97,7 @@ let package = Package(
         .testTarget(name: "HeraldSimulatorTests", dependencies: ["HeraldAPNs", "HeraldSimulator", "HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldSimulatorTests"),
         .testTarget(name: "HeraldServerTests", dependencies: ["HeraldAPNs", "HeraldMatrix", "HeraldServer", "HeraldSQLite", "HeraldPostgres", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
-                                                           "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldLocalTransport", "HeraldCrypto"],
+                                                           "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldLocalTransport", "HeraldCrypto", "HeraldGorush"],
                     path: "Tests/HeraldServerTests"),
         .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldCore", "HeraldCrypto", "HeraldSQLite",
                                                         "HeraldSimulator", "HeraldTestKit"],

@@ -4,6 +4,7 @@ import HeraldAPNsBinary
 import HeraldAPNsHTTP2
 import HeraldCLI
 import HeraldCore
+import HeraldGorush
 import HeraldLocalTransport
 import HeraldLogTransport
 import HeraldMatrix
@@ -21,6 +22,7 @@ pthread_sigmask(SIG_UNBLOCK, &handled, nil)
 // Transport plugins, front ends' configuration sections and storage drivers are registered here, explicitly, once.
 var registry = TransportRegistry()
 registry.register(section: MatrixConfiguration.self)
+registry.register(section: GorushConfiguration.self)
 registry.register(LogTransport.self)
 registry.register(LocalTransport.self)
 registry.register(APNsHTTP2Transport.self)
