@@ -66,6 +66,8 @@ public final class Daemon: Sendable {
         var server: HTTPServer
         /// The Matrix gateway's own listener (`matrix.listen`).
         var matrixServer: HTTPServer? = nil
+        /// gorush's listener (`gorush.listen`).
+        var gorushServer: HTTPServer? = nil
         /// The live streams of `GET /v1/stream` (presence and the local transport's write path).
         var streams: StreamHub
         var maintenance: Task<Void, Never>?
@@ -144,6 +146,7 @@ public final class Daemon: Sendable {
         if options.handleSignals { _ = signalStream() }
         let config = initial.configuration
         if let refusal = config.api.unauthenticatedNetworkRefusal { throw DaemonError("api.keys: \(refusal)") }
+        if let refusal = Self.gorushRefusal(config) { throw DaemonError(refusal) }
         let storage: OpenStorage
         do {
             storage = try await storageDrivers.driver(for: config).open(config, metrics: metrics, exclusive: options.lockDatabase)
@@ -182,7 +185,12 @@ public final class Daemon: Sendable {
         do {
             port = try server.start(config.api.listen)
             try startMatrixListener(config, api: api)
+            try startGorushListener(config, api: api)
         } catch {
+            // The listeners that did start stop again (a later one could not listen).
+            for started in running.withLock({ [$0?.matrixServer, $0?.gorushServer] }).compactMap({ $0 }) + [server] {
+                await started.stop(deadline: 0)
+            }
             _ = await stopWorkers(deadline: 1)
             await storage.close()
             running.withLock { $0 = nil }
@@ -318,6 +326,7 @@ public final class Daemon: Sendable {
         if old.api.maxBodyBytes != new.api.maxBodyBytes { reasons.append("api.maxBodyBytes changed: restart to apply") }
         reasons += Self.streamRestartReasons(old: old.api.streams, new: new.api.streams)
         reasons += Self.matrixRestartReasons(old: old, new: new)
+        reasons += Self.gorushRestartReasons(old: old, new: new)
         if let refusal = new.api.unauthenticatedNetworkRefusal { reasons.append("api.keys: \(refusal)") }
         if old.server.connectionLimit != new.server.connectionLimit || old.server.connectionTimeout != new.server.connectionTimeout
             || old.server.maxCommitBatch != new.server.maxCommitBatch {
@@ -424,8 +433,10 @@ public final class Daemon: Sendable {
         let start = Date()
         logger.notice("shutting down", ["deadline_s": String(deadline)])
         async let matrixStopped: Void? = r.matrixServer?.stop(deadline: deadline)
+        async let gorushStopped: Void? = r.gorushServer?.stop(deadline: deadline)
         await r.server.stop(deadline: deadline)
         _ = await matrixStopped
+        _ = await gorushStopped
         r.maintenance?.cancel()
         await deadTokens.stop()
         let remaining = max(0.1, deadline - Date().timeIntervalSince(start))
