@@ -87,7 +87,8 @@ struct GorushNotificationReader {
         guard node.context.errors.count == before, let platform, let platformNumber else { return nil }
 
         var request = NotificationRequest(app: target.app, tokens: tokens, content: NotificationContent(), platform: platform)
-        request.idempotencyKey = common.notifID.map { "gorush:\($0)" } ?? (platform == .ios ? ios.apnsID.map { "gorush:apns_id:\($0)" } : nil)
+        // Per platform: one notif_id may name a notification sent to both.
+        request.idempotencyKey = common.notifID.map { "gorush:\(platformNumber):\($0)" } ?? (platform == .ios ? ios.apnsID.map { "gorush:apns_id:\($0)" } : nil)
         switch platform {
         case .ios:
             request.content = ios.content(common)
@@ -159,8 +160,8 @@ struct GorushNotificationReader {
             }
         }
         if let id = node.string("notif_id") {
-            if id.utf8.count > NotificationRequest.maxIdempotencyKeyBytes - 7 {
-                node.error(at: "notif_id", "must be at most \(NotificationRequest.maxIdempotencyKeyBytes - 7) bytes, found \(id.utf8.count)")
+            if id.utf8.count > NotificationRequest.maxIdempotencyKeyBytes - 16 {
+                node.error(at: "notif_id", "must be at most \(NotificationRequest.maxIdempotencyKeyBytes - 16) bytes, found \(id.utf8.count)")
             } else {
                 c.notifID = id
             }

@@ -108,6 +108,18 @@ public struct GorushPush: Sendable, Equatable {
         for (index, node) in (rootNode.child("notifications")?.elements() ?? []).enumerated() {
             if let item = GorushNotificationReader(node: node, index: index, target: target).read() { items.append(item) }
         }
+        // Two notifications of one request with one idempotency key: the second would be
+        // answered as a repeat of the first and never sent.
+        var seen: [String: Int] = [:]
+        for item in items {
+            guard let key = item.request.idempotencyKey else { continue }
+            if let first = seen[key] {
+                let field = key.hasPrefix("gorush:apns_id:") ? "apns_id" : "notif_id"
+                context.error("notifications[\(item.index)].\(field)", "repeats notifications[\(first)]'s; each notification needs its own")
+            } else {
+                seen[key] = item.index
+            }
+        }
         context.reportUnknownKeys()
         if let first = context.errors.first {
             var message = first.description

@@ -242,7 +242,18 @@ import Testing
         var push = try parse(#"{"notifications": [{"tokens": ["a"], "platform": 1, "message": "x", "apns_id": "123E4567-E89B-12D3-A456-4266554400A0"}]}"#)
         #expect(push.items[0].request.idempotencyKey == "gorush:apns_id:123e4567-e89b-12d3-a456-4266554400a0")
         push = try parse(#"{"notifications": [{"tokens": ["a"], "platform": 2, "message": "x", "notif_id": "order-42"}]}"#)
-        #expect(push.items[0].request.idempotencyKey == "gorush:order-42")
+        #expect(push.items[0].request.idempotencyKey == "gorush:2:order-42")
+        // One notif_id for both platforms is two notifications; twice for one platform is refused.
+        push = try parse("""
+            {"notifications": [{"tokens": ["a"], "platform": 1, "message": "x", "notif_id": "n1"},
+                               {"tokens": ["b"], "platform": 2, "message": "x", "notif_id": "n1"}]}
+            """)
+        #expect(push.items.map(\.request.idempotencyKey) == ["gorush:1:n1", "gorush:2:n1"])
+        let twice = refusal("""
+            {"notifications": [{"tokens": ["a"], "platform": 2, "message": "x", "notif_id": "n1"},
+                               {"tokens": ["b"], "platform": 2, "message": "y", "notif_id": "n1"}]}
+            """)
+        #expect(twice?.message.hasPrefix("notifications[1].notif_id: repeats notifications[0]'s") == true, "\(String(describing: twice))")
         let e = refusal(#"{"notifications": [{"tokens": ["a"], "platform": 1, "message": "x", "apns_id": "not-a-uuid"}]}"#)
         #expect(e?.message.hasPrefix("notifications[0].apns_id: expected a canonical UUID") == true)
     }

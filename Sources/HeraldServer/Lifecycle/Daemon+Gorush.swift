@@ -32,14 +32,15 @@ final class GorushEndpoint: Sendable {
 
     private var section: GorushConfiguration? { api.dependencies.snapshot().configuration.section(GorushConfiguration.self) }
 
-    /// The route of a request (`nil`: none), or the error answer for a wrong method.
-    private static func route(_ request: HTTPRequest) -> Result<String, GorushError>? {
-        let method = request.method == "HEAD" ? "GET" : request.method
+    /// The route label of a request's path and the method it takes (`nil`: no such path).
+    private static func route(_ request: HTTPRequest) -> (label: String, method: String)? {
         let path = request.path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.path
-        let routes = ["/api/push": ("POST", pushRoute), "/api/stat/app": ("GET", statRoute), "/healthz": ("GET", healthRoute)]
-        guard let entry = routes[path] else { return nil }
-        let (allowed, label) = entry
-        return method == allowed ? .success(label) : .failure(GorushError(status: 405, "\(request.method) is not allowed here; use \(allowed)"))
+        switch path {
+        case "/api/push": return (pushRoute, "POST")
+        case "/api/stat/app": return (statRoute, "GET")
+        case "/healthz": return (healthRoute, "GET")
+        default: return nil
+        }
     }
 
     /// Answers what needs no store or queue (routing, authentication, size, `/healthz`,
@@ -50,10 +51,11 @@ final class GorushEndpoint: Sendable {
             return answer(request, "other", GorushError(status: 404, "no such endpoint: \(request.path); this listener serves POST /api/push, "
                                                         + "GET /api/stat/app and GET /healthz"))
         }
-        let label: String
-        switch route {
-        case .failure(let e): return answer(request, "other", e, headers: [("Allow", e.message.hasSuffix("POST") ? "POST" : "GET, HEAD")])
-        case .success(let l): label = l
+        let (label, allowed) = route
+        let method = request.method == "HEAD" ? "GET" : request.method
+        guard method == allowed else {
+            return answer(request, "other", GorushError(status: 405, "\(request.method) is not allowed here; use \(allowed)"),
+                          headers: [("Allow", allowed == "GET" ? "GET, HEAD" : allowed)])
         }
         // gorush's heartbeat: 200 with an empty body.
         if label == Self.healthRoute { return record(label, HTTPResponse(status: 200)) }
