@@ -70,7 +70,7 @@ struct GorushFixture {
     /// The gorush client (no key unless given).
     func gorush(key: String? = nil) -> HTTPTestClient { HTTPTestClient(port: gorushPort, key: key) }
 
-    static func config(_ apns: HTTP2SimulatorHarness, gorush: String) -> String {
+    static func config(_ apns: HTTP2SimulatorHarness, gorush: String, server: String = "") -> String {
         let c = apns.certificates
         return """
         {
@@ -83,7 +83,7 @@ struct GorushFixture {
                                                     {"id": "sender", "secret": "\(TestDaemon.sendOnlyKey)", "scopes": ["send"]},
                                                     {"id": "devices", "secret": "devices-only-0123456789", "scopes": ["devices"]}]},
           "delivery": {"initialBackoff": "100ms", "maxBackoff": "200ms", "maxAttempts": 5, "jitter": 0},
-          "server": {"batchLinger": 0, "maintenanceInterval": "1h"},
+          "server": {"batchLinger": 0, "maintenanceInterval": "1h"\(server)},
           "log": {"level": "debug"},
           "gorush": \(gorush)
         }
@@ -98,11 +98,12 @@ struct GorushFixture {
         return registry
     }
 
-    static func start(gorush: String = #"{"listen": "127.0.0.1:0", "app": "com.example.app"}"#) async throws -> GorushFixture {
-        let apns = try HTTP2SimulatorHarness.tokenAuth()
+    static func start(gorush: String = #"{"listen": "127.0.0.1:0", "app": "com.example.app"}"#, server: String = "",
+                      faults: HTTP2Faults = HTTP2Faults()) async throws -> GorushFixture {
+        let apns = try HTTP2SimulatorHarness.tokenAuth(faults: faults)
         do {
             let directory = try TemporaryDirectory(prefix: "herald-gorush")
-            let configuration = try DaemonConfiguration.parse(Data(config(apns, gorush: gorush).utf8), baseDirectory: directory.path,
+            let configuration = try DaemonConfiguration.parse(Data(config(apns, gorush: gorush, server: server).utf8), baseDirectory: directory.path,
                                                               registry: registry, environment: [:])
             let logs = RecordingLogHandler()
             let daemon = Daemon(configuration: configuration, registry: registry, storage: .embedded, logSink: logs,
@@ -270,6 +271,48 @@ struct GorushFixture {
         #expect(await eventually(timeout: 20) { GorushAndroidPlugin.payloads(token).count == 1 })
         try await Task.sleep(nanoseconds: 500_000_000)
         #expect(GorushAndroidPlugin.payloads(token).count == 1)
+        await f.stop()
+    }
+    @Test(.timeLimit(.minutes(2))) func a503PartWaySaysWhatWasStoredAndThatIsSent() async throws {
+        // APNs holds each request 3 s, so the first notification's delivery is still in flight
+        // (the route's backlog at its bound of 1) when the second is accepted.
+        var faults = HTTP2Faults()
+        faults.latency = 3
+        let f = try await GorushFixture.start(server: #", "transports": {"apns": {"maxQueued": 1}}"#, faults: faults)
+        defer { f.apns.stop() }
+        let second = "22bb01229f15f0f0c52029d8cf8cd0aeaf2365fe4cebc4af26cd6d76b7919ef7"
+        let r = try await f.gorush().post("/api/push", """
+            {"notifications": [{"tokens": ["\(Self.iosToken)"], "platform": 1, "message": "first"},
+                               {"tokens": ["\(second)"], "platform": 1, "message": "second"}]}
+            """)
+        #expect(r.status == 503 && r.json?["code"] == 503 && r.headers["retry-after"] != nil, "\(r)")
+        let message = r.json?["message"]?.stringValue ?? ""
+        #expect(message.hasPrefix("notifications[1]: transport apns has 1 deliveries waiting (bound 1)"), "\(message)")
+        #expect(message.hasSuffix("(notifications[0…0] were stored and are sent; send only the others again)"), "\(message)")
+        #expect(await eventually(timeout: 20) { f.received(Self.iosToken).count == 1 })
+        let stat = try await f.gorush().get("/api/stat/app").json
+        #expect(stat?["success_tasks"] == 1 && stat?["failure_tasks"] == 1 && stat?["total_count"] == 1, "\(String(describing: stat))")
+        #expect(f.received(second).isEmpty)
+        await f.stop()
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aReloadAppliesTheAppAndAuthButNotTheListenAddress() async throws {
+        let f = try await GorushFixture.start()
+        defer { f.apns.stop() }
+        func next(_ gorush: String) throws -> DaemonConfiguration {
+            try DaemonConfiguration.parse(Data(GorushFixture.config(f.apns, gorush: gorush).utf8), baseDirectory: f.test.directory.path,
+                                          registry: GorushFixture.registry, environment: [:])
+        }
+        var outcome = await f.test.daemon.reload(try next(#"{"listen": "127.0.0.1:8088", "app": "com.example.app"}"#))
+        guard case .refused(let reasons) = outcome else { Issue.record("a new gorush.listen was applied: \(outcome)"); return }
+        #expect(reasons.contains { $0.hasPrefix("gorush.listen changed (127.0.0.1:0 → 127.0.0.1:8088)") }, "\(reasons)")
+        outcome = await f.test.daemon.reload(try next(#"{"listen": "127.0.0.1:0", "app": "org.example.ios", "auth": "apiKey"}"#))
+        #expect(outcome == .applied(added: [], changed: [], removed: []), "\(outcome)")
+        var r = try await f.gorush().post("/api/push", #"{"notifications": [{"tokens": ["\#(Self.iosToken)"], "platform": 1, "message": "x"}]}"#)
+        #expect(r.status == 401, "\(r)")
+        r = try await f.gorush(key: TestDaemon.sendOnlyKey).post("/api/push", #"{"notifications": [{"tokens": ["\#(Self.iosToken)"], "platform": 1, "message": "x"}]}"#)
+        #expect(r.status == 200, "\(r)")
+        #expect(await eventually(timeout: 20) { f.received(Self.iosToken).contains { $0.topic == "org.example.ios" } })
         await f.stop()
     }
 }

@@ -16,7 +16,7 @@ final class GorushEndpoint: Sendable {
 
     /// What `/api/stat/app` reports besides the delivery counts.
     struct Counters {
-        /// gorush's `total_count`: targets (tokens) accepted.
+        /// gorush's `total_count`: targets (tokens) of the notifications committed.
         var targets = 0
         /// Notifications committed (gorush's tasks).
         var committed = 0
@@ -103,6 +103,10 @@ final class GorushEndpoint: Sendable {
         for (stored, item) in push.items.enumerated() {
             do {
                 _ = try await api.accept(item.request)
+                counters.withLock {
+                    $0.committed += 1
+                    $0.targets += item.targets
+                }
             } catch let e as APIError {
                 counters.withLock { $0.refused += push.items.count - stored }
                 var message = e.field.map { "notifications[\(item.index)].\($0): \(e.message)" } ?? "notifications[\(item.index)]: \(e.message)"
@@ -118,10 +122,6 @@ final class GorushEndpoint: Sendable {
                 counters.withLock { $0.refused += push.items.count - stored }
                 throw GorushError(status: 500, "notifications[\(item.index)]: could not be completed: \(error)")
             }
-        }
-        counters.withLock {
-            $0.committed += push.items.count
-            $0.targets += push.counts
         }
         return push.counts
     }
