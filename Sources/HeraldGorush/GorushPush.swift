@@ -16,7 +16,9 @@ public enum GorushPlatform {
 
 /// A refusal in gorush's shape: `{"code": 400, "message": "…"}` with that HTTP status.
 public struct GorushError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The HTTP status, also the body's `code`.
     public var status: Int
+    /// What was wrong, naming the field (`notifications[0].badge: …`); never a secret.
     public var message: String
     /// `Retry-After` seconds (503s).
     public var retryAfter: Int?
@@ -60,6 +62,7 @@ public struct GorushPush: Sendable, Equatable {
         public var targets: Int
     }
 
+    /// The notifications, in the request's order.
     public var items: [Item]
 
     /// gorush's `counts`: the targets of every item.
