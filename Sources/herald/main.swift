@@ -4,6 +4,7 @@ import HeraldAPNsBinary
 import HeraldAPNsHTTP2
 import HeraldCLI
 import HeraldCore
+import HeraldGorush
 import HeraldLocalTransport
 import HeraldLogTransport
 import HeraldMatrix
@@ -23,6 +24,7 @@ pthread_sigmask(SIG_UNBLOCK, &handled, nil)
 // Transport plugins, front ends (and their configuration sections) and storage drivers are registered here, explicitly, once.
 var registry = TransportRegistry()
 registry.register(section: MatrixConfiguration.self)
+registry.register(section: GorushConfiguration.self)
 registry.register(LogTransport.self)
 registry.register(LocalTransport.self)
 registry.register(APNsHTTP2Transport.self)
@@ -33,7 +35,7 @@ var storage = StorageDrivers()
 storage.register(SQLiteStorageDriver())
 storage.register(PostgresStorageDriver())
 
-let frontEnds: [any FrontEnd.Type] = [MatrixGateway.self]
+let frontEnds: [any FrontEnd.Type] = [MatrixGateway.self, GorushGateway.self]
 
 let code = await HeraldCLI.run(Array(CommandLine.arguments.dropFirst()), registry: registry, storage: storage, frontEnds: frontEnds)
 exit(code)

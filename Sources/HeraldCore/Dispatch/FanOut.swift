@@ -152,14 +152,24 @@ public struct FanOut: Sendable {
             }
         }
 
-        // Raw addresses: the first push route that takes each one normalises it.
+        // Raw addresses: the first push route that takes each one normalises it (with a
+        // platform, the app's first route of that platform only).
         var normalized: [(token: String, route: String)] = []
         normalized.reserveCapacity(request.tokens.count)
+        var platformRoute: String? = nil
+        if let platform = request.platform { platformRoute = try Self.firstRoute(of: platform, app: app, configuration: configuration) }
         for (index, raw) in request.tokens.enumerated() {
-            if let found = pushRoute(app: app, input: .token(raw), attributes: request.attributes) {
+            let found: (transport: String, address: DeviceAddress)?
+            if let platformRoute {
+                found = configuration.transports[platformRoute]?.accepts(.token(raw), attributes: request.attributes).map { (platformRoute, $0) }
+            } else {
+                found = pushRoute(app: app, input: .token(raw), attributes: request.attributes)
+            }
+            if let found {
                 normalized.append((found.address.token, found.transport))
             } else {
-                let why = configuration.refusals(app: app, input: .token(raw), attributes: request.attributes)
+                let why = platformRoute.map { route in Self.refusal(route: route, input: .token(raw), attributes: request.attributes, configuration: configuration) }
+                    ?? configuration.refusals(app: app, input: .token(raw), attributes: request.attributes)
                 reports.append(DeliveryReport(token: raw, user: nil, transport: nil, outcome: .rejected,
                                               reason: "tokens[\(index + tokenIndexOffset)]: no route of app \(app.id) takes it\(why.isEmpty ? "" : ": " + why)",
                                               attempts: 0, messageID: nil))
@@ -194,6 +204,28 @@ public struct FanOut: Sendable {
             return device.transport
         }
         return pushRoute(app: app, input: .token(device.token), attributes: device.attributes)?.transport
+    }
+
+    /// The app's first route of `platform`.
+    /// - Throws: ``DispatchError/invalidRequest(field:message:)`` naming `platform` when it has none.
+    public static func firstRoute(of platform: Platform, app: AppConfiguration, configuration: HeraldConfiguration) throws(DispatchError) -> String {
+        guard let name = app.routes.first(where: { configuration.transports[$0]?.configuration.platform == platform }) else {
+            let known = app.routes.compactMap { r in configuration.transports[r]?.configuration.platform.map { "\(r) (\($0))" } }
+            throw .invalidRequest(field: "platform", message: "app \(app.id) has no \(platform) route; routes: "
+                                  + (known.isEmpty ? app.routes.joined(separator: ", ") : known.joined(separator: ", ")))
+        }
+        return name
+    }
+
+    /// Why `route` does not take `input`, in its plugin's words.
+    static func refusal(route: String, input: DeviceAddressInput, attributes: DeviceAttributes, configuration: HeraldConfiguration) -> String {
+        guard let spec = configuration.transports[route] else { return "\(route): not configured" }
+        do {
+            let address = try spec.configuration.address(input, attributes: attributes)
+            return spec.configuration.canCarry(address.attributes) ? "" : "\(route): cannot carry a device with \(address.attributes)"
+        } catch {
+            return "\(route): \(error)"
+        }
     }
 
     /// The first of the app's routes other than its local one that takes `input`.
