@@ -168,7 +168,7 @@ public struct FanOut: Sendable {
             if let found {
                 normalized.append((found.address.token, found.transport))
             } else {
-                let why = platformRoute.map { route in Self.refusal(route: route, input: .token(raw), attributes: request.attributes, configuration: configuration) }
+                let why = platformRoute.map { route in configuration.refusal(route: route, input: .token(raw), attributes: request.attributes) ?? "" }
                     ?? configuration.refusals(app: app, input: .token(raw), attributes: request.attributes)
                 reports.append(DeliveryReport(token: raw, user: nil, transport: nil, outcome: .rejected,
                                               reason: "tokens[\(index + tokenIndexOffset)]: no route of app \(app.id) takes it\(why.isEmpty ? "" : ": " + why)",
@@ -206,25 +206,14 @@ public struct FanOut: Sendable {
         return pushRoute(app: app, input: .token(device.token), attributes: device.attributes)?.transport
     }
 
-    /// The app's first route of `platform`.
+    /// The app's first route of `platform` (``HeraldConfiguration/platformRoute(app:platform:)``,
+    /// the rule registrations follow).
     /// - Throws: ``DispatchError/invalidRequest(field:message:)`` naming `platform` when it has none.
     public static func firstRoute(of platform: Platform, app: AppConfiguration, configuration: HeraldConfiguration) throws(DispatchError) -> String {
-        guard let name = app.routes.first(where: { configuration.transports[$0]?.configuration.platform == platform }) else {
-            let known = app.routes.compactMap { r in configuration.transports[r]?.configuration.platform.map { "\(r) (\($0))" } }
-            throw .invalidRequest(field: "platform", message: "app \(app.id) has no \(platform) route; routes: "
-                                  + (known.isEmpty ? app.routes.joined(separator: ", ") : known.joined(separator: ", ")))
-        }
-        return name
-    }
-
-    /// Why `route` does not take `input`, in its plugin's words.
-    static func refusal(route: String, input: DeviceAddressInput, attributes: DeviceAttributes, configuration: HeraldConfiguration) -> String {
-        guard let spec = configuration.transports[route] else { return "\(route): not configured" }
         do {
-            let address = try spec.configuration.address(input, attributes: attributes)
-            return spec.configuration.canCarry(address.attributes) ? "" : "\(route): cannot carry a device with \(address.attributes)"
+            return try configuration.platformRoute(app: app, platform: platform)
         } catch {
-            return "\(route): \(error)"
+            throw .invalidRequest(field: error.field, message: error.message)
         }
     }
 
