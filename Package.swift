@@ -54,6 +54,7 @@ let package = Package(
         .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldCrypto", "CMicroHTTPD", "CLinux"],
                 path: "Sources/HeraldServer"),
         .target(name: "HeraldMatrix", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldServer"], path: "Sources/HeraldMatrix"),
+        .target(name: "HeraldGorush", dependencies: ["HeraldCore", "HeraldServer"], path: "Sources/HeraldGorush"),
 
         // MARK: Transport plugins
         .target(name: "HeraldAPNs", dependencies: ["HeraldCore", "HeraldCrypto"], path: "Plugins/APNsShared"),
@@ -66,11 +67,11 @@ let package = Package(
 
         // MARK: CLI and executable
         .target(name: "HeraldCLI",
-                dependencies: ["HeraldCore", "HeraldAPNs", "HeraldMatrix", "HeraldSQLite", "HeraldCrypto", "HeraldServer", "HeraldSimulator", "APNsBinaryProtocol"],
+                dependencies: ["HeraldCore", "HeraldAPNs", "HeraldMatrix", "HeraldGorush", "HeraldSQLite", "HeraldCrypto", "HeraldServer", "HeraldSimulator", "APNsBinaryProtocol"],
                 path: "Sources/HeraldCLI"),
         .executableTarget(name: "herald",
                           dependencies: ["HeraldCLI", "HeraldCore", "HeraldServer", "HeraldMatrix", "HeraldSQLite", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
-                                         "HeraldAPNsBinary", "HeraldWebPush", "HeraldFCM"],
+                                         "HeraldAPNsBinary", "HeraldWebPush", "HeraldFCM", "HeraldGorush"],
                           path: "Sources/herald"),
 
         // MARK: Benchmarks and load clients (`herald-bench`, not part of `herald`)
@@ -91,6 +92,7 @@ let package = Package(
                     path: "Tests/HeraldCoreTests"),
         .testTarget(name: "HeraldAPNsTests", dependencies: ["HeraldAPNs", "HeraldCore", "HeraldTestKit"], path: "Tests/HeraldAPNsTests"),
         .testTarget(name: "HeraldMatrixTests", dependencies: ["HeraldMatrix", "HeraldAPNs", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"], path: "Tests/HeraldMatrixTests"),
+        .testTarget(name: "HeraldGorushTests", dependencies: ["HeraldGorush", "HeraldCore"], path: "Tests/HeraldGorushTests"),
         .testTarget(name: "HeraldSQLiteTests", dependencies: ["HeraldAPNs", "HeraldSQLite", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"],
                     path: "Tests/HeraldSQLiteTests"),
         .testTarget(name: "HeraldPostgresTests", dependencies: ["HeraldAPNs", "HeraldPostgres", "HeraldSQLite", "HeraldCore", "HeraldLogTransport", "HeraldTestKit"],
@@ -108,7 +110,7 @@ let package = Package(
         .testTarget(name: "HeraldSimulatorTests", dependencies: ["HeraldAPNs", "HeraldSimulator", "HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldSimulatorTests"),
         .testTarget(name: "HeraldServerTests", dependencies: ["HeraldAPNs", "HeraldMatrix", "HeraldServer", "HeraldSQLite", "HeraldPostgres", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
-                                                           "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldLocalTransport", "HeraldCrypto", "HeraldWebPush", "HeraldFCM"],
+                                                           "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldLocalTransport", "HeraldCrypto", "HeraldWebPush", "HeraldFCM", "HeraldGorush"],
                     path: "Tests/HeraldServerTests"),
         .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldHTTP2", "HeraldCore", "HeraldCrypto", "HeraldSQLite",
                                                         "HeraldSimulator", "HeraldTestKit"],

@@ -5,6 +5,7 @@ import HeraldAPNsHTTP2
 import HeraldCLI
 import HeraldCore
 import HeraldFCM
+import HeraldGorush
 import HeraldLocalTransport
 import HeraldLogTransport
 import HeraldMatrix
@@ -24,6 +25,7 @@ pthread_sigmask(SIG_UNBLOCK, &handled, nil)
 // Transport plugins, front ends (and their configuration sections) and storage drivers are registered here, explicitly, once.
 var registry = TransportRegistry()
 registry.register(section: MatrixConfiguration.self)
+registry.register(section: GorushConfiguration.self)
 registry.register(LogTransport.self)
 registry.register(LocalTransport.self)
 registry.register(APNsHTTP2Transport.self)
@@ -38,7 +40,7 @@ storage.register(PostgresStorageDriver())
 registry.register(storage: SQLiteStorageConfiguration.self)
 registry.register(storage: PostgresStorageConfiguration.self)
 
-let frontEnds: [any FrontEnd.Type] = [MatrixGateway.self]
+let frontEnds: [any FrontEnd.Type] = [MatrixGateway.self, GorushGateway.self]
 
 let code = await HeraldCLI.run(Array(CommandLine.arguments.dropFirst()), registry: registry, storage: storage, frontEnds: frontEnds)
 exit(code)

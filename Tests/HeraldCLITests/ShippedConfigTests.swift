@@ -79,6 +79,71 @@ import Testing
         #expect(simulator.stdout.contains("accepted 1") || simulator.stdout.contains("1 accepted"), "\(simulator.stdout)")
     }
 
+    /// `herald serve` on a copy of the shipped config.json in `dir`, beside `herald simulate
+    /// apns-http2` recording what it receives to `record`. Only the ports move (to free ones) and
+    /// the certificates are the test ones; the rest is as shipped. The caller terminates both.
+    func serveShipped(in dir: TemporaryDirectory, key: String) async throws -> (daemon: ChildProcess, simulator: ChildProcess, record: String) {
+        let certs = try TestCertificates.shared()
+        let record = dir.file("apns-received.jsonl")
+        let simulator = try ChildProcess.herald([
+            "simulate", "apns-http2", "--port", "0", "--tls-cert", certs.serverCertificate, "--tls-key", certs.serverKey,
+            "--auth-key-pub", "ABC123DEFG=\(certs.authKeyPublic)", "--team", "DEF123GHIJ", "--record", record,
+        ])
+        do {
+            let apnsPort = try #require(await simulator.listeningPort())
+            var text = try String(contentsOfFile: PackagePaths.root + "/config.json", encoding: .utf8)
+            for (shipped, free) in [("https://127.0.0.1:2197", "https://127.0.0.1:\(apnsPort)"), ("127.0.0.1:8080", "127.0.0.1:0"),
+                                    ("127.0.0.1:8090", "127.0.0.1:0"), ("127.0.0.1:8088", "127.0.0.1:0")] {
+                text = text.replacingOccurrences(of: shipped, with: free)
+            }
+            let config = try dir.write("config.json", text)
+            try FileManager.default.createDirectory(atPath: dir.file("var/certs"), withIntermediateDirectories: true)
+            try FileManager.default.copyItem(atPath: certs.caFile, toPath: dir.file("var/certs/ca.pem"))
+            try FileManager.default.copyItem(atPath: certs.authKey, toPath: dir.file("var/certs/AuthKey_ABC123DEFG.p8"))
+            let daemon = try ChildProcess.herald(["serve", "--config", config],
+                                                 environment: ["HERALD_API_KEY": key, "HERALD_CLIENT_SECRET": "a-client-secret-of-32-bytes-or-more"],
+                                                 directory: dir.path)
+            return (daemon, simulator, record)
+        } catch {
+            simulator.terminate()
+            throw error
+        }
+    }
+
+    /// The README's "gorush clients" example, run as written against the shipped config (its
+    /// `gorush` section, through the `apns` route to the simulator), but for the port.
+    @Test func theREADMEsGorushExampleWorksAgainstTheShippedConfig() async throws {
+        let readme = try String(contentsOfFile: PackagePaths.root + "/README.md", encoding: .utf8)
+        let section = try #require(readme.components(separatedBy: "## gorush clients").dropFirst().first?.components(separatedBy: "\n## ").first)
+        let block = try #require(section.components(separatedBy: "```sh\n").dropFirst().first?.components(separatedBy: "\n```").first)
+        let lines = block.components(separatedBy: "\n")
+        #expect(lines.count == 3 && lines[1] == "  http://127.0.0.1:8088/api/push" && lines[2] == #"# {"success":"ok","counts":1,"logs":[]}"#, "\(lines)")
+        let prefix = "curl -s -d '", suffix = "' \\"
+        #expect(lines[0].hasPrefix(prefix) && lines[0].hasSuffix(suffix))
+        let body = String(lines[0].dropFirst(prefix.count).dropLast(suffix.count))
+        let token = try #require(try JSONValue.parse(body)["notifications"]?.arrayValue?.first?["tokens"]?.arrayValue?.first?.stringValue)
+        let shipped = try String(contentsOfFile: PackagePaths.root + "/config.json", encoding: .utf8)
+        #expect(shipped.contains(#""gorush": {"listen": "127.0.0.1:8088", "app": "com.example.app"}"#))
+
+        let dir = try TemporaryDirectory(prefix: "herald-shipped")
+        defer { dir.remove() }
+        let (daemon, simulator, record) = try await serveShipped(in: dir, key: "a-long-enough-test-key")
+        defer { simulator.terminate() }
+        defer { daemon.terminate() }
+        let line = await daemon.waitForLine(containing: "gorush API listening on")
+        let gorushPort = try #require(line.flatMap { $0.split(separator: ":").last.flatMap { Int($0) } }, "\(daemon.stderr)")
+        let push = try Run.program("/usr/bin/curl", ["-s", "-d", body, "http://127.0.0.1:\(gorushPort)/api/push"])
+        #expect(push.stdout == #"{"success":"ok","counts":1,"logs":[]}"#, "\(push.stdout)\(push.stderr)\(daemon.stderr)")
+        let delivered = await eventually(timeout: 30) {
+            ((try? String(contentsOfFile: record, encoding: .utf8)) ?? "").contains(#""token":"\#(token)""#)
+        }
+        #expect(delivered, "\(daemon.stderr)")
+        let received = (try? String(contentsOfFile: record, encoding: .utf8)) ?? ""
+        #expect(received.contains(#""title":"Hello iOS""#) && received.contains(#""body":"Hello World iOS!""#), "\(received)")
+        daemon.signal(SIGTERM)
+        #expect(await daemon.waitForExit(timeout: 30) == 0)
+    }
+
     /// Issue 24, "README to the letter": the README's Matrix example works against the shipped
     /// config as written (its `matrix` section, through the `apns` route to the simulator), and
     /// its pushkey is a fresh device, not the demo user's that the README registers first.
@@ -93,29 +158,13 @@ import Testing
         #expect(readme.contains(#""user":"demo-user","token":"\#(demoDevice)""#))
         #expect(device != demoDevice, "the README's pushkey is the demo user's device")
 
-        let certs = try TestCertificates.shared()
+        let shipped = try String(contentsOfFile: PackagePaths.root + "/config.json", encoding: .utf8)
+        #expect(shipped.contains(#""matrix": {"listen": "127.0.0.1:8090""#))
         let dir = try TemporaryDirectory(prefix: "herald-shipped")
         defer { dir.remove() }
-        let record = dir.file("apns-received.jsonl")
-        let simulator = try ChildProcess.herald([
-            "simulate", "apns-http2", "--port", "0", "--tls-cert", certs.serverCertificate, "--tls-key", certs.serverKey,
-            "--auth-key-pub", "ABC123DEFG=\(certs.authKeyPublic)", "--team", "DEF123GHIJ", "--record", record,
-        ])
-        defer { simulator.terminate() }
-        let apnsPort = try #require(await simulator.listeningPort())
-        var text = try String(contentsOfFile: PackagePaths.root + "/config.json", encoding: .utf8)
-        #expect(text.contains(#""matrix": {"listen": "127.0.0.1:8090""#))
-        // Only the ports move (to free ones) and the certificates are the test ones; the rest is as shipped.
-        text = text.replacingOccurrences(of: "https://127.0.0.1:2197", with: "https://127.0.0.1:\(apnsPort)")
-            .replacingOccurrences(of: "127.0.0.1:8080", with: "127.0.0.1:0").replacingOccurrences(of: "127.0.0.1:8090", with: "127.0.0.1:0")
-        let config = try dir.write("config.json", text)
-        try FileManager.default.createDirectory(atPath: dir.file("var/certs"), withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: certs.caFile, toPath: dir.file("var/certs/ca.pem"))
-        try FileManager.default.copyItem(atPath: certs.authKey, toPath: dir.file("var/certs/AuthKey_ABC123DEFG.p8"))
         let key = "a-long-enough-test-key"
-        let daemon = try ChildProcess.herald(["serve", "--config", config],
-                                             environment: ["HERALD_API_KEY": key, "HERALD_CLIENT_SECRET": "a-client-secret-of-32-bytes-or-more"],
-                                             directory: dir.path)
+        let (daemon, simulator, record) = try await serveShipped(in: dir, key: key)
+        defer { simulator.terminate() }
         defer { daemon.terminate() }
         func port(_ line: String?) -> Int? { line.flatMap { $0.split(separator: ":").last.flatMap { Int($0) } } }
         let matrixPort = try #require(port(await daemon.waitForLine(containing: "matrix gateway listening on")), "\(daemon.stderr)")

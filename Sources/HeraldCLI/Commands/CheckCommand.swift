@@ -1,5 +1,6 @@
 import HeraldAPNs
 import HeraldCore
+import HeraldGorush
 import HeraldMatrix
 
 /// `herald check`: validate the configuration and the credentials it names.
@@ -63,6 +64,9 @@ enum CheckCommand {
         let matrix = configuration.matrixReport()
         lines += matrix.lines
         failures += matrix.errors
+        let gorush = configuration.gorushReport()
+        lines += gorush.lines
+        failures += gorush.errors
         lines.append("log: level=\(configuration.log.level.rawValue) format=\(configuration.log.format.rawValue)")
         let r = configuration.delivery.retry
         lines.append("delivery: maxAttempts=\(r.maxAttempts) backoff=\(r.initialDelay)s…\(r.maxDelay)s batchSize=\(configuration.delivery.batchSize)")

@@ -29,10 +29,8 @@ extension HeraldConfiguration {
             return (transport, try address(on: spec, input, attributes))
         }
         if let platform {
-            guard let name = app.routes.first(where: { transports[$0]?.configuration.platform == platform }), let spec = transports[name] else {
-                let known = app.routes.compactMap { r in transports[r]?.configuration.platform.map { "\(r) (\($0))" } }
-                throw AddressProblem(field: "platform", "app \(app.id) has no \(platform) route; routes: \(known.isEmpty ? routes : known.joined(separator: ", "))")
-            }
+            let name = try platformRoute(app: app, platform: platform)
+            guard let spec = transports[name] else { throw AddressProblem(field: "platform", "route \(name) is not configured") }
             return (name, try address(on: spec, input, attributes))
         }
         var refusals: [(route: String, problem: AddressProblem)] = []
@@ -50,6 +48,18 @@ extension HeraldConfiguration {
                              + refusals.map { "\($0.route): \($0.problem)" }.joined(separator: "; "))
     }
 
+    /// The app's first route of `platform`: where a registration with a `platform` (and a
+    /// notification's raw tokens with one, ``NotificationRequest/platform``) go.
+    /// - Throws: ``AddressProblem`` naming `platform` when the app has no route of it.
+    public func platformRoute(app: AppConfiguration, platform: Platform) throws(AddressProblem) -> String {
+        guard let name = app.routes.first(where: { transports[$0]?.configuration.platform == platform }) else {
+            let known = app.routes.compactMap { r in transports[r]?.configuration.platform.map { "\(r) (\($0))" } }
+            throw AddressProblem(field: "platform", "app \(app.id) has no \(platform) route; routes: "
+                                 + (known.isEmpty ? app.routes.joined(separator: ", ") : known.joined(separator: ", ")))
+        }
+        return name
+    }
+
     /// The first route of the app that takes `input` (a raw address in a notification), with
     /// the address it normalised; `nil` when none does.
     public func firstRoute(app: AppConfiguration, input: DeviceAddressInput, attributes: DeviceAttributes) -> (transport: String, address: DeviceAddress)? {
@@ -61,15 +71,19 @@ extension HeraldConfiguration {
 
     /// Why no route of the app takes `input`, route by route (for a raw address's report).
     public func refusals(app: AppConfiguration, input: DeviceAddressInput, attributes: DeviceAttributes) -> String {
-        routeOrder(app).compactMap { name -> String? in
-            guard let spec = transports[name] else { return nil }
-            do {
-                let address = try spec.configuration.address(input, attributes: attributes)
-                return spec.configuration.canCarry(address.attributes) ? nil : "\(name): cannot carry a device with \(address.attributes)"
-            } catch {
-                return "\(name): \(error)"
-            }
-        }.joined(separator: "; ")
+        routeOrder(app).compactMap { name in transports[name] == nil ? nil : refusal(route: name, input: input, attributes: attributes) }
+            .joined(separator: "; ")
+    }
+
+    /// Why `route` does not take `input`, in its plugin's words; `nil` when it does.
+    public func refusal(route name: String, input: DeviceAddressInput, attributes: DeviceAttributes) -> String? {
+        guard let spec = transports[name] else { return "\(name): not configured" }
+        do {
+            let address = try spec.configuration.address(input, attributes: attributes)
+            return spec.configuration.canCarry(address.attributes) ? nil : "\(name): cannot carry a device with \(address.attributes)"
+        } catch {
+            return "\(name): \(error)"
+        }
     }
 
     private func address(on spec: TransportSpec, _ input: DeviceAddressInput, _ attributes: DeviceAttributes) throws(AddressProblem) -> DeviceAddress {

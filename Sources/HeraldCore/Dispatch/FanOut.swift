@@ -152,14 +152,24 @@ public struct FanOut: Sendable {
             }
         }
 
-        // Raw addresses: the first push route that takes each one normalises it.
+        // Raw addresses: the first push route that takes each one normalises it (with a
+        // platform, the app's first route of that platform only).
         var normalized: [(token: String, route: String)] = []
         normalized.reserveCapacity(request.tokens.count)
+        var platformRoute: String? = nil
+        if let platform = request.platform { platformRoute = try Self.firstRoute(of: platform, app: app, configuration: configuration) }
         for (index, raw) in request.tokens.enumerated() {
-            if let found = pushRoute(app: app, input: .token(raw), attributes: request.attributes) {
+            let found: (transport: String, address: DeviceAddress)?
+            if let platformRoute {
+                found = configuration.transports[platformRoute]?.accepts(.token(raw), attributes: request.attributes).map { (platformRoute, $0) }
+            } else {
+                found = pushRoute(app: app, input: .token(raw), attributes: request.attributes)
+            }
+            if let found {
                 normalized.append((found.address.token, found.transport))
             } else {
-                let why = configuration.refusals(app: app, input: .token(raw), attributes: request.attributes)
+                let why = platformRoute.map { route in configuration.refusal(route: route, input: .token(raw), attributes: request.attributes) ?? "" }
+                    ?? configuration.refusals(app: app, input: .token(raw), attributes: request.attributes)
                 reports.append(DeliveryReport(token: raw, user: nil, transport: nil, outcome: .rejected,
                                               reason: "tokens[\(index + tokenIndexOffset)]: no route of app \(app.id) takes it\(why.isEmpty ? "" : ": " + why)",
                                               attempts: 0, messageID: nil))
@@ -194,6 +204,17 @@ public struct FanOut: Sendable {
             return device.transport
         }
         return pushRoute(app: app, input: .token(device.token), attributes: device.attributes)?.transport
+    }
+
+    /// The app's first route of `platform` (``HeraldConfiguration/platformRoute(app:platform:)``,
+    /// the rule registrations follow).
+    /// - Throws: ``DispatchError/invalidRequest(field:message:)`` naming `platform` when it has none.
+    public static func firstRoute(of platform: Platform, app: AppConfiguration, configuration: HeraldConfiguration) throws(DispatchError) -> String {
+        do {
+            return try configuration.platformRoute(app: app, platform: platform)
+        } catch {
+            throw .invalidRequest(field: error.field, message: error.message)
+        }
     }
 
     /// The first of the app's routes other than its local one that takes `input`.

@@ -126,14 +126,19 @@ public struct NotificationRequest: Sendable, Equatable {
     /// For raw addresses not in the store: the attributes their route's plugin reads (the API's
     /// `environment` for APNs), as for a registration.
     public var attributes: DeviceAttributes
+    /// When set, raw addresses go through the app's first route of this platform only (a front
+    /// end that knows its tokens' platform, such as gorush's `platform: 1`); `nil`: the first
+    /// push route that takes each one.
+    public var platform: Platform?
 
     public init(app: String, users: [String] = [], tokens: [String] = [], content: NotificationContent,
-                idempotencyKey: String? = nil, attributes: DeviceAttributes = DeviceAttributes()) {
+                idempotencyKey: String? = nil, attributes: DeviceAttributes = DeviceAttributes(), platform: Platform? = nil) {
         self.app = app
         self.users = users
         self.tokens = tokens
         self.content = content
         self.idempotencyKey = idempotencyKey
         self.attributes = attributes
+        self.platform = platform
     }
 }

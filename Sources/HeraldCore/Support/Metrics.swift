@@ -79,6 +79,21 @@ public final class MetricsRegistry: Sendable {
         }
     }
 
+    /// The sum of a counter over the label sets that include every pair of `labels`
+    /// (`herald_deliveries_total` of one transport and outcome, whatever the reason).
+    public func total(_ name: String, matching labels: [(String, String)]) -> Double {
+        // A rendered pair is `k="v"` between `{`/`,` and `,`/`}`; an escaped value cannot fake one.
+        let pairs = labels.map { "\($0.0)=\"\(Self.escape($0.1))\"" }
+        return families.withLock { families -> Double in
+            families[name]?.series.reduce(0.0) { sum, entry in
+                guard case .counter(let c) = entry.value else { return sum }
+                let key = entry.key
+                let all = pairs.allSatisfy { p in key.contains("{" + p + ",") || key.contains("{" + p + "}") || key.contains("," + p + ",") || key.contains("," + p + "}") }
+                return all ? sum + Double(c.value) : sum
+            } ?? 0
+        }
+    }
+
     /// Prometheus text exposition format (version 0.0.4).
     public func render() -> String {
         let snapshot = families.withLock { $0 }

@@ -87,6 +87,7 @@ public final class API: Sendable {
                                           guard let api = api.api else { throw APIError.shuttingDown }
                                           return try await api.accept(request)
                                       },
+                                      authorize: { header, scope in dependencies.snapshot().auth.authorize(header, scope: scope) },
                                       clock: dependencies.clock, logger: logger, metrics: metrics)
         self.frontEnds = frontEnds.map { $0.init(context: context) }
         api.api = self

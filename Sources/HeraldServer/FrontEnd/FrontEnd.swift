@@ -16,13 +16,19 @@ public struct FrontEndContext: Sendable {
     /// Labelled `api`, as the API's own lines.
     public var logger: Logger
     public var metrics: MetricsRegistry
+    /// Checks an `Authorization` header against the API keys in force now (`api.keys`) for a
+    /// scope, as the API does: the key's id (`nil` when the API has no keys), or the 401/403
+    /// to answer (its message and headers, never the secret).
+    public var authorize: @Sendable (_ header: String?, _ scope: APIConfiguration.Scope) -> Result<String?, APIError>
 
     public init(configuration: @escaping @Sendable () -> HeraldConfiguration, store: any TokenStore,
                 accept: @escaping @Sendable (NotificationRequest) async throws -> EnqueueReceipt,
+                authorize: @escaping @Sendable (_ header: String?, _ scope: APIConfiguration.Scope) -> Result<String?, APIError>,
                 clock: any WallClock, logger: Logger, metrics: MetricsRegistry) {
         self.configuration = configuration
         self.store = store
         self.accept = accept
+        self.authorize = authorize
         self.clock = clock
         self.logger = logger
         self.metrics = metrics
@@ -80,6 +86,11 @@ public protocol FrontEnd: Sendable {
     /// The settings of `new` a reload cannot apply, each named with what to do.
     static func restartReasons(old: HeraldConfiguration, new: HeraldConfiguration) -> [String]
 
+    /// Why the daemon must not start with `configuration` (its section is unsafe as it stands,
+    /// e.g. unauthenticated on a network address), naming the setting; `nil` to start. A reload
+    /// to such a configuration is refused with the same words.
+    static func startRefusal(_ configuration: HeraldConfiguration) -> String?
+
     init(context: FrontEndContext)
 
     /// The listener of its own `configuration` asks for, `nil` for none (it is served on `api.listen` only).
@@ -102,6 +113,7 @@ extension FrontEnd {
     public static var title: String { name }
     public static var reservedUsers: ReservedUsers? { nil }
     public static func restartReasons(old: HeraldConfiguration, new: HeraldConfiguration) -> [String] { [] }
+    public static func startRefusal(_ configuration: HeraldConfiguration) -> String? { nil }
     public func listener(_ configuration: HeraldConfiguration) -> FrontEndListener? { nil }
 
     /// Whether `path` is one of ``paths`` or under one.

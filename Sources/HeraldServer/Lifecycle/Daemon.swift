@@ -146,6 +146,9 @@ public final class Daemon: Sendable {
         if options.handleSignals { _ = signalStream() }
         let config = initial.configuration
         if let refusal = config.api.unauthenticatedNetworkRefusal { throw DaemonError("api.keys: \(refusal)") }
+        for frontEnd in options.frontEnds {
+            if let refusal = frontEnd.startRefusal(config) { throw DaemonError(refusal) }
+        }
         let storage: OpenStorage
         do {
             storage = try await storageDrivers.driver(for: config).open(config, metrics: metrics, exclusive: options.lockDatabase)
@@ -186,6 +189,10 @@ public final class Daemon: Sendable {
             port = try server.start(config.api.listen)
             try startFrontEndListeners(config, api: api)
         } catch {
+            // The listeners that did start stop again (a later one could not listen).
+            for started in running.withLock({ $0.map { Array($0.frontEndServers.values) } ?? [] }) + [server] {
+                await started.stop(deadline: 0)
+            }
             _ = await stopWorkers(deadline: 1)
             await storage.close()
             running.withLock { $0 = nil }
@@ -320,7 +327,10 @@ public final class Daemon: Sendable {
         if old.api.listen != new.api.listen { reasons.append("api.listen changed (\(old.api.listen) → \(new.api.listen)): restart to apply") }
         if old.api.maxBodyBytes != new.api.maxBodyBytes { reasons.append("api.maxBodyBytes changed: restart to apply") }
         reasons += Self.streamRestartReasons(old: old.api.streams, new: new.api.streams)
-        for frontEnd in options.frontEnds { reasons += frontEnd.restartReasons(old: old, new: new) }
+        for frontEnd in options.frontEnds {
+            reasons += frontEnd.restartReasons(old: old, new: new)
+            if let refusal = frontEnd.startRefusal(new) { reasons.append(refusal) }
+        }
         if let refusal = new.api.unauthenticatedNetworkRefusal { reasons.append("api.keys: \(refusal)") }
         if old.server.connectionLimit != new.server.connectionLimit || old.server.connectionTimeout != new.server.connectionTimeout
             || old.server.maxCommitBatch != new.server.maxCommitBatch {
