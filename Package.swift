@@ -61,6 +61,7 @@ let package = Package(
         .target(name: "HeraldLocalTransport", dependencies: ["HeraldCore"], path: "Plugins/Local"),
         .target(name: "HeraldAPNsHTTP2", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "HeraldHTTP2"], path: "Plugins/APNsHTTP2"),
         .target(name: "HeraldWebPush", dependencies: ["HeraldCore", "HeraldCrypto", "HeraldHTTP2"], path: "Plugins/WebPush"),
+        .target(name: "HeraldFCM", dependencies: ["HeraldCore", "HeraldCrypto", "HeraldHTTP2"], path: "Plugins/FCM"),
         .target(name: "HeraldAPNsBinary", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "APNsBinaryProtocol"], path: "Plugins/APNsBinary"),
 
         // MARK: CLI and executable
@@ -69,7 +70,7 @@ let package = Package(
                 path: "Sources/HeraldCLI"),
         .executableTarget(name: "herald",
                           dependencies: ["HeraldCLI", "HeraldCore", "HeraldServer", "HeraldMatrix", "HeraldSQLite", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
-                                         "HeraldAPNsBinary", "HeraldWebPush"],
+                                         "HeraldAPNsBinary", "HeraldWebPush", "HeraldFCM"],
                           path: "Sources/herald"),
 
         // MARK: Benchmarks and load clients (`herald-bench`, not part of `herald`)
@@ -107,7 +108,7 @@ let package = Package(
         .testTarget(name: "HeraldSimulatorTests", dependencies: ["HeraldAPNs", "HeraldSimulator", "HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldSimulatorTests"),
         .testTarget(name: "HeraldServerTests", dependencies: ["HeraldAPNs", "HeraldMatrix", "HeraldServer", "HeraldSQLite", "HeraldPostgres", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
-                                                           "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldLocalTransport", "HeraldCrypto", "HeraldWebPush"],
+                                                           "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldLocalTransport", "HeraldCrypto", "HeraldWebPush", "HeraldFCM"],
                     path: "Tests/HeraldServerTests"),
         .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldHTTP2", "HeraldCore", "HeraldCrypto", "HeraldSQLite",
                                                         "HeraldSimulator", "HeraldTestKit"],
@@ -121,6 +122,8 @@ let package = Package(
         .testTarget(name: "APNsBinaryTests", dependencies: ["HeraldAPNs", "HeraldAPNsBinary", "APNsBinaryProtocol", "HeraldCore", "HeraldCrypto",
                                                          "HeraldSQLite", "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/APNsBinaryTests"),
+        .testTarget(name: "HeraldFCMTests", dependencies: ["HeraldFCM", "HeraldCore", "HeraldCrypto", "HeraldHTTP2", "HeraldSimulator", "HeraldTestKit"],
+                    path: "Tests/HeraldFCMTests"),
         .testTarget(name: "HeraldClientTests", dependencies: ["HeraldClient", "HeraldServer", "HeraldSQLite", "HeraldCore", "HeraldCrypto",
                                                            "HeraldLocalTransport", "HeraldTestKit"],
                     path: "Tests/HeraldClientTests"),

@@ -34,6 +34,7 @@ public enum HeraldCLI {
         FeedbackCommand.command,
         SimulateHTTP2Command.command,
         SimulateWebPushCommand.command,
+        SimulateFCMCommand.command,
         SimulateBinaryCommands.gateway, SimulateBinaryCommands.feedback,
     ]
 

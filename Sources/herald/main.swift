@@ -4,6 +4,7 @@ import HeraldAPNsBinary
 import HeraldAPNsHTTP2
 import HeraldCLI
 import HeraldCore
+import HeraldFCM
 import HeraldLocalTransport
 import HeraldLogTransport
 import HeraldMatrix
@@ -28,6 +29,7 @@ registry.register(LocalTransport.self)
 registry.register(APNsHTTP2Transport.self)
 registry.register(APNsBinaryTransport.self)
 registry.register(WebPushTransport.self)
+registry.register(FCMTransport.self)
 
 var storage = StorageDrivers()
 storage.register(SQLiteStorageDriver())

@@ -34,7 +34,7 @@ enum SendCommand {
             .flag("mutable-content", "aps.mutable-content = 1 (runs the service extension)"),
             .value("interruption-level", "LEVEL", "passive, active, time-sensitive or critical"),
             .value("relevance-score", "X", "aps.relevance-score, 0 to 1"),
-            .flag("dry-run", "plan the fan-out and print it; send nothing"),
+            .flag("dry-run", "plan the fan-out and print it; send nothing (FCM routes: FCM checks each message with validate_only)"),
             .flag("json", "one JSON object per device per line: token, user, transport, outcome, reason, attempts, apns_id"),
             .flag("verbose", "log at the configured level instead of warnings only"),
         ],
@@ -129,8 +129,9 @@ enum SendCommand {
                 console.out("payload: \(String(decoding: APNsPayload.encode(content, notificationID: plan.notificationID), as: UTF8.self))")
                 console.out("\(plan.deliveries.count) deliveries planned, \(plan.reports.count) refused, \(plan.skippedOverLimit) over the per-user limit, \(plan.duplicates) duplicates")
             }
-            if !plan.reports.isEmpty {
-                throw .runtime("\(plan.reports.count) of \(plan.reports.count + plan.deliveries.count) devices would not be sent to (see above)")
+            let refusedByFCM = try await SendValidateOnly.run(plan, configuration: configuration, context: context, logger: logger, json: json)
+            if !plan.reports.isEmpty || refusedByFCM > 0 {
+                throw .runtime("\(plan.reports.count + refusedByFCM) of \(plan.reports.count + plan.deliveries.count) devices would not be sent to (see above)")
             }
             return
         }

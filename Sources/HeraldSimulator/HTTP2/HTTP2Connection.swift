@@ -81,7 +81,7 @@ final class HTTP2Connection: @unchecked Sendable {
             core.recorder.flush()
             core.connectionEnded()
         }
-        guard handshake() else { return }
+        guard SocketHandshake.run(stream, fd: fd, stopRead: core.stopRead, logger: core.logger, connection: id) else { return }
         if core.usesTLS, stream.negotiatedALPN != "h2" {
             core.logger.info("closing a TLS connection that did not negotiate h2 with ALPN",
                              ["connection": String(id), "alpn": stream.negotiatedALPN ?? "none"])
@@ -109,31 +109,6 @@ final class HTTP2Connection: @unchecked Sendable {
         }
         return HTTP2TopicPolicy(required: topics.count != 1, allowed: bundles,
                                 defaultBundle: topics.count == 1 ? bundles[0] : nil)
-    }
-
-    private func handshake() -> Bool {
-        let deadline = HTTP2Connection.monotonicNanoseconds() + 10_000_000_000
-        while true {
-            switch stream.handshake() {
-            case .bytes: return true
-            case .wantRead: guard waitFor(POLLIN, until: deadline) else { return false }
-            case .wantWrite: guard waitFor(POLLOUT, until: deadline) else { return false }
-            case .closed: return false
-            case .failed(let why):
-                core.logger.info("TLS handshake failed", ["connection": String(id), "error": why])
-                return false
-            }
-        }
-    }
-
-    /// Waits until the socket is ready; `false` on timeout or stop.
-    private func waitFor(_ event: Int32, until deadline: UInt64) -> Bool {
-        let now = HTTP2Connection.monotonicNanoseconds()
-        guard now < deadline else { return false }
-        var fds = [pollfd(fd: fd, events: Int16(event), revents: 0), pollfd(fd: core.stopRead, events: Int16(POLLIN), revents: 0)]
-        let rc = poll(&fds, 2, Int32((deadline - now) / 1_000_000) + 1)
-        if rc < 0 && errno == EINTR { return true }
-        return rc > 0 && fds[1].revents == 0
     }
 
     // MARK: nghttp2 session
@@ -448,9 +423,5 @@ final class HTTP2Connection: @unchecked Sendable {
             || faults.throttledRequests > 0
     }
 
-    static func monotonicNanoseconds() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-    }
+    static func monotonicNanoseconds() -> UInt64 { SocketHandshake.monotonicNanoseconds() }
 }
