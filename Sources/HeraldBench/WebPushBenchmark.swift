@@ -113,10 +113,13 @@ struct WebPushBenchmark {
             await transport.shutdown()
             throw APNsBenchmark.Failure(description: "the warm-up was not delivered: \(warm.first { if case .delivered = $0 { return false }; return true }!)")
         }
-        let batch = max(streams * 2, 200)
+        // One batch at a time: the transport sends one batch per push service at once and defers
+        // the deliveries of another batch to the same service while one is being answered (as the
+        // daemon's workers see it), so a batch is large enough to keep the streams full.
+        let batch = max(streams * 10, 1000)
         let cpuBefore = processCPUSeconds()
         let start = DispatchTime.now().uptimeNanoseconds
-        let failures = await deliverInBatches(transport, count: (n + batch - 1) / batch, inFlight: 4) { i in
+        let failures = await deliverInBatches(transport, count: (n + batch - 1) / batch, inFlight: 1) { i in
             Array(deliveries[i * batch..<min((i + 1) * batch, n)])
         }
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
