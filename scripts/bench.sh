@@ -3,7 +3,7 @@
 # ratio means something on any machine. Loopback only; every load is bounded in time.
 #
 #   scripts/bench.sh            all sections
-#   scripts/bench.sh bench_api  one section (bench_api, bench_apns_http2, bench_transport, bench_crypto, bench_binary, bench_bulk, bench_storage, bench_stream)
+#   scripts/bench.sh bench_api  one section (bench_api, bench_apns_http2, bench_transport, bench_crypto, bench_binary, bench_bulk, bench_storage, bench_stream, bench_webpush, bench_fcm)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HERALD=${HERALD:-.build/release/herald}
@@ -202,6 +202,24 @@ bench_storage() { scripts/bench-storage.sh; }
 # Live streams: N streams on one daemon, one notification to all, next to the HTTP layer alone.
 bench_stream() { "$HERALD_BENCH" stream --n "${BENCH_STREAMS:-10000}"; }
 
+# The webpush transport to `herald simulate webpush` (another process, which decrypts): notifications/s
+# and this process's CPU per notification, next to one ECDH (openssl speed ecdhp256) + one P-256 key generation.
+bench_webpush() {
+  need openssl
+  local work; work=$(mktemp -d /tmp/herald-bench-webpush.XXXXXX)
+  "$HERALD_BENCH" webpush --n "${BENCH_WEBPUSH_NOTIFICATIONS:-50000}" --work "$work" || { rm -rf "$work"; return 1; }
+  rm -rf "$work"
+}
+
+# The fcm transport on one connection to `herald simulate fcm`, next to h2load on the same simulator
+# and the apns-http2 nghttp2 engine against the APNs simulator (CPU per notification).
+bench_fcm() {
+  need h2load; need curl; need openssl
+  local work; work=$(mktemp -d /tmp/herald-bench-fcm.XXXXXX)
+  "$HERALD_BENCH" fcm --n "${BENCH_FCM_NOTIFICATIONS:-100000}" --work "$work" || { rm -rf "$work"; return 1; }
+  rm -rf "$work"
+}
+
 sections=("$@")
-[ ${#sections[@]} -eq 0 ] && sections=(bench_api bench_apns_http2 bench_transport bench_crypto bench_binary bench_bulk bench_storage bench_stream)
+[ ${#sections[@]} -eq 0 ] && sections=(bench_api bench_apns_http2 bench_transport bench_crypto bench_binary bench_bulk bench_storage bench_stream bench_webpush bench_fcm)
 for s in "${sections[@]}"; do "$s"; done

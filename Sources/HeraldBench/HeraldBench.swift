@@ -3,8 +3,10 @@ import HeraldAPNsBinary
 import HeraldAPNsHTTP2
 import HeraldCLI
 import HeraldCore
+import HeraldFCM
 import HeraldLocalTransport
 import HeraldLogTransport
+import HeraldWebPush
 
 /// `herald-bench`: Herald's benchmarks and load clients, a binary of their own so that none of
 /// them ships in `herald`. `scripts/bench.sh` (`make bench`) runs them next to reference tools.
@@ -20,6 +22,8 @@ public enum HeraldBench {
         CryptoBenchCommand.command,
         StreamDaemonBench.command,
         StreamBench.http, StreamBench.client,
+        WebPushBenchCommand.command,
+        FCMBenchCommand.command,
     ]
 
     /// The transport plugins the benchmarks build from a configuration.
@@ -29,6 +33,8 @@ public enum HeraldBench {
         registry.register(LocalTransport.self)
         registry.register(APNsHTTP2Transport.self)
         registry.register(APNsBinaryTransport.self)
+        registry.register(WebPushTransport.self)
+        registry.register(FCMTransport.self)
         return registry
     }
 
