@@ -21,9 +21,10 @@ run: build
 	@scripts/run.sh $(CONFIG)
 
 ## test: bootstrap (with Synapse for the Matrix gateway test and Chromium for the demo page test), build, and run the whole test suite.
-# The suites that load the whole machine (1,100 slow connections, 1,000 streams) or wait on a test
+# The suites that load the whole machine (1,100 slow connections, 1,000 streams, the benchmarks' smoke runs, which
+# wait on child processes from the test threads) or wait on a test
 # clock's sleepers run on their own after the rest, so that neither slows the other past its bounds.
-ALONE := FrontDoorTests|HangUpWatcherTests|StreamHubAckTests
+ALONE := FrontDoorTests|HangUpWatcherTests|StreamHubAckTests|HeraldBenchTests
 test:
 	@scripts/bootstrap.sh --with-synapse --with-chromium
 	$(SWIFT) test --skip '$(ALONE)'
