@@ -124,10 +124,13 @@ actor FCMAccessTokenSource {
             } catch {
                 return .failure(.setup("\(credentials.source): cannot sign the OAuth assertion: \(error.message)"))
             }
+            // The lifetime counts from when the request went out, not from when the answer came
+            // back: the endpoint issued the token somewhere in between.
+            let asked = clock.now
             switch await endpoint.exchange(assertion: assertion) {
             case .token(let token, let lifetime):
                 fetched += 1
-                let now = clock.now
+                let now = asked
                 let margin = min(Self.refreshMargin, lifetime / 2)
                 logger.debug("FCM access token fetched", ["account": credentials.clientEmail, "expires_in": String(Int(lifetime))])
                 return .success(Current(token: token, expiry: now.addingTimeInterval(lifetime), refreshAt: now.addingTimeInterval(lifetime - margin)))

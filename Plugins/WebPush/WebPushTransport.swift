@@ -54,6 +54,11 @@ public final class WebPushTransport: TransportPlugin {
         return paused.isEmpty ? nil : "push service " + paused.joined(separator: "; push service ")
     }
 
+    /// The push services with a batch out (for tests).
+    var busyServices: Set<String> {
+        services.withLock { s in Set(s.values.filter(\.busy).map(\.origin.description)) }
+    }
+
     public func checkReport() async -> [CheckFinding] {
         [CheckFinding(.ok, "VAPID key loaded from \(configuration.vapidKeySource); applicationServerKey \(configuration.vapidKey.publicKey.base64URL)"),
          CheckFinding(.ok, "VAPID subject \(configuration.subject)"),

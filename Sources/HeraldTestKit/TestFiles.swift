@@ -73,6 +73,10 @@ public struct TestCertificates: Sendable {
     public var authKeyPublic: String { "\(directory)/AuthKey_ABC123DEFG.pub.pem" }
     /// A P-384 key APNs would refuse.
     public var p384Key: String { "\(directory)/AuthKey_P384.p8" }
+    /// A VAPID key (EC P-256) for Web Push.
+    public var vapidKey: String { "\(directory)/vapid.key" }
+    /// A Google service account (RSA key) whose `token_uri` is the FCM simulator's default port.
+    public var fcmServiceAccount: String { "\(directory)/fcm-service-account.json" }
     public let authKeyID = "ABC123DEFG"
     public let teamID = "DEF123GHIJ"
     public let topic = "com.example.app"

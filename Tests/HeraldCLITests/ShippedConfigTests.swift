@@ -100,6 +100,8 @@ import Testing
             try FileManager.default.createDirectory(atPath: dir.file("var/certs"), withIntermediateDirectories: true)
             try FileManager.default.copyItem(atPath: certs.caFile, toPath: dir.file("var/certs/ca.pem"))
             try FileManager.default.copyItem(atPath: certs.authKey, toPath: dir.file("var/certs/AuthKey_ABC123DEFG.p8"))
+            try FileManager.default.copyItem(atPath: certs.vapidKey, toPath: dir.file("var/certs/vapid.key"))
+            try FileManager.default.copyItem(atPath: certs.fcmServiceAccount, toPath: dir.file("var/certs/fcm-service-account.json"))
             let daemon = try ChildProcess.herald(["serve", "--config", config],
                                                  environment: ["HERALD_API_KEY": key, "HERALD_CLIENT_SECRET": "a-client-secret-of-32-bytes-or-more"],
                                                  directory: dir.path)

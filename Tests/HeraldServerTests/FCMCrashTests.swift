@@ -13,7 +13,10 @@ import Testing
         let dir = try TemporaryDirectory(prefix: "herald-fcm-kill")
         defer { dir.remove() }
         try fcm.writeServiceAccount(to: dir.file("sa.json"))
-        let config = FCMDaemonTests.config(fcm: fcm, credentials: dir.file("sa.json"), certificates: certs)
+        // Two streams at a time: the 60 sends take about 9 s, so the kill (after the fifth) lands
+        // with most of them not yet sent and two in flight, every run.
+        let config = FCMDaemonTests.config(fcm: fcm, credentials: dir.file("sa.json"), certificates: certs,
+                                           fcmExtra: #", "maxConcurrentStreams": 2"#)
         let (first, client) = try await FCMDaemonTests.serve(dir, config)
         defer { first.terminate() }
         let devices = 10

@@ -26,7 +26,8 @@ import Testing
         return (sim, certs)
     }
 
-    static func config(fcm: FCMSimulator, credentials: String, certificates c: TestCertificates, apns: String? = nil) -> String {
+    static func config(fcm: FCMSimulator, credentials: String, certificates c: TestCertificates, apns: String? = nil,
+                       fcmExtra: String = "") -> String {
         let apnsRoute = apns.map { #""apns": {"type": "apns-http2", "environment": "sandbox", "endpoint": "\#($0)", "caFile": "\#(c.caFile)", "keyFile": "\#(c.authKey)", "keyId": "\#(c.authKeyID)", "teamId": "\#(c.teamID)"},"# } ?? ""
         return """
         {
@@ -34,7 +35,7 @@ import Testing
           "apps": {"\(app)": {"routes": [\(apns == nil ? "" : #""apns", "#)"android"]}},
           "transports": {
             \(apnsRoute)
-            "android": {"type": "fcm", "credentialsFile": "\(credentials)", "endpoint": "\(fcm.baseURL)", "caFile": "\(c.caFile)", "timeout": "5s"}
+            "android": {"type": "fcm", "credentialsFile": "\(credentials)", "endpoint": "\(fcm.baseURL)", "caFile": "\(c.caFile)", "timeout": "5s"\(fcmExtra)}
           },
           "api": {"listen": "127.0.0.1:0", "keys": [{"id": "t", "secret": "${HERALD_API_KEY}", "scopes": ["admin"]}]},
           "delivery": {"initialBackoff": "100ms", "jitter": 0},

@@ -170,9 +170,11 @@ import Testing
             firstDone.withLock { $0 = Date() }
             return outcomes
         }
-        // Once the slow service has the first batch's message, a second batch for both services:
-        // the fast one is sent and answered, the slow one deferred, while the first batch still waits.
-        #expect(await eventually(timeout: 30) { slow.rules.received.count == 1 })
+        // Once the slow service has the first batch's message and the fast one has answered its
+        // part (only the slow service is busy), a second batch for both services: the fast one is
+        // sent and answered, the slow one deferred, while the first batch still waits.
+        #expect(await eventually(timeout: 30) { slow.rules.received.count == 1 && t.busyServices.count == 1 })
+        #expect(t.busyServices.allSatisfy { (try? slow.subscriptionJSON(0).contains($0)) == true }, "\(t.busyServices)")
         let second = await t.deliver([try delivery(3, slow.subscriptionJSON(1), c), try delivery(4, fast.subscriptionJSON(1), c)])
         let secondDone = Date()
         let stillOut = firstDone.withLock { $0 } == nil
