@@ -157,13 +157,7 @@ private struct WriterThread {
         }
     }
 
-    private enum Outcome {
-        case committed([() -> Void], statements: Int)
-        case abandoned
-        case retryIsolated
-    }
-
-    private mutating func transaction(_ batch: [Operation], db: PGConnection, isolated: Bool) -> Outcome {
+    private mutating func transaction(_ batch: [Operation], db: PGConnection, isolated: Bool) -> WriterBatchOutcome {
         let sentBefore = db.executed
         func exec(_ sql: String, _ p: [String?] = []) throws {
             try db.execute(sql, p)

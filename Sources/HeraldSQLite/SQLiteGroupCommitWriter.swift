@@ -103,7 +103,7 @@ private struct Batches {
         // runs again with each operation under its own savepoint, so only the failing one is refused.
         var outcome = transaction(batch, isolated: false)
         if case .retryIsolated = outcome { outcome = transaction(batch, isolated: true) }
-        guard case .committed(let done) = outcome else { return }
+        guard case .committed(let done, _) = outcome else { return }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
         stats.withLock {
             $0.commits += 1
@@ -113,18 +113,9 @@ private struct Batches {
         for after in done { after() }
     }
 
-    private enum Outcome {
-        /// Committed: what to run now for each operation that succeeded.
-        case committed([() -> Void])
-        /// Nothing was written and every operation has been told why.
-        case abandoned
-        /// An operation failed without isolation; nothing was written and nobody was told.
-        case retryIsolated
-    }
-
     /// Runs `batch` in one transaction. `isolated`: each operation under its own savepoint; a
     /// failing one is told at once and the others go on.
-    private func transaction(_ batch: [Operation], isolated: Bool) -> Outcome {
+    private func transaction(_ batch: [Operation], isolated: Bool) -> WriterBatchOutcome {
         let db = self.db.value
         do {
             try db.statement("BEGIN IMMEDIATE").run()
@@ -167,7 +158,7 @@ private struct Batches {
             for d in done { d.fail(error) }
             return .abandoned
         }
-        return .committed(done.map(\.after))
+        return .committed(done.map(\.after), statements: done.count)
     }
 
     private func rollback() {

@@ -191,3 +191,16 @@ private final class Handshake: @unchecked Sendable {
         return id!
     }
 }
+
+/// How one group-commit transaction of a storage writer (SQLite's, PostgreSQL's) ended.
+///
+/// A writer first runs a batch without a savepoint per operation; when one operation fails,
+/// it runs the batch again with each operation isolated, so only the failing one is refused.
+public enum WriterBatchOutcome {
+    /// Committed: what to run now for each operation that succeeded, and how many statements it took.
+    case committed([() -> Void], statements: Int)
+    /// Nothing was written and every operation has been told why.
+    case abandoned
+    /// An operation failed without isolation; nothing was written and nobody was told.
+    case retryIsolated
+}
