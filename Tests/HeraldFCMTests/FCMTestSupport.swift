@@ -10,7 +10,7 @@ enum TestAccounts {
     static let projectID = "herald-sim"
     static let made: (account: FCMServiceAccount, json: String) = {
         try! FCMServiceAccount.generate(projectID: projectID, clientEmail: "herald-test@herald-sim.iam.gserviceaccount.com",
-                                        tokenURI: "https://127.0.0.1:1/token")
+                                        tokenURI: "https://127.0.0.1:1/token", key: TestKeys.rsa)
     }()
 
     /// The account JSON with `token_uri` replaced.

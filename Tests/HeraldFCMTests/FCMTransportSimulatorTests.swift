@@ -24,7 +24,7 @@ final class FCMTransportFixture: @unchecked Sendable {
         configureSimulator(&c)
         simulator = try FCMSimulator(configuration: c)
         try simulator.start()
-        credentialsJSON = try simulator.makeServiceAccount().json
+        credentialsJSON = try simulator.makeServiceAccount(key: TestKeys.rsa).json
         var members: [String: JSONValue] = ["credentialsFile": .string(credentialsJSON), "endpoint": .string(simulator.baseURL),
                                             "caFile": .string(certificates.caFile), "timeout": 5]
         section(&members)

@@ -12,7 +12,7 @@ import Testing
         defer { fcm.stop() }
         let dir = try TemporaryDirectory(prefix: "herald-fcm-kill")
         defer { dir.remove() }
-        try fcm.writeServiceAccount(to: dir.file("sa.json"))
+        try fcm.writeServiceAccount(to: dir.file("sa.json"), key: TestKeys.rsa)
         // Two streams at a time: the 60 sends take about 9 s, so the kill (after the fifth) lands
         // with most of them not yet sent and two in flight, every run.
         let config = FCMDaemonTests.config(fcm: fcm, credentials: dir.file("sa.json"), certificates: certs,

@@ -72,7 +72,7 @@ import Testing
         defer { apns.stop() }
         let dir = try TemporaryDirectory(prefix: "herald-fcm-two")
         defer { dir.remove() }
-        try fcm.writeServiceAccount(to: dir.file("sa.json"))
+        try fcm.writeServiceAccount(to: dir.file("sa.json"), key: TestKeys.rsa)
         let (child, client) = try await Self.serve(dir, Self.config(fcm: fcm, credentials: dir.file("sa.json"), certificates: certs, apns: apns.baseURL))
         defer { child.terminate() }
         let ios = String(repeating: "ab", count: 32), android = Self.androidToken(1)
@@ -108,7 +108,7 @@ import Testing
         defer { fcm.stop() }
         let dir = try TemporaryDirectory(prefix: "herald-fcm-rows")
         defer { dir.remove() }
-        try fcm.writeServiceAccount(to: dir.file("sa.json"))
+        try fcm.writeServiceAccount(to: dir.file("sa.json"), key: TestKeys.rsa)
         let (child, client) = try await Self.serve(dir, Self.config(fcm: fcm, credentials: dir.file("sa.json"), certificates: certs))
         defer { child.terminate() }
         for (user, token) in [("dead", dead), ("bad", bad), ("other", other)] {
@@ -153,7 +153,7 @@ import Testing
         let dir = try TemporaryDirectory(prefix: "herald-fcm-paused")
         defer { dir.remove() }
         let file = dir.file("sa.json")
-        try fcm.writeServiceAccount(to: file, register: false)
+        try fcm.writeServiceAccount(to: file, register: false, key: TestKeys.rsa)
         let (child, client) = try await Self.serve(dir, Self.config(fcm: fcm, credentials: file, certificates: certs))
         defer { child.terminate() }
         for k in 1...3 { _ = try await client.post("/v1/devices", #"{"app":"\#(Self.app)","user":"alice","token":"\#(Self.androidToken(10 + k))"}"#) }
@@ -170,7 +170,7 @@ import Testing
         #expect(fcm.received.isEmpty && fcm.counters.sends == 0)
         #expect(!child.stderr.contains("PRIVATE KEY"))
 
-        try fcm.writeServiceAccount(to: file)
+        try fcm.writeServiceAccount(to: file, key: TestKeys.rsa)
         child.signal(SIGHUP)
         let resumed = await eventually(timeout: 30) { (try? await Self.states(client, ids)) == ["delivered": 12] }
         let nowresumed = try await Self.states(client, ids)
@@ -187,20 +187,20 @@ import Testing
         defer { fcm.stop() }
         let dir = try TemporaryDirectory(prefix: "herald-fcm-send")
         defer { dir.remove() }
-        try fcm.writeServiceAccount(to: dir.file("sa.json"))
+        try fcm.writeServiceAccount(to: dir.file("sa.json"), key: TestKeys.rsa)
         let config = try dir.write("config.json", Self.config(fcm: fcm, credentials: dir.file("sa.json"), certificates: certs))
         let token = Self.androidToken(20)
-        var r = try Run.herald(["send", "--config", config, "--app", Self.app, "--token", token, "--title", "Hi", "--body", "there"],
+        var r = try await Run.herald(["send", "--config", config, "--app", Self.app, "--token", token, "--title", "Hi", "--body", "there"],
                                environment: ["HERALD_API_KEY": Self.key], directory: dir.path)
         #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
         #expect(fcm.received.count == 1 && fcm.received.first?.validateOnly == false)
-        r = try Run.herald(["send", "--config", config, "--app", Self.app, "--token", token, "--body", "check", "--dry-run"],
+        r = try await Run.herald(["send", "--config", config, "--app", Self.app, "--token", token, "--body", "check", "--dry-run"],
                            environment: ["HERALD_API_KEY": Self.key], directory: dir.path)
         #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
         #expect(r.stdout.contains("FCM accepts"), "\(r.stdout)")
         #expect(fcm.received.count == 2 && fcm.received.last?.validateOnly == true)
         fcm.updateFaults { $0.unregisteredTokens = [token] }
-        r = try Run.herald(["send", "--config", config, "--app", Self.app, "--token", token, "--body", "check", "--dry-run"],
+        r = try await Run.herald(["send", "--config", config, "--app", Self.app, "--token", token, "--body", "check", "--dry-run"],
                            environment: ["HERALD_API_KEY": Self.key], directory: dir.path)
         #expect(r.status == 1 && r.stdout.contains("FCM refuses") && r.stdout.contains("UNREGISTERED"), "\(r.stdout) \(r.stderr)")
     }

@@ -21,7 +21,7 @@ struct FCMSimulatorFixture {
         configure(&c)
         simulator = try FCMSimulator(configuration: c)
         try simulator.start()
-        let made = try simulator.makeServiceAccount()
+        let made = try simulator.makeServiceAccount(key: TestKeys.rsa)
         account = made.account
         let json = try JSONValue.parse(made.json)
         key = try RS256SigningKey(pem: json["private_key"]!.stringValue!)
@@ -39,24 +39,24 @@ struct FCMSimulatorFixture {
     }
 
     /// POSTs the assertion to the token endpoint.
-    func token(_ assertion: String, grant: String = "urn:ietf:params:oauth:grant-type:jwt-bearer") throws -> CurlResponse {
-        try Curl.one(simulator.tokenURI, ["-H", "content-type: application/x-www-form-urlencoded",
+    func token(_ assertion: String, grant: String = "urn:ietf:params:oauth:grant-type:jwt-bearer") async throws -> CurlResponse {
+        try await Curl.one(simulator.tokenURI, ["-H", "content-type: application/x-www-form-urlencoded",
                                           "--data-urlencode", "grant_type=\(grant)", "--data-urlencode", "assertion=\(assertion)"],
                      caFile: certificates.caFile)
     }
 
     /// A live access token.
-    func accessToken() throws -> String {
-        let r = try token(try assertion())
+    func accessToken() async throws -> String {
+        let r = try await token(try assertion())
         guard let t = r.json?["access_token"]?.stringValue else { throw TestSetupError("no access token: \(r.body)") }
         return t
     }
 
     /// POSTs a send body.
-    func send(_ body: String, accessToken: String?, project: String? = nil) throws -> CurlResponse {
+    func send(_ body: String, accessToken: String?, project: String? = nil) async throws -> CurlResponse {
         var args = ["-H", "content-type: application/json", "--data-binary", body]
         if let accessToken { args += ["-H", "authorization: Bearer \(accessToken)"] }
-        return try Curl.one(simulator.baseURL + "/v1/projects/\(project ?? account.projectID)/messages:send", args, caFile: certificates.caFile)
+        return try await Curl.one(simulator.baseURL + "/v1/projects/\(project ?? account.projectID)/messages:send", args, caFile: certificates.caFile)
     }
 }
 
@@ -75,10 +75,10 @@ extension CurlResponse {
 
 @Suite("FCM simulator: the token endpoint")
 struct FCMSimulatorTokenTests {
-    @Test func aGoodAssertionGetsABearerToken() throws {
+    @Test func aGoodAssertionGetsABearerToken() async throws {
         let fcm = try FCMSimulatorFixture()
         defer { fcm.stop() }
-        let r = try fcm.token(try fcm.assertion())
+        let r = try await fcm.token(try fcm.assertion())
         #expect(r.status == 200, "\(r.body)")
         #expect(r.json?["token_type"]?.stringValue == "Bearer")
         #expect(r.json?["expires_in"] == .number(3599))
@@ -86,10 +86,10 @@ struct FCMSimulatorTokenTests {
         #expect(fcm.simulator.counters.accessTokensIssued == 1)
     }
 
-    @Test func expiresInCanBeAString() throws {
+    @Test func expiresInCanBeAString() async throws {
         let fcm = try FCMSimulatorFixture { $0.expiresInAsString = true; $0.accessTokenLifetime = 120 }
         defer { fcm.stop() }
-        #expect(try fcm.token(try fcm.assertion()).json?["expires_in"] == .string("120"))
+        #expect(try await fcm.token(try fcm.assertion()).json?["expires_in"] == .string("120"))
     }
 
     struct Refusal: CustomStringConvertible, Sendable {
@@ -100,7 +100,7 @@ struct FCMSimulatorTokenTests {
     }
 
     static let refusals: [Refusal] = [
-        Refusal(name: "another key signed it", error: "invalid_grant") { try $0.assertion(key: try RS256SigningKey.generate()) },
+        Refusal(name: "another key signed it", error: "invalid_grant") { try $0.assertion(key: TestKeys.otherRSA) },
         Refusal(name: "another kid", error: "invalid_grant") { try $0.assertion(keyID: "0000") },
         Refusal(name: "unknown account", error: "invalid_grant") { try $0.assertion { $0["iss"] = "nobody@x.iam.gserviceaccount.com" } },
         Refusal(name: "wrong audience", error: "invalid_grant") { try $0.assertion { $0["aud"] = "https://oauth2.googleapis.com/token" } },
@@ -119,25 +119,25 @@ struct FCMSimulatorTokenTests {
     ]
 
     @Test(arguments: refusals)
-    func badAssertionsAreRefusedAsGoogleDoes(_ c: Refusal) throws {
+    func badAssertionsAreRefusedAsGoogleDoes(_ c: Refusal) async throws {
         let fcm = try FCMSimulatorFixture()
         defer { fcm.stop() }
-        let r = try fcm.token(try c.make(fcm))
+        let r = try await fcm.token(try c.make(fcm))
         #expect(r.status == 400, "\(r.body)")
         #expect(r.json?["error"]?.stringValue == c.error, "\(r.body)")
         #expect(r.json?["error_description"]?.stringValue?.isEmpty == false)
         #expect(fcm.simulator.counters.accessTokensIssued == 0)
     }
 
-    @Test func otherGrantsAndTheInvalidGrantFault() throws {
+    @Test func otherGrantsAndTheInvalidGrantFault() async throws {
         let fcm = try FCMSimulatorFixture()
         defer { fcm.stop() }
-        #expect(try fcm.token(try fcm.assertion(), grant: "client_credentials").json?["error"]?.stringValue == "unsupported_grant_type")
+        #expect(try await fcm.token(try fcm.assertion(), grant: "client_credentials").json?["error"]?.stringValue == "unsupported_grant_type")
         fcm.simulator.updateFaults { $0.tokenEndpointUnavailable = 1 }
-        #expect(try fcm.token(try fcm.assertion()).status == 503)
-        #expect(try fcm.token(try fcm.assertion()).status == 200)
+        #expect(try await fcm.token(try fcm.assertion()).status == 503)
+        #expect(try await fcm.token(try fcm.assertion()).status == 200)
         fcm.simulator.updateFaults { $0.invalidGrant = true }
-        let r = try fcm.token(try fcm.assertion())
+        let r = try await fcm.token(try fcm.assertion())
         #expect(r.status == 400 && r.json?["error"]?.stringValue == "invalid_grant")
     }
 }
@@ -175,10 +175,10 @@ struct FCMSimulatorSendTests {
     ]
 
     @Test(arguments: cases)
-    func checksWhatGoogleChecks(_ c: Case) throws {
+    func checksWhatGoogleChecks(_ c: Case) async throws {
         let fcm = try FCMSimulatorFixture()
         defer { fcm.stop() }
-        let r = try fcm.send(c.body, accessToken: try fcm.accessToken())
+        let r = try await fcm.send(c.body, accessToken: try fcm.accessToken())
         #expect(r.status == c.status, "\(r.body)")
         if c.status == 200 {
             #expect(r.json?["name"]?.stringValue?.hasPrefix("projects/\(fcm.account.projectID)/messages/0:") == true, "\(r.body)")
@@ -192,38 +192,38 @@ struct FCMSimulatorSendTests {
         }
     }
 
-    @Test func theMessageLimitIs4096BytesAtTheByte() throws {
+    @Test func theMessageLimitIs4096BytesAtTheByte() async throws {
         let fcm = try FCMSimulatorFixture()
         defer { fcm.stop() }
-        let access = try fcm.accessToken()
+        let access = try await fcm.accessToken()
         func message(_ n: Int) -> String { #"{"token":"\#(fcmToken)","data":{"k":"\#(String(repeating: "x", count: n))"}}"# }
         // The target does not count: 4096 bytes of {"data":{"k":"xx…"}}.
         let fits = 4096 - #"{"data":{"k":""}}"#.utf8.count
-        #expect(try fcm.send(#"{"message":\#(message(fits))}"#, accessToken: access).status == 200)
-        let r = try fcm.send(#"{"message":\#(message(fits + 1))}"#, accessToken: access)
+        #expect(try await fcm.send(#"{"message":\#(message(fits))}"#, accessToken: access).status == 200)
+        let r = try await fcm.send(#"{"message":\#(message(fits + 1))}"#, accessToken: access)
         #expect(r.status == 400 && r.fcmErrorCode == "INVALID_ARGUMENT" && r.text.contains("too big"), "\(r.body)")
         #expect(fcm.simulator.received.first?.bytes == 4096)
     }
 
-    @Test func accessTokensProjectsAndValidateOnly() throws {
+    @Test func accessTokensProjectsAndValidateOnly() async throws {
         let fcm = try FCMSimulatorFixture { $0.accessTokenLifetime = 60 }
         defer { fcm.stop() }
         let body = #"{"message":{"token":"\#(fcmToken)"}}"#
-        var r = try fcm.send(body, accessToken: nil)
+        var r = try await fcm.send(body, accessToken: nil)
         #expect(r.status == 401 && r.googleStatus == "UNAUTHENTICATED" && r.headers["www-authenticate"] != nil)
-        #expect(try fcm.send(body, accessToken: "ya29.made-up").status == 401)
-        let access = try fcm.accessToken()
-        r = try fcm.send(body, accessToken: access, project: "someone-else")
+        #expect(try await fcm.send(body, accessToken: "ya29.made-up").status == 401)
+        let access = try await fcm.accessToken()
+        r = try await fcm.send(body, accessToken: access, project: "someone-else")
         #expect(r.status == 403 && r.googleStatus == "PERMISSION_DENIED")
-        r = try fcm.send(#"{"validate_only":true,"message":{"token":"\#(fcmToken)"}}"#, accessToken: access)
+        r = try await fcm.send(#"{"validate_only":true,"message":{"token":"\#(fcmToken)"}}"#, accessToken: access)
         #expect(r.json?["name"]?.stringValue == "projects/\(fcm.account.projectID)/messages/fake_message_id")
         #expect(fcm.simulator.received.first?.validateOnly == true)
         #expect(fcm.simulator.counters.validateOnly == 1)
         fcm.clock.advance(by: 61)
-        #expect(try fcm.send(body, accessToken: access).status == 401)
+        #expect(try await fcm.send(body, accessToken: access).status == 401)
     }
 
-    @Test func faultsAnswerWithFcmErrorDetails() throws {
+    @Test func faultsAnswerWithFcmErrorDetails() async throws {
         let fcm = try FCMSimulatorFixture()
         defer { fcm.stop() }
         let a = "a" + fcmToken, b = "b" + fcmToken, c = "c" + fcmToken, d = "d" + fcmToken
@@ -233,15 +233,15 @@ struct FCMSimulatorSendTests {
             f.senderMismatchTokens = [c]
             f.thirdPartyAuthErrorTokens = [d]
         }
-        let access = try fcm.accessToken()
-        func send(_ token: String) throws -> CurlResponse { try fcm.send(#"{"message":{"token":"\#(token)"}}"#, accessToken: access) }
-        var r = try send(a)
+        let access = try await fcm.accessToken()
+        func send(_ token: String) async throws -> CurlResponse { try await fcm.send(#"{"message":{"token":"\#(token)"}}"#, accessToken: access) }
+        var r = try await send(a)
         #expect(r.status == 404 && r.googleStatus == "NOT_FOUND" && r.fcmErrorCode == "UNREGISTERED", "\(r.body)")
-        r = try send(b)
+        r = try await send(b)
         #expect(r.status == 400 && r.fcmErrorCode == "INVALID_ARGUMENT" && r.text.contains("registration token"))
-        r = try send(c)
+        r = try await send(c)
         #expect(r.status == 403 && r.fcmErrorCode == "SENDER_ID_MISMATCH")
-        r = try send(d)
+        r = try await send(d)
         #expect(r.status == 401 && r.fcmErrorCode == "THIRD_PARTY_AUTH_ERROR")
 
         fcm.simulator.updateFaults { f in
@@ -253,28 +253,28 @@ struct FCMSimulatorSendTests {
             f.serverErrorRetryAfter = 5
         }
         let ok = "e" + fcmToken
-        r = try send(ok)
+        r = try await send(ok)
         #expect(r.status == 401 && r.fcmErrorCode == nil)
-        r = try send(ok)
+        r = try await send(ok)
         #expect(r.status == 429 && r.fcmErrorCode == "QUOTA_EXCEEDED" && r.headers["retry-after"] == "30")
         fcm.simulator.updateFaults { $0.quotaRetryAfter = nil }
-        r = try send(ok)
+        r = try await send(ok)
         #expect(r.status == 429 && r.headers["retry-after"] == nil)
-        r = try send(ok)
+        r = try await send(ok)
         #expect(r.status == 500 && r.fcmErrorCode == "INTERNAL" && r.headers["retry-after"] == "5")
-        r = try send(ok)
+        r = try await send(ok)
         #expect(r.status == 503 && r.fcmErrorCode == "UNAVAILABLE" && r.headers["retry-after"] == "5")
-        #expect(try send(ok).status == 200)
+        #expect(try await send(ok).status == 200)
         #expect(fcm.simulator.counters.errors["QUOTA_EXCEEDED"] == 2)
     }
 
-    @Test func recordsAcceptedSendsWithoutTheAccessToken() throws {
+    @Test func recordsAcceptedSendsWithoutTheAccessToken() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let fcm = try FCMSimulatorFixture { $0.recordFile = dir.file("record.jsonl") }
         defer { fcm.stop() }
-        let access = try fcm.accessToken()
-        #expect(try fcm.send(#"{"message":{"token":"\#(fcmToken)","data":{"herald_id":"n1"}}}"#, accessToken: access).status == 200)
+        let access = try await fcm.accessToken()
+        #expect(try await fcm.send(#"{"message":{"token":"\#(fcmToken)","data":{"herald_id":"n1"}}}"#, accessToken: access).status == 200)
         fcm.stop()
         let text = try String(contentsOfFile: dir.file("record.jsonl"), encoding: .utf8)
         let line = try JSONValue.parse(String(text.split(separator: "\n").first ?? ""))

@@ -24,8 +24,12 @@ public struct FCMServiceAccount: Sendable {
     /// (`type`, `project_id`, `private_key_id`, `private_key`, `client_email`, `client_id`,
     /// `auth_uri`, `token_uri`, as Google's console writes it) with `token_uri` as given.
     /// - Important: the JSON holds the private key; write it only where tests or the operator want it.
-    public static func generate(projectID: String, clientEmail: String? = nil, tokenURI: String) throws(CryptoError) -> (account: FCMServiceAccount, json: String) {
-        let key = try RS256SigningKey.generate(bits: 2048)
+    /// - Parameter key: the account's key; a new 2048-bit one when nil (tests pass one they made
+    ///   once: each new key costs 0.1–1 s of CPU).
+    public static func generate(projectID: String, clientEmail: String? = nil, tokenURI: String,
+                                key given: RS256SigningKey? = nil) throws(CryptoError) -> (account: FCMServiceAccount, json: String) {
+        let key: RS256SigningKey
+        if let given { key = given } else { key = try RS256SigningKey.generate(bits: 2048) }
         let keyID = randomHex(20)
         let email = clientEmail ?? "herald-sim-\(randomHex(4))@\(projectID).iam.gserviceaccount.com"
         let account = FCMServiceAccount(projectID: projectID, clientEmail: email, privateKeyID: keyID, publicKey: key.verifyingKey)

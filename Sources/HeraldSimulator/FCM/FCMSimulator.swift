@@ -105,10 +105,11 @@ public final class FCMSimulator: Sendable {
     /// A new service account of ``Configuration/projectID`` whose `token_uri` is this simulator
     /// (call after ``start()``), registered unless `register` is false (an account Google does
     /// not know: its assertions get `invalid_grant`).
-    public func makeServiceAccount(clientEmail: String? = nil, register: Bool = true) throws(FCMSimulatorError) -> (account: FCMServiceAccount, json: String) {
+    public func makeServiceAccount(clientEmail: String? = nil, register: Bool = true,
+                                   key: RS256SigningKey? = nil) throws(FCMSimulatorError) -> (account: FCMServiceAccount, json: String) {
         let made: (account: FCMServiceAccount, json: String)
         do {
-            made = try FCMServiceAccount.generate(projectID: configuration.projectID, clientEmail: clientEmail, tokenURI: tokenURI)
+            made = try FCMServiceAccount.generate(projectID: configuration.projectID, clientEmail: clientEmail, tokenURI: tokenURI, key: key)
         } catch {
             throw FCMSimulatorError("cannot make an RSA key: \(error.message)")
         }
@@ -118,8 +119,8 @@ public final class FCMSimulator: Sendable {
 
     /// Writes a new registered service account to `path` (mode 0600) and returns it.
     @discardableResult
-    public func writeServiceAccount(to path: String, register: Bool = true) throws(FCMSimulatorError) -> FCMServiceAccount {
-        let made = try makeServiceAccount(register: register)
+    public func writeServiceAccount(to path: String, register: Bool = true, key: RS256SigningKey? = nil) throws(FCMSimulatorError) -> FCMServiceAccount {
+        let made = try makeServiceAccount(register: register, key: key)
         do {
             try Data(made.json.utf8).write(to: URL(fileURLWithPath: path))
             try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
