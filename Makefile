@@ -22,9 +22,11 @@ run: build
 
 ## test: bootstrap (with Synapse for the Matrix gateway test and Chromium for the demo page test), build, and run the whole test suite.
 # The suites that load the whole machine (1,100 slow connections, 1,000 streams, the benchmarks' smoke runs, which
-# wait on child processes from the test threads) or wait on a test
+# wait on child processes from the test threads), need a node under strace to keep up (DatabaseOutageTests), count how
+# many accepts share a commit (SQLiteDeliveryQueueTests), saw a first Matrix notify go unanswered under the full load
+# (MatrixGatewayLimitsTests, not yet explained) or wait on a test
 # clock's sleepers run on their own after the rest, so that neither slows the other past its bounds.
-ALONE := FrontDoorTests|HangUpWatcherTests|StreamHubAckTests|HeraldBenchTests
+ALONE := FrontDoorTests|HangUpWatcherTests|StreamHubAckTests|HeraldBenchTests|DatabaseOutageTests|MatrixGatewayLimitsTests|SQLiteDeliveryQueueTests
 test:
 	@scripts/bootstrap.sh --with-synapse --with-chromium
 	$(SWIFT) test --skip '$(ALONE)'

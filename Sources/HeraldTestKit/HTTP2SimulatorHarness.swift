@@ -89,7 +89,7 @@ public enum TestJWT {
         defer { dir.remove() }
         let inputFile = try dir.write("input", input)
         let signatureFile = dir.file("signature.der")
-        let result = try Run.program("/usr/bin/openssl", ["dgst", "-sha256", "-sign", keyFile, "-out", signatureFile, inputFile])
+        let result = try Run.blocking("/usr/bin/openssl", ["dgst", "-sha256", "-sign", keyFile, "-out", signatureFile, inputFile])
         guard result.status == 0 else { throw TestSetupError("openssl dgst -sign failed: \(result.stderr)") }
         let der = [UInt8](try Data(contentsOf: URL(fileURLWithPath: signatureFile)))
         guard let raw = rawSignature(fromDER: der) else { throw TestSetupError("openssl wrote an unexpected signature") }

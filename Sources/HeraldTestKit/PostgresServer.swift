@@ -18,10 +18,18 @@ public final class PostgresServer: Sendable {
     private let data: String
 
     /// The shared server, started on the first call.
-    public static func shared() throws -> PostgresServer { try started.get() }
+    public static func shared() async throws -> PostgresServer { try await offPool { try started.get() } }
 
     /// A server of its own (for a test that stops it), stopped when the process exits.
-    public static func startPrivate() throws(TestSetupError) -> PostgresServer { try PostgresServer() }
+    public static func startPrivate() async throws -> PostgresServer { try await offPool { try PostgresServer() } }
+
+    /// Runs `body` on a thread of its own: the server's commands wait on child processes, which
+    /// must not hold one of the few threads of Swift's pool that the daemons under test need.
+    static func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+        }
+    }
 
     private static let started: Result<PostgresServer, TestSetupError> = {
         do throws(TestSetupError) { return .success(try PostgresServer()) } catch { return .failure(error) }
@@ -59,7 +67,11 @@ public final class PostgresServer: Sendable {
     }
 
     /// A new empty database; returns its connection URI (user `herald`, no password).
-    public func createDatabase() throws -> String {
+    public func createDatabase() async throws -> String {
+        try await Self.offPool { try self.createDatabaseBlocking() }
+    }
+
+    private func createDatabaseBlocking() throws -> String {
         let name = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
         let r = try Self.shell(["\(bin)/psql", "-h", "127.0.0.1", "-p", String(port), "-U", "herald", "-d", "postgres", "-v", "ON_ERROR_STOP=1",
                                 "-c", "CREATE DATABASE \(name)"])
@@ -72,7 +84,11 @@ public final class PostgresServer: Sendable {
 
     /// Runs SQL with psql against `database`; returns stdout (unaligned, tuples only). Bounded:
     /// psql is killed after a minute (a test then fails rather than hangs).
-    public func query(_ database: String, _ sql: String) throws -> String {
+    public func query(_ database: String, _ sql: String) async throws -> String {
+        try await Self.offPool { try self.queryBlocking(database, sql) }
+    }
+
+    private func queryBlocking(_ database: String, _ sql: String) throws -> String {
         let r = try Self.shell(["/usr/bin/timeout", "-k", "5", "60", "\(bin)/psql", "-h", "127.0.0.1", "-p", String(port), "-U", "herald", "-d", database, "-At",
                                 "-v", "ON_ERROR_STOP=1", "-c", sql])
         guard r.status == 0 else { throw TestSetupError("psql failed: \(r.stdout)") }
@@ -80,13 +96,21 @@ public final class PostgresServer: Sendable {
     }
 
     /// Stops the server (fast shutdown: connections are cut), for tests of the database going away.
-    public func stop() throws {
+    public func stop() async throws {
+        try await Self.offPool { try self.stopBlocking() }
+    }
+
+    private func stopBlocking() throws {
         let r = try Self.asOwner(["\(bin)/pg_ctl", "-D", data, "-m", "fast", "-w", "stop"])
         guard r.status == 0 else { throw TestSetupError("pg_ctl stop failed: \(r.stderr)") }
     }
 
     /// Starts the server again on the same port after ``stop()``.
-    public func restart() throws {
+    public func restart() async throws {
+        try await Self.offPool { try self.restartBlocking() }
+    }
+
+    private func restartBlocking() throws {
         let r = try Self.asOwner(["\(bin)/pg_ctl", "-D", data, "-l", folder + "/server.log", "-w", "-t", "60", "-o",
                                   "-p \(port) -k \(folder) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300", "start"])
         guard r.status == 0 else { throw TestSetupError("pg_ctl start failed: \(r.stderr)") }

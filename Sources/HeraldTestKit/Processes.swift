@@ -17,40 +17,72 @@ public enum Run {
     /// - Parameters:
     ///   - environment: added to (and overriding) the current environment.
     ///   - stdin: text written to the program's standard input.
+    ///
+    /// Waits on a thread of its own: a test waiting on a child must not hold one of the few
+    /// threads of Swift's pool (two on a 2-core machine), which the daemons and servers under
+    /// test in the same process need for their own tasks.
     public static func program(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
-                               directory: String? = nil, stdin: String? = nil) throws -> ProcessResult {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
-        let out = Pipe(), err = Pipe(), input = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = input
-        try process.run()
-        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-        try? input.fileHandleForWriting.close()
-        // Read both pipes concurrently so a full pipe cannot block the child.
-        let errData = Locked<Data>(Data())
-        let group = DispatchGroup()
-        group.enter()
-        DispatchQueue.global().async {
-            let d = err.fileHandleForReading.readDataToEndOfFile()
-            errData.withLock { $0 = d }
-            group.leave()
+                               directory: String? = nil, stdin: String? = nil) async throws -> ProcessResult {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ProcessResult, any Error>) in
+            Thread.detachNewThread {
+                continuation.resume(with: Result {
+                    try blocking(executable, arguments, environment: environment, directory: directory, stdin: stdin)
+                })
+            }
         }
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
-        group.wait()
-        process.waitUntilExit()
-        return ProcessResult(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                             stderr: String(decoding: errData.withLock { $0 }, as: UTF8.self))
+    }
+
+    /// ``program(_:_:environment:directory:stdin:)`` on the calling thread, for callers that are
+    /// not async (fixtures' one-time set-up).
+    public static func blocking(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+                                directory: String? = nil, stdin: String? = nil) throws -> ProcessResult {
+        // posix_spawn and files, not Foundation's Process and pipes: Process watches each child
+        // and pipe with Dispatch sources, and many launched at once from several threads crashed
+        // Dispatch's event loop (a source on a descriptor that was closed and reused).
+        let base = "/tmp/herald-run-\(getpid())-\(UUID().uuidString.prefix(12))"
+        let inFile = base + ".in", outFile = base + ".out", errFile = base + ".err"
+        defer { for f in [inFile, outFile, errFile] { unlink(f) } }
+        guard FileManager.default.createFile(atPath: inFile, contents: Data((stdin ?? "").utf8)) else {
+            throw TestSetupError("cannot write \(inFile)")
+        }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var none = sigset_t(), all = sigset_t()
+        sigemptyset(&none)
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, inFile, O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outFile, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, errFile, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        // The working directory through env(1) (coreutils' -C): glibc's addchdir is not in every header.
+        let command = directory.map { ["/usr/bin/env", "-C", $0, executable] } ?? [executable]
+        let argv: [UnsafeMutablePointer<CChar>?] = (command + arguments).map { strdup($0) } + [nil]
+        let merged = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        let envp: [UnsafeMutablePointer<CChar>?] = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, command[0], &actions, &attributes, argv, envp)
+        guard rc == 0 else { throw TestSetupError("cannot start \(executable): \(String(cString: strerror(rc)))") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        // WIFEXITED / WEXITSTATUS / WTERMSIG, spelled out (the macros are not imported): the exit
+        // code, or the signal's number as Foundation's `terminationStatus` gives it.
+        let code: Int32 = (status & 0x7f) == 0 ? (status >> 8) & 0xff : status & 0x7f
+        let out = FileManager.default.contents(atPath: outFile) ?? Data()
+        let err = FileManager.default.contents(atPath: errFile) ?? Data()
+        return ProcessResult(status: code, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self))
     }
 
     /// Runs the built `herald` binary.
     public static func herald(_ arguments: [String], environment: [String: String] = [:], directory: String? = nil,
-                              stdin: String? = nil) throws -> ProcessResult {
-        try program(PackagePaths.heraldBinary, arguments, environment: environment, directory: directory, stdin: stdin)
+                              stdin: String? = nil) async throws -> ProcessResult {
+        try await program(PackagePaths.heraldBinary, arguments, environment: environment, directory: directory, stdin: stdin)
     }
 }
 

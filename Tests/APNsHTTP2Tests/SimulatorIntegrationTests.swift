@@ -281,7 +281,7 @@ struct TransportFixture {
         // A key APNs does not know: 403 InvalidProviderToken, not retried.
         let other = try TemporaryDirectory()
         defer { other.remove() }
-        _ = try Run.program("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", other.file("k.p8")])
+        _ = try await Run.program("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", other.file("k.p8")])
         let stranger = try f.transport(engine: engine, ["keyFile": .string(other.file("k.p8"))])
         try await stranger.start()
         let refused = await stranger.deliver([TransportFixture.delivery(1)])

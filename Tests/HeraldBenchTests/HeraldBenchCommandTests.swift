@@ -7,30 +7,30 @@ import Testing
 @Suite struct HeraldBenchCommandTests {
     static var bench: String { PackagePaths.executable("herald-bench") }
 
-    @Test func listsEveryBenchmarkAndAnswersHelp() throws {
-        let overview = try Run.program(Self.bench, ["--help"])
+    @Test func listsEveryBenchmarkAndAnswersHelp() async throws {
+        let overview = try await Run.program(Self.bench, ["--help"])
         #expect(overview.status == 0)
         for name in ["apns-http2", "apns-binary", "crypto", "stream", "stream-http", "stream-client"] {
             #expect(overview.stdout.contains("\n  \(name) "), "\(name) missing from: \(overview.stdout)")
         }
-        let help = try Run.program(Self.bench, ["apns-binary", "--help"])
+        let help = try await Run.program(Self.bench, ["apns-binary", "--help"])
         #expect(help.status == 0 && help.stdout.contains("Usage: herald-bench apns-binary [--n N] [--rounds R]"), "\(help.stdout)")
-        let bad = try Run.program(Self.bench, ["apns-binary", "--format", "nope"])
+        let bad = try await Run.program(Self.bench, ["apns-binary", "--format", "nope"])
         #expect(bad.status == 2 && bad.stderr.contains("herald-bench apns-binary: --format: expected frame, enhanced or simple"), "\(bad.stderr)")
-        let unknown = try Run.program(Self.bench, ["crypt"])
+        let unknown = try await Run.program(Self.bench, ["crypt"])
         #expect(unknown.status == 2 && unknown.stderr.contains("did you mean \"crypto\"?"), "\(unknown.stderr)")
     }
 
-    @Test func theProductionBinaryPointsToIt() throws {
-        let moved = try Run.herald(["bench", "crypto"])
+    @Test func theProductionBinaryPointsToIt() async throws {
+        let moved = try await Run.herald(["bench", "crypto"])
         #expect(moved.status == 2 && moved.stderr.contains("herald-bench"), "\(moved.stderr)")
-        #expect(try !Run.herald(["--help"]).stdout.contains("bench"))
+        #expect(try await !Run.herald(["--help"]).stdout.contains("bench"))
     }
 
-    @Test func aBenchmarkStartsTheHeraldBesideIt() throws {
+    @Test func aBenchmarkStartsTheHeraldBesideIt() async throws {
         let work = try TemporaryDirectory()
         defer { work.remove() }
-        let run = try Run.program(Self.bench, ["apns-binary", "--n", "1000", "--rounds", "1", "--work", work.path, "--json"],
+        let run = try await Run.program(Self.bench, ["apns-binary", "--n", "1000", "--rounds", "1", "--work", work.path, "--json"],
                                   environment: ["HERALD": PackagePaths.heraldBinary])
         #expect(run.status == 0, "\(run.stderr)")
         let figures = try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any]

@@ -16,18 +16,18 @@ import Testing
         return Double(before.trimmingCharacters(in: CharacterSet(charactersIn: "()×")))
     }
 
-    @Test func bothAreListed() throws {
-        let overview = try Run.program(Self.bench, ["--help"])
+    @Test func bothAreListed() async throws {
+        let overview = try await Run.program(Self.bench, ["--help"])
         #expect(overview.status == 0)
         #expect(overview.stdout.contains("\n  webpush ") && overview.stdout.contains("\n  fcm "), "\(overview.stdout)")
-        let bad = try Run.program(Self.bench, ["fcm", "--n", "5"])
+        let bad = try await Run.program(Self.bench, ["fcm", "--n", "5"])
         #expect(bad.status == 2 && bad.stderr.contains("--n"), "\(bad.stderr)")
     }
 
-    @Test func webpushPrintsItsFigures() throws {
+    @Test func webpushPrintsItsFigures() async throws {
         let work = try TemporaryDirectory()
         defer { work.remove() }
-        let run = try Run.program(Self.bench, ["webpush", "--n", "60", "--subscriptions", "7", "--streams", "10", "--seconds", "1", "--work", work.path],
+        let run = try await Run.program(Self.bench, ["webpush", "--n", "60", "--subscriptions", "7", "--streams", "10", "--seconds", "1", "--work", work.path],
                                   environment: ["HERALD": PackagePaths.heraldBinary])
         #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
         let rate = figure(run.stdout, "herald webpush", "notifications/s")
@@ -40,10 +40,10 @@ import Testing
         #expect(!run.stdout.contains("not delivered"), "\(run.stdout)")
     }
 
-    @Test func fcmPrintsItsFigures() throws {
+    @Test func fcmPrintsItsFigures() async throws {
         let work = try TemporaryDirectory()
         defer { work.remove() }
-        let run = try Run.program(Self.bench, ["fcm", "--n", "200", "--streams", "10", "--work", work.path],
+        let run = try await Run.program(Self.bench, ["fcm", "--n", "200", "--streams", "10", "--work", work.path],
                                   environment: ["HERALD": PackagePaths.heraldBinary])
         #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
         #expect(figure(run.stdout, "h2load", "req/s").map { $0 > 0 } == true, "\(run.stdout)")

@@ -8,7 +8,7 @@ import Testing
 /// Herald app has no route for its tokens.
 @Suite struct MatrixCheckTests {
     /// One app routed to a production-only APNs transport (never contacted by `check`).
-    func check(_ matrix: String) throws -> ProcessResult {
+    func check(_ matrix: String) async throws -> ProcessResult {
         let dir = try TemporaryDirectory(prefix: "herald-matrix-check")
         defer { dir.remove() }
         let certs = try TestCertificates.shared()
@@ -19,24 +19,24 @@ import Testing
                                      "teamId": "\(certs.teamID)"}},
              "matrix": \(matrix)}
             """)
-        return try Run.herald(["check", "--config", config])
+        return try await Run.herald(["check", "--config", config])
     }
 
-    @Test func summaryNamesListenerAndAppIDs() throws {
-        let r = try check(#"{"listen": "127.0.0.1:8090", "apps": {"im.vector.app.ios.prod": {"app": "com.example.app", "defaultPayload": {"aps": {"mutable-content": 1}}}}}"#)
+    @Test func summaryNamesListenerAndAppIDs() async throws {
+        let r = try await check(#"{"listen": "127.0.0.1:8090", "apps": {"im.vector.app.ios.prod": {"app": "com.example.app", "defaultPayload": {"aps": {"mutable-content": 1}}}}}"#)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.contains("matrix: POST /_matrix/push/v1/notify on 127.0.0.1:8090, maxBodyBytes=131072 maxRequestsPerSecond=1000"))
         #expect(r.stdout.contains(#"im.vector.app.ios.prod → app com.example.app (production, transport prod) defaultPayload={"aps":{"mutable-content":1}}"#))
     }
 
-    @Test func errorsNameTheirPath() throws {
-        let r = try check(#"{"apps": {"im.vector.app.ios.prod": {"app": "com.example.app", "defaultPayload": {"aps": {"url-args": []}}}}}"#)
+    @Test func errorsNameTheirPath() async throws {
+        let r = try await check(#"{"apps": {"im.vector.app.ios.prod": {"app": "com.example.app", "defaultPayload": {"aps": {"url-args": []}}}}}"#)
         #expect(r.status == 3)
         #expect(r.stderr.contains(#"matrix.apps["im.vector.app.ios.prod"].defaultPayload.aps.url-args: Herald does not send this aps key"#), "\(r.stderr)")
     }
 
-    @Test func anAppIDWithoutARouteFails() throws {
-        let r = try check(#"{"apps": {"im.vector.app.ios.dev": {"app": "com.example.app", "environment": "sandbox"}}}"#)
+    @Test func anAppIDWithoutARouteFails() async throws {
+        let r = try await check(#"{"apps": {"im.vector.app.ios.dev": {"app": "com.example.app", "environment": "sandbox"}}}"#)
         #expect(r.status != 0)
         #expect(r.stderr.contains("app com.example.app has no route for sandbox tokens"), "\(r.stderr)")
     }

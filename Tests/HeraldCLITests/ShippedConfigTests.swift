@@ -9,17 +9,17 @@ import Testing
 @Suite(.serialized) struct ShippedConfigTests {
     /// A copy of config.json in a temporary folder with var/certs made, and the APNs endpoint
     /// moved to `port` and its engine set to `engine` (the only changes).
-    func shippedCopy(apnsPort: Int? = nil, engine: String? = nil) throws -> (TemporaryDirectory, String) {
+    func shippedCopy(apnsPort: Int? = nil, engine: String? = nil) async throws -> (TemporaryDirectory, String) {
         let dir = try TemporaryDirectory(prefix: "herald-shipped")
         do {
-            return (dir, try write(to: dir, apnsPort: apnsPort, engine: engine))
+            return await (dir, try write(to: dir, apnsPort: apnsPort, engine: engine))
         } catch {
             dir.remove()
             throw error
         }
     }
 
-    private func write(to dir: TemporaryDirectory, apnsPort: Int?, engine: String?) throws -> String {
+    private func write(to dir: TemporaryDirectory, apnsPort: Int?, engine: String?) async throws -> String {
         var text = try String(contentsOfFile: PackagePaths.root + "/config.json", encoding: .utf8)
         if let apnsPort {
             #expect(text.contains("\"https://127.0.0.1:2197\""))
@@ -30,15 +30,15 @@ import Testing
             text = text.replacingOccurrences(of: "\"type\": \"apns-http2\", ", with: "\"type\": \"apns-http2\", \"engine\": \"\(engine)\", ")
         }
         let config = try dir.write("config.json", text)
-        let made = try Run.program("/bin/bash", [PackagePaths.root + "/scripts/make-test-certs.sh", dir.file("var/certs")])
+        let made = try await Run.program("/bin/bash", [PackagePaths.root + "/scripts/make-test-certs.sh", dir.file("var/certs")])
         #expect(made.status == 0, "\(made.stderr)")
         return config
     }
 
-    @Test func checkAcceptsTheShippedConfig() throws {
-        let (dir, config) = try shippedCopy()
+    @Test func checkAcceptsTheShippedConfig() async throws {
+        let (dir, config) = try await shippedCopy()
         defer { dir.remove() }
-        let result = try Run.herald(["check", "--config", config], environment: ["HERALD_API_KEY": "a-long-enough-test-key", "HERALD_CLIENT_SECRET": "a-client-secret-of-32-bytes-or-more"])
+        let result = try await Run.herald(["check", "--config", config], environment: ["HERALD_API_KEY": "a-long-enough-test-key", "HERALD_CLIENT_SECRET": "a-client-secret-of-32-bytes-or-more"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stderr.isEmpty, "warnings: \(result.stderr)")
         #expect(result.stdout.contains("apns: apns-http2 sandbox https://127.0.0.1:2197, token auth key ABC123DEFG team DEF123GHIJ, engine curl"))
@@ -55,7 +55,7 @@ import Testing
         ])
         defer { simulator.terminate() }
         let port = try #require(await simulator.listeningPort())
-        let (dir, config) = try shippedCopy(apnsPort: port, engine: engine)
+        let (dir, config) = try await shippedCopy(apnsPort: port, engine: engine)
         defer { dir.remove() }
         // The shipped config trusts var/certs/ca.pem: use the CA that signed the simulator's certificate.
         try FileManager.default.removeItem(atPath: dir.file("var/certs/ca.pem"))
@@ -64,11 +64,11 @@ import Testing
         try FileManager.default.copyItem(atPath: certsDir.authKey, toPath: dir.file("var/certs/AuthKey_ABC123DEFG.p8"))
         let env = ["HERALD_API_KEY": "a-long-enough-test-key", "HERALD_CLIENT_SECRET": "a-client-secret-of-32-bytes-or-more"]
         let token = String(repeating: "7e", count: 32)
-        let add = try Run.herald(["devices", "add", "--config", config, "--app", "com.example.app", "--user", "alice", "--token", token],
+        let add = try await Run.herald(["devices", "add", "--config", config, "--app", "com.example.app", "--user", "alice", "--token", token],
                                  environment: env)
         #expect(add.status == 0, "\(add.stderr)")
         #expect(add.stdout.contains("transport apns, sandbox"))
-        let send = try Run.herald(["send", "--config", config, "--app", "com.example.app", "--user", "alice",
+        let send = try await Run.herald(["send", "--config", config, "--app", "com.example.app", "--user", "alice",
                                    "--title", "Hello", "--body", "from the shipped config", "--json"], environment: env)
         #expect(send.status == 0, "\(send.stderr)")
         let line = try JSONValue.parse(try #require(send.lines.first))
@@ -134,7 +134,7 @@ import Testing
         defer { daemon.terminate() }
         let line = await daemon.waitForLine(containing: "gorush API listening on")
         let gorushPort = try #require(line.flatMap { $0.split(separator: ":").last.flatMap { Int($0) } }, "\(daemon.stderr)")
-        let push = try Run.program("/usr/bin/curl", ["-s", "-d", body, "http://127.0.0.1:\(gorushPort)/api/push"])
+        let push = try await Run.program("/usr/bin/curl", ["-s", "-d", body, "http://127.0.0.1:\(gorushPort)/api/push"])
         #expect(push.stdout == #"{"success":"ok","counts":1,"logs":[]}"#, "\(push.stdout)\(push.stderr)\(daemon.stderr)")
         let delivered = await eventually(timeout: 30) {
             ((try? String(contentsOfFile: record, encoding: .utf8)) ?? "").contains(#""token":"\#(token)""#)
@@ -173,12 +173,12 @@ import Testing
         let apiPort = try #require(port(await daemon.waitForLine(containing: "herald: listening on")), "\(daemon.stderr)")
 
         // As the README does first: the demo user's device, through the API.
-        let registered = try Run.program("/usr/bin/curl", ["-s", "-H", "Authorization: Bearer \(key)", "-H", "Content-Type: application/json", "-d",
+        let registered = try await Run.program("/usr/bin/curl", ["-s", "-H", "Authorization: Bearer \(key)", "-H", "Content-Type: application/json", "-d",
                                                           #"{"app":"com.example.app","user":"demo-user","token":"\#(demoDevice)"}"#,
                                                           "http://127.0.0.1:\(apiPort)/v1/devices"])
         #expect(registered.stdout.contains(#""change":"created""#), "\(registered.stdout)\(registered.stderr)")
         // The Matrix example, verbatim but for the port.
-        let notify = try Run.program("/usr/bin/curl", ["-s", "-d", body, "http://127.0.0.1:\(matrixPort)/_matrix/push/v1/notify"])
+        let notify = try await Run.program("/usr/bin/curl", ["-s", "-d", body, "http://127.0.0.1:\(matrixPort)/_matrix/push/v1/notify"])
         #expect(notify.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == #"{"rejected":[]}"#, "\(notify.stdout)\(notify.stderr)")
         let received = await eventually(timeout: 20) {
             ((try? String(contentsOfFile: record, encoding: .utf8)) ?? "").contains(#""token":"\#(device)""#)
@@ -211,7 +211,7 @@ import Testing
         ])
         defer { simulator.terminate() }
         let port = try #require(await simulator.listeningPort())
-        let (dir, _) = try shippedCopy(apnsPort: port)
+        let (dir, _) = try await shippedCopy(apnsPort: port)
         defer { dir.remove() }
         try FileManager.default.removeItem(atPath: dir.file("var/certs/ca.pem"))
         try FileManager.default.copyItem(atPath: certs.caFile, toPath: dir.file("var/certs/ca.pem"))
@@ -225,7 +225,7 @@ import Testing
                                                    withDestinationPath: URL(fileURLWithPath: PackagePaths.heraldBinary).deletingLastPathComponent().path)
         var script = "unset HERALD_API_KEY HERALD_CLIENT_SECRET HERALD_CONFIG\n" + setup + "\n"
         for line in commands { script += line + "\necho \"EXIT $?\" >&2\n" }
-        let run = try Run.program("/bin/bash", ["-c", script], directory: dir.path)
+        let run = try await Run.program("/bin/bash", ["-c", script], directory: dir.path)
         let codes = run.stderr.split(separator: "\n").filter { $0.hasPrefix("EXIT ") }.compactMap { Int32($0.dropFirst(5)) }
         #expect(codes.count == commands.count, "\(run.stderr)")
         for (line, code) in zip(commands, codes) {

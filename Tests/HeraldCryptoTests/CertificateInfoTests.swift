@@ -19,10 +19,10 @@ import Testing
         #expect(abs(info.notBefore.timeIntervalSinceNow) < 86_400 * 366)  // issued recently, not epoch 0
     }
 
-    @Test func datesAgreeWithTheOpenSSLTool() throws {
+    @Test func datesAgreeWithTheOpenSSLTool() async throws {
         let certs = try TestCertificates.shared()
         let info = try CertificateInfo.load(pemFile: certs.clientCertificate)
-        let out = try openssl(["x509", "-in", certs.clientCertificate, "-noout", "-enddate", "-dateopt", "iso_8601"]).stdout
+        let out = try await openssl(["x509", "-in", certs.clientCertificate, "-noout", "-enddate", "-dateopt", "iso_8601"]).stdout
         // notAfter=2036-11-26 12:00:00Z
         let text = try #require(out.split(separator: "=").last).trimmingCharacters(in: .whitespacesAndNewlines)
         let formatter = DateFormatter()
@@ -41,11 +41,11 @@ import Testing
         #expect(!info.isDevelopment && !info.isProduction)
     }
 
-    @Test func uidIsTheTopicWhenTheExtensionIsAbsent() throws {
+    @Test func uidIsTheTopicWhenTheExtensionIsAbsent() async throws {
         let certs = try TestCertificates.shared()
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let result = try openssl(["req", "-x509", "-new", "-key", certs.clientKey, "-days", "30",
+        let result = try await openssl(["req", "-x509", "-new", "-key", certs.clientKey, "-days", "30",
                                   "-subj", "/UID=com.example.mdm/CN=APSP:1234, Inc+OU=x", "-out", dir.file("mdm.pem")])
         #expect(result.status == 0, "\(result.stderr)")
         let info = try CertificateInfo.load(pemFile: dir.file("mdm.pem"))
@@ -54,11 +54,11 @@ import Testing
         #expect(info.subject == #"UID=com.example.mdm, OU=x+CN=APSP:1234\, Inc"#)
     }
 
-    @Test func readsDERCertificatesToo() throws {
+    @Test func readsDERCertificatesToo() async throws {
         let certs = try TestCertificates.shared()
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        _ = try openssl(["x509", "-in", certs.clientCertificate, "-outform", "DER", "-out", dir.file("aps.cer")])
+        _ = try await openssl(["x509", "-in", certs.clientCertificate, "-outform", "DER", "-out", dir.file("aps.cer")])
         #expect(try CertificateInfo.load(pemFile: dir.file("aps.cer")) == CertificateInfo.load(pemFile: certs.clientCertificate))
     }
 

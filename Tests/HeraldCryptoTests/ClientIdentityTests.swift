@@ -7,12 +7,12 @@ import Testing
     static let expectedSubject = "UID=com.example.app, CN=Apple Push Services: com.example.app, OU=DEF123GHIJ, O=Herald Tests, C=US"
 
     /// The identity's key PEM holds the same key as `keyFile` (checked by the openssl tool).
-    func keyMatches(_ identity: ClientIdentity, _ keyFile: String) throws -> Bool {
+    func keyMatches(_ identity: ClientIdentity, _ keyFile: String) async throws -> Bool {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let written = try dir.write("key.pem", String(decoding: identity.privateKeyPEM, as: UTF8.self))
-        let ours = try openssl(["pkey", "-in", written, "-pubout"])
-        let theirs = try openssl(["pkey", "-in", keyFile, "-pubout"])
+        let ours = try await openssl(["pkey", "-in", written, "-pubout"])
+        let theirs = try await openssl(["pkey", "-in", keyFile, "-pubout"])
         return ours.status == 0 && !ours.stdout.isEmpty && ours.stdout == theirs.stdout
     }
 
@@ -20,25 +20,25 @@ import Testing
         String(decoding: bytes, as: UTF8.self).components(separatedBy: "-----BEGIN \(label)-----").count - 1
     }
 
-    @Test func loadsPEMPair() throws {
+    @Test func loadsPEMPair() async throws {
         let certs = try TestCertificates.shared()
         let identity = try ClientIdentity.load(certificateFile: certs.clientCertificate, keyFile: certs.clientKey, passphrase: nil)
         #expect(identity.certificate.subject == Self.expectedSubject)
         #expect(pemCount(identity.certificatePEM, "CERTIFICATE") == 1)
         #expect(pemCount(identity.privateKeyPEM, "PRIVATE KEY") == 1)
-        #expect(try keyMatches(identity, certs.clientKey))
+        #expect(try await keyMatches(identity, certs.clientKey))
         let original = try String(contentsOfFile: certs.clientCertificate, encoding: .utf8)
         #expect(String(decoding: identity.certificatePEM, as: UTF8.self) == original)
     }
 
-    @Test func loadsCombinedPEM() throws {
+    @Test func loadsCombinedPEM() async throws {
         let certs = try TestCertificates.shared()
         let identity = try ClientIdentity.load(certificateFile: certs.clientCombined, keyFile: nil, passphrase: nil)
         #expect(identity.certificate.uid == "com.example.app")
-        #expect(try keyMatches(identity, certs.clientKey))
+        #expect(try await keyMatches(identity, certs.clientKey))
     }
 
-    @Test func certificateWithoutKeyAndNoKeyFileIsExplained() throws {
+    @Test func certificateWithoutKeyAndNoKeyFileIsExplained() async throws {
         let certs = try TestCertificates.shared()
         let error = #expect(throws: CryptoError.self) {
             try ClientIdentity.load(certificateFile: certs.clientCertificate, keyFile: nil, passphrase: nil)
@@ -46,11 +46,11 @@ import Testing
         #expect(error?.message.contains("no private key") == true)
     }
 
-    @Test func encryptedKeyNeedsTheRightPassphrase() throws {
+    @Test func encryptedKeyNeedsTheRightPassphrase() async throws {
         let certs = try TestCertificates.shared()
         let good = try ClientIdentity.load(certificateFile: certs.clientCertificate, keyFile: certs.clientEncryptedKey,
                                            passphrase: certs.p12Passphrase)
-        #expect(try keyMatches(good, certs.clientKey))
+        #expect(try await keyMatches(good, certs.clientKey))
         #expect(!String(decoding: good.privateKeyPEM, as: UTF8.self).contains("ENCRYPTED"))
 
         let none = #expect(throws: CryptoError.self) {
@@ -71,12 +71,12 @@ import Testing
         #expect(wrong?.description.contains(secretGuess) == false)
     }
 
-    @Test func p12WithRightWrongAndMissingPassphrase() throws {
+    @Test func p12WithRightWrongAndMissingPassphrase() async throws {
         let certs = try TestCertificates.shared()
         let identity = try ClientIdentity.load(p12File: certs.clientP12, passphrase: certs.p12Passphrase)
         #expect(identity.certificate.subject == Self.expectedSubject)
         #expect(pemCount(identity.certificatePEM, "CERTIFICATE") == 2)  // leaf + the CA added with -certfile
-        #expect(try keyMatches(identity, certs.clientKey))
+        #expect(try await keyMatches(identity, certs.clientKey))
 
         let secretGuess = "herald-test-passphrasf"
         let wrong = #expect(throws: CryptoError.self) { try ClientIdentity.load(p12File: certs.clientP12, passphrase: secretGuess) }
@@ -90,25 +90,25 @@ import Testing
         #expect(missing?.message.contains("none was given") == true)
     }
 
-    @Test func p12LegacyAndWithoutPassphrase() throws {
+    @Test func p12LegacyAndWithoutPassphrase() async throws {
         let certs = try TestCertificates.shared()
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let legacy = try openssl(["pkcs12", "-export", "-legacy", "-in", certs.clientCertificate, "-inkey", certs.clientKey,
+        let legacy = try await openssl(["pkcs12", "-export", "-legacy", "-in", certs.clientCertificate, "-inkey", certs.clientKey,
                                   "-passout", "pass:old-style", "-out", dir.file("legacy.p12")])
         #expect(legacy.status == 0, "\(legacy.stderr)")
         let old = try ClientIdentity.load(p12File: dir.file("legacy.p12"), passphrase: "old-style")
         #expect(old.certificate.uid == "com.example.app")
-        #expect(try keyMatches(old, certs.clientKey))
+        #expect(try await keyMatches(old, certs.clientKey))
 
-        let open = try openssl(["pkcs12", "-export", "-in", certs.clientCertificate, "-inkey", certs.clientKey,
+        let open = try await openssl(["pkcs12", "-export", "-in", certs.clientCertificate, "-inkey", certs.clientKey,
                                 "-passout", "pass:", "-out", dir.file("open.p12")])
         #expect(open.status == 0, "\(open.stderr)")
         let unprotected = try ClientIdentity.load(p12File: dir.file("open.p12"), passphrase: nil)
         #expect(unprotected.certificate.uid == "com.example.app")
     }
 
-    @Test func mismatchedKeyAndCertificate() throws {
+    @Test func mismatchedKeyAndCertificate() async throws {
         let certs = try TestCertificates.shared()
         let error = #expect(throws: CryptoError.self) {
             try ClientIdentity.load(certificateFile: certs.clientCertificate, keyFile: certs.otherClientKey, passphrase: nil)
@@ -117,7 +117,7 @@ import Testing
         #expect(error?.message.contains(certs.otherClientKey) == true)
     }
 
-    @Test func notAP12AndMissingFiles() throws {
+    @Test func notAP12AndMissingFiles() async throws {
         let certs = try TestCertificates.shared()
         let notP12 = #expect(throws: CryptoError.self) { try ClientIdentity.load(p12File: certs.clientCertificate, passphrase: "x") }
         #expect(notP12?.kind == .invalidFormat("not PKCS#12"))

@@ -37,12 +37,12 @@ import Testing
         #expect(!verifier.verify(signature: [UInt8](repeating: 0, count: 64), message: message))
     }
 
-    @Test func signatureFromOpenSSLToolVerifies() throws {
+    @Test func signatureFromOpenSSLToolVerifies() async throws {
         let certs = try TestCertificates.shared()
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let message = try dir.write("message.txt", "signed by the openssl tool")
-        let result = try openssl(["dgst", "-sha256", "-sign", certs.authKey, "-out", dir.file("sig.der"), message])
+        let result = try await openssl(["dgst", "-sha256", "-sign", certs.authKey, "-out", dir.file("sig.der"), message])
         #expect(result.status == 0, "\(result.stderr)")
         let der = try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir.file("sig.der"))))
         let raw = try #require(TestDER.raw(fromDER: der))
@@ -51,7 +51,7 @@ import Testing
         #expect(!verifier.verify(signature: raw, message: Array("something else".utf8)))
     }
 
-    @Test func signatureVerifiesWithOpenSSLTool() throws {
+    @Test func signatureVerifiesWithOpenSSLTool() async throws {
         let certs = try TestCertificates.shared()
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
@@ -59,10 +59,10 @@ import Testing
         let message = try dir.write("message.txt", text)
         let raw = try ES256SigningKey(pemFile: certs.authKey).sign(Array(text.utf8))
         try Data(TestDER.der(fromRaw: raw)).write(to: URL(fileURLWithPath: dir.file("sig.der")))
-        let good = try openssl(["dgst", "-sha256", "-verify", certs.authKeyPublic, "-signature", dir.file("sig.der"), message])
+        let good = try await openssl(["dgst", "-sha256", "-verify", certs.authKeyPublic, "-signature", dir.file("sig.der"), message])
         #expect(good.status == 0 && good.stdout.contains("Verified OK"), "\(good.stdout) \(good.stderr)")
         let tampered = try dir.write("tampered.txt", text + "!")
-        let bad = try openssl(["dgst", "-sha256", "-verify", certs.authKeyPublic, "-signature", dir.file("sig.der"), tampered])
+        let bad = try await openssl(["dgst", "-sha256", "-verify", certs.authKeyPublic, "-signature", dir.file("sig.der"), tampered])
         #expect(bad.status != 0)
     }
 
@@ -73,16 +73,16 @@ import Testing
         #expect(key.publicKeyPEM == expected)
     }
 
-    @Test func acceptsSEC1ECPrivateKeyPEM() throws {
+    @Test func acceptsSEC1ECPrivateKeyPEM() async throws {
         let certs = try TestCertificates.shared()
-        let sec1 = try openssl(["ec", "-in", certs.authKey])  // writes "BEGIN EC PRIVATE KEY"
+        let sec1 = try await openssl(["ec", "-in", certs.authKey])  // writes "BEGIN EC PRIVATE KEY"
         #expect(sec1.stdout.contains("BEGIN EC PRIVATE KEY"))
         let key = try ES256SigningKey(pem: sec1.stdout)
         let message = Array("sec1".utf8)
         #expect(try ES256VerifyingKey(pemFile: certs.authKeyPublic).verify(signature: key.sign(message), message: message))
     }
 
-    @Test func refusesP384KeyNamingTheCurve() throws {
+    @Test func refusesP384KeyNamingTheCurve() async throws {
         let certs = try TestCertificates.shared()
         let error = #expect(throws: CryptoError.self) { try ES256SigningKey(pemFile: certs.p384Key) }
         guard case .unsupportedKey(let what)? = error?.kind else {
@@ -91,12 +91,12 @@ import Testing
         }
         #expect(what.contains("secp384r1") && what.contains("P-256"))
         #expect(error?.message.contains(certs.p384Key) == true)
-        let publicP384 = try openssl(["pkey", "-in", certs.p384Key, "-pubout"]).stdout
+        let publicP384 = try await openssl(["pkey", "-in", certs.p384Key, "-pubout"]).stdout
         #expect(throws: CryptoError.self) { try ES256VerifyingKey(pem: publicP384) }
     }
 
-    @Test func refusesRSAKeysMissingFilesAndGarbage() throws {
-        let rsa = try openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024"]).stdout
+    @Test func refusesRSAKeysMissingFilesAndGarbage() async throws {
+        let rsa = try await openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024"]).stdout
         let error = #expect(throws: CryptoError.self) { try ES256SigningKey(pem: rsa) }
         #expect(error?.kind == .unsupportedKey("RSA key; APNs needs P-256 (prime256v1)"))
         let missing = #expect(throws: CryptoError.self) { try ES256SigningKey(pemFile: "/nonexistent/AuthKey.p8") }

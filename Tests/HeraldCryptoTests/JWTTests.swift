@@ -22,8 +22,8 @@ import Testing
                 try #require(Base64URL.decode(pieces[2])))
     }
 
-    @Test func rs256TokenHasTheHeaderAndClaimsInOrder() throws {
-        let key = try RS256SigningKey(pem: try RSAKeys.shared().pkcs8)
+    @Test func rs256TokenHasTheHeaderAndClaimsInOrder() async throws {
+        let key = try await RS256SigningKey(pem: try RSAKeys.shared().pkcs8)
         let token = try JWT.sign(googleClaims, key: key, keyID: "0123abcd")
         #expect(!token.contains("=") && !token.contains("+") && !token.contains("/"))
         let (header, claims, signature) = try parts(token)
@@ -42,7 +42,7 @@ import Testing
         #expect(verified.header["typ"] == .string("JWT"))
     }
 
-    @Test func es256TokenCarriesARaw64ByteSignature() throws {
+    @Test func es256TokenCarriesARaw64ByteSignature() async throws {
         let key = try P256PrivateKey.generate()
         let token = try JWT.sign(["aud": "https://push.example.net", "exp": 1_800_000_000, "sub": "mailto:ops@example.com"],
                                  key: key.signingKey)
@@ -61,7 +61,7 @@ import Testing
         try dir.write("input.txt", signingInput)
         try dir.write("public.pem", key.signingKey.publicKeyPEM)
         try Data(TestDER.der(fromRaw: signature)).write(to: URL(fileURLWithPath: dir.file("sig.der")))
-        let result = try openssl(["dgst", "-sha256", "-verify", dir.file("public.pem"), "-signature", dir.file("sig.der"), dir.file("input.txt")])
+        let result = try await openssl(["dgst", "-sha256", "-verify", dir.file("public.pem"), "-signature", dir.file("sig.der"), dir.file("input.txt")])
         #expect(result.status == 0 && result.stdout.contains("Verified OK"))
     }
 
@@ -78,8 +78,8 @@ import Testing
         #expect(JWTClaims().json == Array("{}".utf8))
     }
 
-    @Test func verifyRefusesTheWrongAlgorithmNoneAndTampering() throws {
-        let rsa = try RS256SigningKey(pem: try RSAKeys.shared().pkcs8)
+    @Test func verifyRefusesTheWrongAlgorithmNoneAndTampering() async throws {
+        let rsa = try await RS256SigningKey(pem: try RSAKeys.shared().pkcs8)
         let ec = try P256PrivateKey.generate()
         let token = try JWT.sign(googleClaims, key: rsa)
 
@@ -100,7 +100,7 @@ import Testing
         // Claims swapped under the same signature; a signature from another key.
         let forged = [pieces[0], Base64URL.encode(Array(#"{"iss":"evil"}"#.utf8)), pieces[2]].joined(separator: ".")
         #expect(throws: JWTError.badSignature) { try JWT.verify(forged, key: rsa.verifyingKey) }
-        let other = try RS256SigningKey(pem: try RSAKeys.shared().pkcs1)
+        let other = try await RS256SigningKey(pem: try RSAKeys.shared().pkcs1)
         #expect(throws: JWTError.badSignature) { try JWT.verify(token, key: other.verifyingKey) }
         #expect(throws: JWTError.badSignature) {
             try JWT.verify(ecToken, key: try P256PrivateKey.generate().publicKey.verifyingKey)

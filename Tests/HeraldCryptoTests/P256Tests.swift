@@ -47,18 +47,18 @@ enum RFC8291Keys {
         #expect(!b.publicKey.verifyingKey.verify(signature: try a.signingKey.sign(message), message: message))
     }
 
-    @Test func sec1AndPKCS8PEMKeysFromOpenSSLLoad() throws {
+    @Test func sec1AndPKCS8PEMKeysFromOpenSSLLoad() async throws {
         let dir = try TemporaryDirectory(prefix: "herald-p256")
         defer { dir.remove() }
         for (name, arguments) in [("sec1", ["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out"]),
                                   ("pkcs8", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out"])] {
-            let made = try openssl(arguments + [dir.file("\(name).pem")])
+            let made = try await openssl(arguments + [dir.file("\(name).pem")])
             try #require(made.status == 0, "\(made.stderr)")
             let text = try String(contentsOfFile: dir.file("\(name).pem"), encoding: .utf8)
             #expect(text.contains(name == "sec1" ? "BEGIN EC PRIVATE KEY" : "BEGIN PRIVATE KEY"))
             let key = try P256PrivateKey(pemFile: dir.file("\(name).pem"))
             // openssl's own public key (DER SubjectPublicKeyInfo ends with the 65-byte point).
-            let exported = try openssl(["pkey", "-in", dir.file("\(name).pem"), "-pubout", "-outform", "DER", "-out", dir.file("\(name).der")])
+            let exported = try await openssl(["pkey", "-in", dir.file("\(name).pem"), "-pubout", "-outform", "DER", "-out", dir.file("\(name).der")])
             try #require(exported.status == 0)
             let der = try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir.file("\(name).der"))))
             #expect(Array(der.suffix(65)) == key.publicKey.uncompressedRepresentation)
@@ -66,7 +66,7 @@ enum RFC8291Keys {
         }
 
         // Another curve is refused, naming it.
-        let made = try openssl(["ecparam", "-name", "secp384r1", "-genkey", "-noout", "-out", dir.file("p384.pem")])
+        let made = try await openssl(["ecparam", "-name", "secp384r1", "-genkey", "-noout", "-out", dir.file("p384.pem")])
         try #require(made.status == 0)
         let error = #expect(throws: CryptoError.self) { try P256PrivateKey(pemFile: dir.file("p384.pem")) }
         #expect(error?.kind == .unsupportedKey("EC key on secp384r1; a P-256 (prime256v1) key is needed"))

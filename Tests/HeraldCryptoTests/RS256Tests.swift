@@ -11,7 +11,7 @@ struct RSAKeys: Sendable {
     var pkcs1: String
     var pkcs8Public: String
 
-    static func shared() throws -> RSAKeys {
+    static func shared() async throws -> RSAKeys {
         try cached.get()
     }
 
@@ -21,7 +21,7 @@ struct RSAKeys: Sendable {
         for arguments in [["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", dir.file("pkcs8.pem")],
                           ["genrsa", "-traditional", "-out", dir.file("pkcs1.pem"), "2048"],
                           ["pkey", "-in", dir.file("pkcs8.pem"), "-pubout", "-out", dir.file("public.pem")]] {
-            let result = try openssl(arguments)
+            let result = try Run.blocking("/usr/bin/env", ["openssl"] + arguments)
             guard result.status == 0 else { throw TestSetupError("openssl \(arguments[0]): \(result.stderr)") }
         }
         return RSAKeys(pkcs8: try String(contentsOfFile: dir.file("pkcs8.pem"), encoding: .utf8),
@@ -31,8 +31,8 @@ struct RSAKeys: Sendable {
 }
 
 @Suite struct RS256Tests {
-    @Test func pkcs8AndPKCS1KeysLoadSignAndVerify() throws {
-        let keys = try RSAKeys.shared()
+    @Test func pkcs8AndPKCS1KeysLoadSignAndVerify() async throws {
+        let keys = try await RSAKeys.shared()
         #expect(keys.pkcs8.contains("-----BEGIN PRIVATE KEY-----"))
         #expect(keys.pkcs1.contains("-----BEGIN RSA PRIVATE KEY-----"))
         for pem in [keys.pkcs8, keys.pkcs1] {
@@ -54,8 +54,8 @@ struct RSAKeys: Sendable {
         #expect(key.publicKeyPEM == keys.pkcs8Public)
     }
 
-    @Test func verifyRejectsTamperingAndOtherKeys() throws {
-        let keys = try RSAKeys.shared()
+    @Test func verifyRejectsTamperingAndOtherKeys() async throws {
+        let keys = try await RSAKeys.shared()
         let key = try RS256SigningKey(pem: keys.pkcs8)
         let other = try RS256SigningKey(pem: keys.pkcs1)
         let message = Array("payload".utf8)
@@ -72,8 +72,8 @@ struct RSAKeys: Sendable {
         #expect(!other.verifyingKey.verify(signature: signature, message: message))
     }
 
-    @Test func opensslAcceptsOurSignatureAndWeAcceptOpenSSLs() throws {
-        let keys = try RSAKeys.shared()
+    @Test func opensslAcceptsOurSignatureAndWeAcceptOpenSSLs() async throws {
+        let keys = try await RSAKeys.shared()
         let dir = try TemporaryDirectory(prefix: "herald-rs256")
         defer { dir.remove() }
         let key = try RS256SigningKey(pem: keys.pkcs1)
@@ -83,7 +83,7 @@ struct RSAKeys: Sendable {
         try dir.write("key.pem", keys.pkcs1)
         try Data(key.sign(Array(message.utf8))).write(to: URL(fileURLWithPath: dir.file("ours.sig")))
 
-        let verified = try openssl(["dgst", "-sha256", "-verify", dir.file("public.pem"), "-signature", dir.file("ours.sig"), dir.file("message.txt")])
+        let verified = try await openssl(["dgst", "-sha256", "-verify", dir.file("public.pem"), "-signature", dir.file("ours.sig"), dir.file("message.txt")])
         #expect(verified.status == 0)
         #expect(verified.stdout.contains("Verified OK"))
 
@@ -91,10 +91,10 @@ struct RSAKeys: Sendable {
         var bad = try key.sign(Array(message.utf8))
         bad[10] ^= 0x80
         try Data(bad).write(to: URL(fileURLWithPath: dir.file("bad.sig")))
-        let refused = try openssl(["dgst", "-sha256", "-verify", dir.file("public.pem"), "-signature", dir.file("bad.sig"), dir.file("message.txt")])
+        let refused = try await openssl(["dgst", "-sha256", "-verify", dir.file("public.pem"), "-signature", dir.file("bad.sig"), dir.file("message.txt")])
         #expect(refused.status != 0)
 
-        let signed = try openssl(["dgst", "-sha256", "-sign", dir.file("key.pem"), "-out", dir.file("theirs.sig"), dir.file("message.txt")])
+        let signed = try await openssl(["dgst", "-sha256", "-sign", dir.file("key.pem"), "-out", dir.file("theirs.sig"), dir.file("message.txt")])
         #expect(signed.status == 0)
         let theirs = try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir.file("theirs.sig"))))
         #expect(key.verifyingKey.verify(signature: theirs, message: Array(message.utf8)))
@@ -113,7 +113,7 @@ struct RSAKeys: Sendable {
         #expect(throws: CryptoError.self) { try RS256SigningKey.generate(bits: 1024) }
     }
 
-    @Test func wrongKeysAreRefusedWithoutShowingThem() throws {
+    @Test func wrongKeysAreRefusedWithoutShowingThem() async throws {
         let certs = try TestCertificates.shared()
         // An EC key is not an RSA key.
         let ec = try String(contentsOfFile: certs.authKey, encoding: .utf8)
@@ -128,7 +128,7 @@ struct RSAKeys: Sendable {
         // A short RSA key.
         let dir = try TemporaryDirectory(prefix: "herald-rsa-short")
         defer { dir.remove() }
-        let made = try openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", dir.file("short.pem")])
+        let made = try await openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", dir.file("short.pem")])
         #expect(made.status == 0)
         let short = #expect(throws: CryptoError.self) { try RS256SigningKey(pemFile: dir.file("short.pem")) }
         #expect(short?.kind == .unsupportedKey("RSA key of 1024 bits; RS256 needs at least 2048"))

@@ -3,8 +3,8 @@ import HeraldCrypto
 import HeraldTestKit
 
 /// Runs the `openssl` command-line tool.
-func openssl(_ arguments: [String], stdin: String? = nil) throws -> ProcessResult {
-    try Run.program("/usr/bin/env", ["openssl"] + arguments, stdin: stdin)
+func openssl(_ arguments: [String], stdin: String? = nil) async throws -> ProcessResult {
+    try await Run.program("/usr/bin/env", ["openssl"] + arguments, stdin: stdin)
 }
 
 /// ECDSA signature conversion written independently of HeraldCrypto's, for cross-checks

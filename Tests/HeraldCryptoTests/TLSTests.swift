@@ -245,12 +245,12 @@ import Testing
         client.shutdown()
     }
 
-    @Test func opensslSClientAsIndependentPeer() throws {
+    @Test func opensslSClientAsIndependentPeer() async throws {
         let certs = try TestCertificates.shared()
         let listener = try TestListener()
         let serverContext = try mutualServer(certs)
         let served = TestServer(listener, context: serverContext, reply: (5, Array("pong\n".utf8)))
-        let result = try openssl(["s_client", "-connect", "127.0.0.1:\(listener.port)", "-CAfile", certs.caFile,
+        let result = try await openssl(["s_client", "-connect", "127.0.0.1:\(listener.port)", "-CAfile", certs.caFile,
                                   "-verify_return_error", "-verify_ip", "127.0.0.1", "-alpn", "h2",
                                   "-cert", certs.clientCertificate, "-key", certs.clientKey, "-ign_eof"],
                                  stdin: "ping\n")

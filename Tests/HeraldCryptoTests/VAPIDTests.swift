@@ -158,7 +158,7 @@ import Testing
         }
     }
 
-    @Test func verifyRefusesWhatAPushServiceRefuses() throws {
+    @Test func verifyRefusesWhatAPushServiceRefuses() async throws {
         let clock = TestClock()
         let key = try P256PrivateKey.generate()
         let signer = try VAPIDSigner(privateKey: key, subject: "mailto:a@example.com", clock: clock)
@@ -181,7 +181,7 @@ import Testing
         let altered = [parts[0], Base64URL.encode(Array(#"{"aud":"https://evil.example","exp":1}"#.utf8)), parts[2]].joined(separator: ".")
         #expect(failure("vapid t=\(altered), k=\(k)") == .token(.badSignature))
         // An RS256 token is not VAPID.
-        let rsa = try JWT.sign(["aud": "https://fcm.googleapis.com", "exp": 1], key: try RS256SigningKey(pem: try RSAKeys.shared().pkcs8))
+        let rsa = try await JWT.sign(["aud": "https://fcm.googleapis.com", "exp": 1], key: try RS256SigningKey(pem: try RSAKeys.shared().pkcs8))
         #expect(failure("vapid t=\(rsa), k=\(k)") == .token(.unsupportedAlgorithm(found: "RS256", expected: .es256)))
         // Missing and mistyped claims, signed properly.
         let noAud = try JWT.sign(["exp": 1_800_000_000], key: key.signingKey)

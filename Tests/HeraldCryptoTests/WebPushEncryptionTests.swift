@@ -196,8 +196,8 @@ private enum Vector {
     }
 
     /// An independent implementation (Python's `cryptography`, when installed) decrypts our body.
-    @Test func pythonCryptographyDecryptsOurBody() throws {
-        let probe = try Run.program("/usr/bin/env", ["python3", "-c", "import cryptography"])
+    @Test func pythonCryptographyDecryptsOurBody() async throws {
+        let probe = try await Run.program("/usr/bin/env", ["python3", "-c", "import cryptography"])
         try #require(probe.status == 0, "this test needs python3 with the cryptography package (Debian python3-cryptography): \(probe.stderr)")
         let agent = try P256PrivateKey.generate()
         let auth = try SecureRandom.bytes(16)
@@ -223,7 +223,7 @@ private enum Vector {
             assert plain[-1:] == b'\\x02' and rs == 4096
             sys.stdout.write(plain[:-1].decode('utf-8'))
             """
-        let result = try Run.program("/usr/bin/env", ["python3", "-c", script, Base64URL.encode(body),
+        let result = try await Run.program("/usr/bin/env", ["python3", "-c", script, Base64URL.encode(body),
                                                       Base64URL.encode(agent.rawRepresentation), Base64URL.encode(auth)])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout == message)

@@ -94,9 +94,22 @@ enum NGHTTPD {
         let directory = try TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: directory.file("htdocs"), withIntermediateDirectories: true)
         for path in Self.paths { try Data("file \(path)\n".utf8).write(to: URL(fileURLWithPath: directory.file("htdocs/\(path)"))) }
+        // A port picked here and probed by connecting: reading it back from /proc under load (a
+        // long socket table) missed it often enough to fail the suite.
+        let port = try Loopback.freePort()
         return try await ServerProcess("/usr/sbin/nghttpd", ["--address=127.0.0.1", "--echo-upload", "-d", directory.file("htdocs"),
-                                                             "0", certs.serverKey, certs.serverCertificate],
-                                       directory: directory, what: "nghttpd") { await Servers.listeningPort(pid: $0.pid) }
+                                                             String(port), certs.serverKey, certs.serverCertificate],
+                                       directory: directory, what: "nghttpd") { process in
+            let end = Date().addingTimeInterval(60)
+            while Date() < end, process.isRunning {
+                if let fd = try? Loopback.connect(port: port) {
+                    close(fd)
+                    return port
+                }
+                try? await Task.sleep(nanoseconds: 20_000_000)
+            }
+            return nil
+        }
     }
 }
 

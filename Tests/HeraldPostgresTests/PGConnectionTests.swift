@@ -5,20 +5,20 @@ import Testing
 
 /// The libpq connection itself: array parameters and prepared statements.
 struct PGConnectionTests {
-    func connection() throws -> PGConnection {
-        try PGConnection(try PostgresServer.shared().createDatabase())
+    func connection() async throws -> PGConnection {
+        try await PGConnection(try PostgresServer.shared().createDatabase())
     }
 
-    @Test func textArraysCarryQuotesBackslashesBracesAndNulls() throws {
-        let db = try connection()
+    @Test func textArraysCarryQuotesBackslashesBracesAndNulls() async throws {
+        let db = try await connection()
         let values: [String?] = [#"a"b"#, #"back\slash"#, "{x,y}", "NULL", nil, "", " spaced ", "é 🎉", #"\""#]
         let r = try db.execute("SELECT v FROM unnest($1::text[]) WITH ORDINALITY AS t(v, i) ORDER BY i", [PGArray.text(values)])
         #expect((0..<r.count).map { r[$0, 0] } == values)
         #expect(PGArray.text([]) == "{}")
     }
 
-    @Test func aPreparedStatementIsPreparedOnceAndAgainAfterTheServerDropsItsPlan() throws {
-        let db = try connection()
+    @Test func aPreparedStatementIsPreparedOnceAndAgainAfterTheServerDropsItsPlan() async throws {
+        let db = try await connection()
         try db.execute("CREATE TABLE t (a INTEGER)")
         try db.execute("INSERT INTO t VALUES (1)")
         let before = db.executed

@@ -60,7 +60,7 @@ struct PostgresPresenceTests {
             #expect(await eventually(timeout: 10) { a.presence.remoteDevices(app: "app", users: ["u"]) == ["u": ["d2"]] })
 
             // B stops renewing (as if killed): after the time to live its rows no longer count.
-            _ = try PostgresServer.shared().query(db, "UPDATE presence SET seen = now() - interval '20 seconds'")
+            _ = try await PostgresServer.shared().query(db, "UPDATE presence SET seen = now() - interval '20 seconds'")
             #expect(try await claimedTokens(a) == ["d2"])
         }
     }
@@ -88,34 +88,36 @@ struct PostgresPresenceTests {
     }
 
     @Test func aNodeThatClosesTakesItsStreamsOutOfTheDirectory() async throws {
-        let url = try PostgresServer.shared().createDatabase()
+        let url = try await PostgresServer.shared().createDatabase()
         let db = String(url.split(separator: "/").last!)
         let node = try await PostgresStorageDriver().open(try shared.configuration(url: url), metrics: MetricsRegistry(), exclusive: true)
         node.presence.connected(app: "app", user: "u", device: "d1", transport: "live")
         try await node.presence.published()
-        #expect(try PostgresServer.shared().query(db, "SELECT count(*) FROM presence").trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+        #expect(try await PostgresServer.shared().query(db, "SELECT count(*) FROM presence").trimmingCharacters(in: .whitespacesAndNewlines) == "1")
         await node.close()
-        #expect(try PostgresServer.shared().query(db, "SELECT count(*) FROM presence").trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+        #expect(try await PostgresServer.shared().query(db, "SELECT count(*) FROM presence").trimmingCharacters(in: .whitespacesAndNewlines) == "0")
     }
 
     @Test(.timeLimit(.minutes(2))) func streamsRecordedWhileTheDatabaseWasDownAreWrittenWhenItReturns() async throws {
-        let server = try PostgresServer.startPrivate()
-        let url = try server.createDatabase()
+        let server = try await PostgresServer.startPrivate()
+        let url = try await server.createDatabase()
         let db = String(url.split(separator: "/").last!)
         let node = try await PostgresStorageDriver().open(try shared.configuration(url: url), metrics: MetricsRegistry(), exclusive: true)
-        func rows() -> String { ((try? server.query(db, "SELECT string_agg(device, ',' ORDER BY device) FROM presence")) ?? "?")
+        func rows() async -> String { ((try? await server.query(db, "SELECT string_agg(device, ',' ORDER BY device) FROM presence")) ?? "?")
             .trimmingCharacters(in: .whitespacesAndNewlines) }
         node.presence.connected(app: "app", user: "u", device: "d1", transport: "live")
         try await node.presence.published()
-        #expect(rows() == "d1")
+        #expect(await rows() == "d1")
 
-        try server.stop()
+        try await server.stop()
         node.presence.connected(app: "app", user: "u", device: "d2", transport: "live")
         node.presence.disconnected(app: "app", device: "d1")
         await #expect(throws: (any Error).self, "the database cannot take it now") { try await node.presence.published() }
-        try server.restart()
+        try await server.restart()
         // The presence thread reconnects and rewrites this node's rows: d2, and no longer d1.
-        #expect(await eventually(timeout: 30) { rows() == "d2" }, "\(rows())")
+        let rewritten = await eventually(timeout: 30) { await rows() == "d2" }
+        let now = await rows()
+        #expect(rewritten, "\(now)")
         try await node.presence.published()
         await node.close()
     }

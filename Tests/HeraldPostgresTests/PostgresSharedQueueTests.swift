@@ -33,7 +33,7 @@ struct PostgresSharedQueueTests {
 
     /// Opens `count` nodes on one fresh database; closes them on every path.
     func withNodes(_ count: Int, _ body: ([OpenStorage], String) async throws -> Void) async throws {
-        let url = try PostgresServer.shared().createDatabase()
+        let url = try await PostgresServer.shared().createDatabase()
         var nodes: [OpenStorage] = []
         do {
             for _ in 0..<count { nodes.append(try await PostgresStorageDriver().open(try configuration(url: url), metrics: MetricsRegistry(), exclusive: true)) }
@@ -180,16 +180,16 @@ struct PostgresSharedQueueTests {
     }
 
     @Test func anExistingDatabaseLosesTheForeignKeyAndPruneStillRemovesDeliveries() async throws {
-        let server = try PostgresServer.shared()
-        let url = try server.createDatabase()
+        let server = try await PostgresServer.shared()
+        let url = try await server.createDatabase()
         let db = String(url.split(separator: "/").last!)
         let configuration = try configuration(url: url)
         let foreignKeys = "SELECT count(*) FROM pg_constraint WHERE conrelid = 'deliveries'::regclass AND contype = 'f'"
         _ = try await PostgresStorageDriver().migrate(configuration)
-        #expect(try server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+        #expect(try await server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "0")
         // A database from before step 5: the foreign key of schema step 1 in place, no `accepted_by`
         // (and step 6 undone: the environment columns and `apns_id` as they were).
-        _ = try server.query(db, """
+        _ = try await server.query(db, """
             ALTER TABLE devices ADD COLUMN environment TEXT NOT NULL DEFAULT 'production' CHECK (environment IN ('sandbox', 'production'));
             ALTER TABLE devices DROP COLUMN attributes;
             ALTER TABLE deliveries ADD COLUMN environment TEXT NOT NULL DEFAULT 'production';
@@ -201,10 +201,10 @@ struct PostgresSharedQueueTests {
             ALTER TABLE deliveries DROP COLUMN accepted_by;
             DELETE FROM herald_schema WHERE version >= 5
             """)
-        #expect(try server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+        #expect(try await server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "1")
         _ = try await PostgresStorageDriver().migrate(configuration)
-        #expect(try server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "0")
-        #expect(try server.query(db, "SELECT indexname FROM pg_indexes WHERE tablename = 'deliveries' ORDER BY 1").split(separator: "\n")
+        #expect(try await server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+        #expect(try await server.query(db, "SELECT indexname FROM pg_indexes WHERE tablename = 'deliveries' ORDER BY 1").split(separator: "\n")
             .map(String.init) == ["deliveries_by_notification", "deliveries_due", "deliveries_leased", "deliveries_parked", "deliveries_pkey"])
 
         let node = try await PostgresStorageDriver().open(configuration, metrics: MetricsRegistry(), exclusive: true)
@@ -214,7 +214,7 @@ struct PostgresSharedQueueTests {
             try await node.queue.complete(claimed.map { .finished($0.delivery, .delivered, reason: nil) }, now: t0)
             #expect(try await node.queue.prune(createdBefore: t0.addingTimeInterval(1)) == 3)
             // The pruned notification's deliveries went with it; the unfinished one's stayed.
-            #expect(try server.query(db, "SELECT count(*) FROM deliveries").trimmingCharacters(in: .whitespacesAndNewlines) == "3")
+            #expect(try await server.query(db, "SELECT count(*) FROM deliveries").trimmingCharacters(in: .whitespacesAndNewlines) == "3")
             #expect(try await node.queue.status(notificationID: "old") == nil)
             #expect(try await node.queue.status(notificationID: "kept")?.deliveries.count == 3)
         } catch {
@@ -225,8 +225,8 @@ struct PostgresSharedQueueTests {
     }
 
     @Test func nodesStartingAtOnceOnAnEmptyDatabaseMigrateOnce() async throws {
-        let server = try PostgresServer.shared()
-        let url = try server.createDatabase()
+        let server = try await PostgresServer.shared()
+        let url = try await server.createDatabase()
         let configuration = try configuration(url: url)
         let results = try await withThrowingTaskGroup(of: String.self) { group in
             for _ in 0..<4 { group.addTask { try await PostgresStorageDriver().migrate(configuration) } }
@@ -237,7 +237,7 @@ struct PostgresSharedQueueTests {
         let latest = try #require(results.first { $0.contains("from version 0") }?.components(separatedBy: " to ").last)
         #expect(results.filter { $0 != "schema migrated from version 0 to \(latest)" }.allSatisfy { $0 == "schema version \(latest): up to date" })
         let db = String(url.split(separator: "/").last!)
-        #expect(try server.query(db, "SELECT count(*) FROM herald_schema").trimmingCharacters(in: .whitespacesAndNewlines) == latest)
+        #expect(try await server.query(db, "SELECT count(*) FROM herald_schema").trimmingCharacters(in: .whitespacesAndNewlines) == latest)
         let findings = await PostgresStorageDriver().describe(configuration)
         #expect(findings.map(\.message).contains { $0.contains("server 15") || $0.contains("server 1") })
         #expect(findings.contains { $0.message.contains("schema version \(latest) (this Herald: \(latest)): up to date") })

@@ -24,7 +24,7 @@ import Testing
     }
 
     @Test(.timeLimit(.minutes(2))) func anAckToTheStreamsNodeDeliversWhatTheOtherNodeAcceptedAndNoAckSendsItByPushOnce() async throws {
-        let url = try PostgresServer.shared().createDatabase()
+        let url = try await PostgresServer.shared().createDatabase()
         let configuration = Self.config(url: url)
         #expect(configuration.contains(#""ackTimeout": "4s""#))
         let nodes = try await MultiNodeTests.startNodes(2, url: url, configuration: configuration)

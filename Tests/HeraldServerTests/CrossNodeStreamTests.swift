@@ -44,7 +44,7 @@ import Testing
     }
 
     static func withNodes(policy: String, _ body: (MultiNodeTests.Node, MultiNodeTests.Node) async throws -> Void) async throws {
-        let url = try PostgresServer.shared().createDatabase()
+        let url = try await PostgresServer.shared().createDatabase()
         let nodes = try await MultiNodeTests.startNodes(2, url: url, configuration: config(url: url, policy: policy))
         do {
             try await body(nodes[0], nodes[1])

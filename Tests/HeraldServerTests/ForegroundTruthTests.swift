@@ -159,11 +159,10 @@ import Glibc
         #expect(await Self.deliveries(d, id, becoming: ["live sent written to the stream as event 1, awaiting ack"]) == ["live sent written to the stream as event 1, awaiting ack"])
         try await Task.sleep(nanoseconds: 300_000_000)
         #expect(try await Self.deliveries(d, id) == ["live sent written to the stream as event 1, awaiting ack"])
-        let started = Date()
+        // Delivered by the ack (the reason says so), not by the ack timeout's fallback; how fast
+        // is measured by `herald-bench stream`, not here.
         #expect(try await Self.ack(d, 1).status == 204)
         #expect(await Self.deliveries(d, id, becoming: ["live delivered acknowledged by the device as event 1"]) == ["live delivered acknowledged by the device as event 1"])
-        let roundTrip = Date().timeIntervalSince(started)
-        #expect(roundTrip < 1, "ack to delivered took \(roundTrip) s")
         #expect(apns.simulator.received.isEmpty)
         #expect(try await Self.metric(d, "herald_stream_acks_total") == 1)
     }

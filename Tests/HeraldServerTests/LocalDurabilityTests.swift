@@ -89,7 +89,7 @@ import Testing
         defer { dir.remove() }
         try dir.write("config.json", Self.config())
         // The client token as an app backend would mint it.
-        let minted = try Run.herald(["client-token", "--config", dir.file("config.json"), "--app", Self.app, "--user", "alice",
+        let minted = try await Run.herald(["client-token", "--config", dir.file("config.json"), "--app", Self.app, "--user", "alice",
                                      "--device", Self.device, "--ttl", "1h"], environment: Self.environment, directory: dir.path)
         #expect(minted.status == 0, "\(minted.stderr)")
         let token = try #require(minted.lines.first)

@@ -102,7 +102,7 @@ final class SynapseProcess: Sendable {
     static func start(in dir: TemporaryDirectory) async throws -> SynapseProcess {
         if !FileManager.default.isExecutableFile(atPath: venvPython) {
             // `make test` installs it through the bootstrap; a bare `swift test` installs it here.
-            let r = try Run.program("/bin/bash", ["\(PackagePaths.root)/scripts/synapse-venv.sh"])
+            let r = try await Run.program("/bin/bash", ["\(PackagePaths.root)/scripts/synapse-venv.sh"])
             guard r.status == 0 else { throw HTTPTestClient.Failure(description: "scripts/synapse-venv.sh failed: \(r.stderr)") }
         }
         let port = try freePort()

@@ -138,13 +138,13 @@ import Testing
         return accepted.withLock { $0 }
     }
 
-    static func unfinished(_ server: PostgresServer, _ db: String) throws -> Int {
-        Int(try server.query(db, "SELECT count(*) FROM deliveries WHERE state <> 'delivered'").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+    static func unfinished(_ server: PostgresServer, _ db: String) async throws -> Int {
+        Int(try await server.query(db, "SELECT count(*) FROM deliveries WHERE state <> 'delivered'").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
     }
 
     @Test(.timeLimit(.minutes(5))) func threeNodesDeliverEachNotificationExactlyOnce() async throws {
-        let server = try PostgresServer.shared()
-        let url = try server.createDatabase()
+        let server = try await PostgresServer.shared()
+        let url = try await server.createDatabase()
         let db = String(url.split(separator: "/").last!)
         let nodes = try await Self.startNodes(3, url: url)
         do {
@@ -154,8 +154,9 @@ import Testing
             let accepted = try await Self.send(notifications, users: 20, lanes: 12, deadline: 150) { nodes[$0 % 3] }
             #expect(accepted == notifications)
             let expected = accepted * 2
-            #expect(await eventually(timeout: 90) { ((try? Self.unfinished(server, db)) ?? -1) == 0 && nodes.map { $0.ledgerLines() }.reduce(0, +) >= expected },
-                    "not drained: \(nodes.map { $0.ledgerLines() }), unfinished \((try? Self.unfinished(server, db)) ?? -1)")
+            let drained = await eventually(timeout: 90) { ((try? await Self.unfinished(server, db)) ?? -1) == 0 && nodes.map { $0.ledgerLines() }.reduce(0, +) >= expected }
+            let left = (try? await Self.unfinished(server, db)) ?? -1
+            #expect(drained, "not drained: \(nodes.map { $0.ledgerLines() }), unfinished \(left)")
             let all = nodes.flatMap { $0.ledger() }
             var seen: [String: Int] = [:]
             for id in all { seen[id, default: 0] += 1 }
@@ -170,8 +171,8 @@ import Testing
     }
 
     @Test(.timeLimit(.minutes(3))) func aKilledNodesWorkIsFinishedByTheOthersWithBoundedRepeats() async throws {
-        let server = try PostgresServer.shared()
-        let url = try server.createDatabase()
+        let server = try await PostgresServer.shared()
+        let url = try await server.createDatabase()
         let db = String(url.split(separator: "/").last!)
         let nodes = try await Self.startNodes(3, url: url, held: 2)
         let tracer = nodes[2].child
@@ -204,11 +205,11 @@ import Testing
             #expect(await nodes[2].child.waitForExit(timeout: 30) != nil)
             // Requests to node 3 as it died may have failed; everything accepted is delivered.
             #expect(accepted >= notifications - 8)
-            #expect(await eventually(timeout: 90) { ((try? Self.unfinished(server, db)) ?? -1) == 0 }, "not drained: \(nodes.map { $0.ledger().count })")
+            #expect(await eventually(timeout: 90) { ((try? await Self.unfinished(server, db)) ?? -1) == 0 }, "not drained: \(nodes.map { $0.ledger().count })")
             // The killed node's claims were taken over: sent again after their lease (attempt 2).
-            let takenOver = Int(try server.query(db, "SELECT count(*) FROM deliveries WHERE attempts > 1").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+            let takenOver = Int(try await server.query(db, "SELECT count(*) FROM deliveries WHERE attempts > 1").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
             #expect(takenOver > 0 && takenOver <= Self.batchSize * Self.concurrency, "\(takenOver) deliveries taken over")
-            let delivered = Int(try server.query(db, "SELECT count(*) FROM deliveries").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+            let delivered = Int(try await server.query(db, "SELECT count(*) FROM deliveries").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
             let survivors = nodes[0].ledger() + nodes[1].ledger(), dead = nodes[2].ledger()
             #expect(Set(survivors).count == survivors.count, "the surviving nodes wrote a delivery twice")
             #expect(Set(dead).count == dead.count)
@@ -228,8 +229,8 @@ import Testing
 /// PostgreSQL stopped under load (a server of its own, so no other test loses its database).
 @Suite(.serialized) struct DatabaseOutageTests {
     @Test(.timeLimit(.minutes(3))) func theAPIAnswers503WhileTheDatabaseIsDownAndNothingAcceptedIsLost() async throws {
-        let server = try PostgresServer.startPrivate()
-        let url = try server.createDatabase()
+        let server = try await PostgresServer.startPrivate()
+        let url = try await server.createDatabase()
         let db = String(url.split(separator: "/").last!)
         // The node's ledger writes are held 20 ms (strace), so a batch is often answered but its
         // outcome not yet written; the database is stopped at such a moment (below). The lease
@@ -265,7 +266,7 @@ import Testing
             for _ in 0..<100 {
                 kill(herald, SIGSTOP)
                 try await Task.sleep(nanoseconds: 200_000_000)   // statements already sent finish
-                let sent = try server.query(db, "SELECT message_id FROM deliveries WHERE state = 'sent'").split(separator: "\n").map(String.init)
+                let sent = try await server.query(db, "SELECT message_id FROM deliveries WHERE state = 'sent'").split(separator: "\n").map(String.init)
                 answeredNotRecorded = Set(sent).intersection(node.ledger()).count
                 if answeredNotRecorded > 0 { break }
                 kill(herald, SIGCONT)
@@ -273,13 +274,13 @@ import Testing
             }
             if answeredNotRecorded == 0 { kill(herald, SIGCONT) }
             try #require(answeredNotRecorded > 0, "no freeze found an answered batch whose outcome was not written")
-            try server.stop()
+            try await server.stop()
             kill(herald, SIGCONT)
             down.withLock { $0 = true }
             // Down until the API has refused a few requests (and /readyz was asked).
             #expect(await eventually(timeout: 30) { unavailable.withLock { $0 } >= 5 && readyWhileDown.withLock { $0.count } >= 3 })
             down.withLock { $0 = false }
-            try server.restart()
+            try await server.restart()
             let before = accepted.withLock { $0 }
             #expect(await eventually(timeout: 30) { accepted.withLock { $0 } >= before + 200 }, "accepts did not resume")
             load.cancel()
@@ -290,9 +291,9 @@ import Testing
             // Everything accepted is delivered, each delivery once.
             let total = accepted.withLock { $0 }
             #expect(await eventually(timeout: 90) {
-                (try? server.query(db, "SELECT count(*) FROM deliveries WHERE state <> 'delivered'").trimmingCharacters(in: .whitespacesAndNewlines)) == "0"
+                (try? await server.query(db, "SELECT count(*) FROM deliveries WHERE state <> 'delivered'").trimmingCharacters(in: .whitespacesAndNewlines)) == "0"
             })
-            let rows = Int(try server.query(db, "SELECT count(*) FROM deliveries").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+            let rows = Int(try await server.query(db, "SELECT count(*) FROM deliveries").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
             #expect(rows >= total * 2)
             let ledger = node.ledger()
             #expect(Set(ledger).count == rows, "a delivery is missing from the ledger")
@@ -303,10 +304,10 @@ import Testing
             #expect(log.contains("recorded outcomes the store refused before"))
         } catch {
             await MultiNodeTests.stop(nodes)
-            try? server.stop()
+            await try? server.stop()
             throw error
         }
         await MultiNodeTests.stop(nodes)
-        try? server.stop()
+        await try? server.stop()
     }
 }

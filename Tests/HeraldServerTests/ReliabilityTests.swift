@@ -97,7 +97,7 @@ import Testing
         let dir = try TemporaryDirectory(prefix: "herald-paused")
         defer { dir.remove() }
         let keyFile = dir.file("AuthKey.p8")
-        let made = try Run.program("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+        let made = try await Run.program("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
                                                         "-out", keyFile])
         #expect(made.status == 0, "openssl could not make a key: \(made.stderr)")
         let server = #""probeInterval": "1h", "batchLinger": 0"#

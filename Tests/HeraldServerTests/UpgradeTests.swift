@@ -146,8 +146,8 @@ struct UpgradeManifest: Decodable {
         if driver == "sqlite" {
             try FileManager.default.copyItem(atPath: "\(fixture)/\(manifest.database)", toPath: dir.file("herald.db"))
         } else {
-            let server = try PostgresServer.shared()
-            let url = try server.createDatabase()
+            let server = try await PostgresServer.shared()
+            let url = try await server.createDatabase()
             let database = String(url.split(separator: "/").last!)
             try server.restore(dump: "\(fixture)/\(manifest.database)", into: database)
             environment["HERALD_PG_URL"] = url
@@ -175,7 +175,7 @@ struct UpgradeManifest: Decodable {
         #expect(ready.json?["status"]?.stringValue == "ready", "\(ready)")
 
         if let postgres {
-            let version = Int(try postgres.server.query(postgres.database, "SELECT max(version) FROM herald_schema")
+            let version = Int(try await postgres.server.query(postgres.database, "SELECT max(version) FROM herald_schema")
                 .trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
             #expect(version >= manifest.schemaVersion, "the schema went back from \(manifest.schemaVersion) to \(version)")
         }

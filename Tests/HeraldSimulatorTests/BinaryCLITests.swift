@@ -94,7 +94,7 @@ struct BinaryCLITests {
         #expect(tuples.map(\.token) == [dead])
     }
 
-    @Test func usageErrors() throws {
+    @Test func usageErrors() async throws {
         let certs = try TestCertificates.shared()
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
@@ -110,14 +110,14 @@ struct BinaryCLITests {
             (["simulate", "feedback", "--plaintext", "--dead-tokens", bad], "bad.txt:2: \"not-hex\" is not a hex token"),
         ]
         for (arguments, message) in cases {
-            let result = try Run.herald(arguments)
+            let result = try await Run.herald(arguments)
             #expect(result.status == 2, "\(arguments)")
             #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
         }
     }
 
-    @Test func helpDocumentsEveryStatus() throws {
-        let help = try Run.herald(["simulate", "apns-binary", "--help"])
+    @Test func helpDocumentsEveryStatus() async throws {
+        let help = try await Run.herald(["simulate", "apns-binary", "--help"])
         #expect(help.status == 0)
         for status in ["1   processing error", "2   missing token", "3   missing topic", "4   missing payload",
                        "5   invalid token size", "6   invalid topic size", "7   invalid payload size", "8   invalid token",
@@ -129,7 +129,7 @@ struct BinaryCLITests {
                        "--drop-after"] {
             #expect(help.stdout.contains(option), "missing: \(option)")
         }
-        let feedback = try Run.herald(["simulate", "feedback", "--help"])
+        let feedback = try await Run.herald(["simulate", "feedback", "--help"])
         #expect(feedback.status == 0)
         #expect(feedback.stdout.contains("--dead-tokens"))
     }

@@ -191,7 +191,7 @@ struct BinarySimulatorTLSTests {
     @Test func certificateWithoutTopicGetsStatus3() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let (certificate, key) = try makeCertificateWithoutTopic(in: dir)
+        let (certificate, key) = try await makeCertificateWithoutTopic(in: dir)
         let sim = try BinarySimulatorHarness.gateway()
         defer { sim.stop() }
         let client = try TLSTestClient(port: sim.port, certificate: certificate, key: key)

@@ -128,7 +128,7 @@ struct OpenSSLClient {
 
 /// Makes a client certificate signed by the test CA whose subject has no UID and which has no
 /// topics extension (a "certificate without a topic").
-func makeCertificateWithoutTopic(in directory: TemporaryDirectory) throws -> (certificate: String, key: String) {
+func makeCertificateWithoutTopic(in directory: TemporaryDirectory) async throws -> (certificate: String, key: String) {
     let certs = try TestCertificates.shared()
     let key = directory.file("notopic.key"), csr = directory.file("notopic.csr"), pem = directory.file("notopic.pem")
     let steps: [[String]] = [
@@ -138,7 +138,7 @@ func makeCertificateWithoutTopic(in directory: TemporaryDirectory) throws -> (ce
          "-days", "30", "-sha256", "-out", pem],
     ]
     for step in steps {
-        let result = try Run.program("/usr/bin/env", ["openssl"] + step)
+        let result = try await Run.program("/usr/bin/env", ["openssl"] + step)
         guard result.status == 0 else { throw TestSetupError("openssl \(step[0]) failed: \(result.stderr)") }
     }
     return (pem, key)

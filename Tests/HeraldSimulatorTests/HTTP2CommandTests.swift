@@ -33,7 +33,7 @@ struct HTTP2CommandTests {
         let jwt = try TestJWT.make(keyFile: certs.authKey, keyID: certs.authKeyID, teamID: certs.teamID, issuedAt: Date())
         let base = "https://127.0.0.1:\(port)/3/device/"
         let args = ["-H", "authorization: bearer \(jwt)", "-H", "apns-topic: \(certs.topic)", "--data-binary", samplePayload]
-        let r = try Curl.run([.init(base + sampleToken, args), .init(base + dead, args)], caFile: certs.caFile).responses
+        let r = try await Curl.run([.init(base + sampleToken, args), .init(base + dead, args)], caFile: certs.caFile).responses
         #expect(r.map(\.status) == [200, 410])
         #expect(r[1].body == #"{"reason":"Unregistered","timestamp":1767225600000}"#)
 
@@ -60,7 +60,7 @@ struct HTTP2CommandTests {
         let port = try #require(await sim.listeningPort(), "stderr: \(sim.stderr)")
         let jwt = try TestJWT.make(keyFile: certs.authKey, keyID: certs.authKeyID, teamID: certs.teamID, issuedAt: Date())
         let args = ["-H", "authorization: bearer \(jwt)", "-H", "apns-topic: \(certs.topic)", "--data-binary", samplePayload]
-        let r = try Curl.run([.init("https://127.0.0.1:\(port)/3/device/\(expired)", args)], caFile: certs.caFile).responses
+        let r = try await Curl.run([.init("https://127.0.0.1:\(port)/3/device/\(expired)", args)], caFile: certs.caFile).responses
         #expect(r.first?.status == 410)
         #expect(r.first?.body == #"{"reason":"ExpiredToken","timestamp":1767225600000}"#)
 
@@ -69,17 +69,17 @@ struct HTTP2CommandTests {
         #expect(sim.stdout.contains("requests 1, accepted 0, rejected 1 (ExpiredToken 1)"), "\(sim.stdout)")
     }
 
-    @Test func cleartextRefusesCertificateAuthentication() throws {
+    @Test func cleartextRefusesCertificateAuthentication() async throws {
         try requireBinary()
         let certs = try TestCertificates.shared()
-        let r = try Run.herald(["simulate", "apns-http2", "--port", "0", "--h2c", "--client-ca", certs.caFile])
+        let r = try await Run.herald(["simulate", "apns-http2", "--port", "0", "--h2c", "--client-ca", certs.caFile])
         #expect(r.status == 2)
         #expect(r.stderr.contains("--client-ca needs TLS"), "\(r.stderr)")
     }
 
-    @Test func helpDocumentsEveryFault() throws {
+    @Test func helpDocumentsEveryFault() async throws {
         try requireBinary()
-        let help = try Run.herald(["simulate", "apns-http2", "--help"])
+        let help = try await Run.herald(["simulate", "apns-http2", "--help"])
         #expect(help.status == 0)
         for option in ["--unregistered", "--expired-tokens", "--bad-device-token", "--not-for-topic", "--too-many-requests", "--reset-stream",
                        "--no-answer", "--device-limit", "--internal-server-errors", "--service-unavailable", "--throttle",
@@ -89,19 +89,19 @@ struct HTTP2CommandTests {
         }
     }
 
-    @Test func usageErrorsNameTheOption() throws {
+    @Test func usageErrorsNameTheOption() async throws {
         try requireBinary()
         let certs = try TestCertificates.shared()
-        let none = try Run.herald(["simulate", "apns-http2", "--tls-cert", certs.serverCertificate, "--tls-key", certs.serverKey])
+        let none = try await Run.herald(["simulate", "apns-http2", "--tls-cert", certs.serverCertificate, "--tls-key", certs.serverKey])
         #expect(none.status == 2)
         #expect(none.stderr.contains("--auth-key-pub") && none.stderr.contains("--client-ca"))
-        let noTeam = try Run.herald(["simulate", "apns-http2", "--h2c", "--auth-key-pub", "K=/x.pem"])
+        let noTeam = try await Run.herald(["simulate", "apns-http2", "--h2c", "--auth-key-pub", "K=/x.pem"])
         #expect(noTeam.status == 2)
         #expect(noTeam.stderr.contains("--team"))
-        let noTLS = try Run.herald(["simulate", "apns-http2", "--client-ca", "/x.pem"])
+        let noTLS = try await Run.herald(["simulate", "apns-http2", "--client-ca", "/x.pem"])
         #expect(noTLS.status == 2)
         #expect(noTLS.stderr.contains("--tls-cert"))
-        let badKey = try Run.herald(["simulate", "apns-http2", "--h2c", "--auth-key-pub", "K=/nonexistent.pem", "--team", "T"])
+        let badKey = try await Run.herald(["simulate", "apns-http2", "--h2c", "--auth-key-pub", "K=/nonexistent.pem", "--team", "T"])
         #expect(badKey.status == 1)
         #expect(badKey.stderr.contains("/nonexistent.pem"))
     }

@@ -79,7 +79,7 @@ struct HTTP2SimulatorTests {
         if let method = c.method { args += ["-X", method] }
         if let body = c.body { args += ["--data-binary", body] }
         if let n = c.payloadBytes { args += ["--data-binary", "@" + (try payloadFile(dir, bytes: n))] }
-        let r = try Curl.one(apns.baseURL + c.path, args, caFile: apns.certificates.caFile)
+        let r = try await Curl.one(apns.baseURL + c.path, args, caFile: apns.certificates.caFile)
         #expect(r.status == c.status)
         let id = try #require(r.headers["apns-id"])
         #expect(id.count == 36 && id == id.lowercased())
@@ -99,7 +99,7 @@ struct HTTP2SimulatorTests {
         let apns = try HTTP2SimulatorHarness.tokenAuth()
         defer { apns.stop() }
         let id = "123e4567-e89b-12d3-a456-426655440000"
-        let r = try Curl.one(apns.url(token: sampleToken), [
+        let r = try await Curl.one(apns.url(token: sampleToken), [
             "-H", "authorization: bearer \(try apns.jwt())", "-H", "apns-topic: com.example.app", "-H", "apns-id: \(id)",
             "-H", "apns-push-type: alert", "-H", "apns-priority: 5", "-H", "apns-expiration: 1767225600",
             "-H", "apns-collapse-id: news", "--data-binary", samplePayload,
@@ -125,31 +125,31 @@ struct HTTP2SimulatorTests {
         #expect(n.header(":method") == "POST")
     }
 
-    @Test func errorsEchoTheRequestsApnsID() throws {
+    @Test func errorsEchoTheRequestsApnsID() async throws {
         let apns = try HTTP2SimulatorHarness.tokenAuth()
         defer { apns.stop() }
         let id = "123e4567-e89b-12d3-a456-426655440000"
-        let r = try Curl.one(apns.url(token: "zz"), ["-H", "authorization: bearer \(try apns.jwt())", "-H", "apns-topic: com.example.app",
+        let r = try await Curl.one(apns.url(token: "zz"), ["-H", "authorization: bearer \(try apns.jwt())", "-H", "apns-topic: com.example.app",
                                                      "-H", "apns-id: \(id)", "--data-binary", samplePayload], caFile: apns.certificates.caFile)
         #expect(r.status == 400)
         #expect(r.headers["apns-id"] == id)
         #expect(r.headers["apns-unique-id"] == nil)
     }
 
-    @Test func headGetsA405WithoutBody() throws {
+    @Test func headGetsA405WithoutBody() async throws {
         let apns = try HTTP2SimulatorHarness.tokenAuth()
         defer { apns.stop() }
-        let result = try Run.program(Curl.path, ["-s", "-S", "-I", "--http2", "--cacert", apns.certificates.caFile,
+        let result = try await Run.program(Curl.path, ["-s", "-S", "-I", "--http2", "--cacert", apns.certificates.caFile,
                                                  "-H", "authorization: bearer \(try apns.jwt())", apns.url(token: sampleToken)])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.hasPrefix("HTTP/2 405"))
         #expect(apns.simulator.counters.rejected == ["MethodNotAllowed": 1])
     }
 
-    @Test func productionSendsNoUniqueID() throws {
+    @Test func productionSendsNoUniqueID() async throws {
         let apns = try HTTP2SimulatorHarness.tokenAuth { $0.environment = .production }
         defer { apns.stop() }
-        let r = try Curl.one(apns.url(token: sampleToken), ["-H", "authorization: bearer \(try apns.jwt())",
+        let r = try await Curl.one(apns.url(token: sampleToken), ["-H", "authorization: bearer \(try apns.jwt())",
                                                             "-H", "apns-topic: com.example.app", "--data-binary", samplePayload],
                              caFile: apns.certificates.caFile)
         #expect(r.status == 200)
@@ -159,23 +159,23 @@ struct HTTP2SimulatorTests {
 
     // MARK: Token authentication
 
-    func post(_ apns: HTTP2SimulatorHarness, authorization: String?) throws -> CurlResponse {
+    func post(_ apns: HTTP2SimulatorHarness, authorization: String?) async throws -> CurlResponse {
         var args = ["-H", "apns-topic: com.example.app", "--data-binary", samplePayload]
         if let authorization { args += ["-H", "authorization: \(authorization)"] }
-        return try Curl.one(apns.url(token: sampleToken), args, caFile: apns.certificates.caFile)
+        return try await Curl.one(apns.url(token: sampleToken), args, caFile: apns.certificates.caFile)
     }
 
-    @Test func missingProviderToken() throws {
+    @Test func missingProviderToken() async throws {
         let apns = try HTTP2SimulatorHarness.tokenAuth()
         defer { apns.stop() }
         for auth in [nil, "bearer", "basic dXNlcjpwYXNz"] as [String?] {
-            let r = try post(apns, authorization: auth)
+            let r = try await post(apns, authorization: auth)
             #expect(r.status == 403)
             #expect(r.reason == "MissingProviderToken")
         }
     }
 
-    @Test func invalidProviderToken() throws {
+    @Test func invalidProviderToken() async throws {
         let apns = try HTTP2SimulatorHarness.tokenAuth()
         defer { apns.stop() }
         let certs = apns.certificates
@@ -190,37 +190,37 @@ struct HTTP2SimulatorTests {
                                           header: #"{"alg":"ES384","kid":"ABC123DEFG"}"#)),
         ]
         for auth in bad {
-            let r = try post(apns, authorization: auth)
+            let r = try await post(apns, authorization: auth)
             #expect(r.status == 403, "\(auth.prefix(40))")
             #expect(r.reason == "InvalidProviderToken", "\(auth.prefix(40))")
         }
         #expect(apns.simulator.counters.rejected == ["InvalidProviderToken": bad.count])
     }
 
-    @Test func expiredProviderToken() throws {
+    @Test func expiredProviderToken() async throws {
         let apns = try HTTP2SimulatorHarness.tokenAuth()
         defer { apns.stop() }
-        let r = try post(apns, authorization: "bearer " + (try apns.jwt(issuedAt: Date().addingTimeInterval(-3601))))
+        let r = try await post(apns, authorization: "bearer " + (try apns.jwt(issuedAt: Date().addingTimeInterval(-3601))))
         #expect(r.status == 403)
         #expect(r.reason == "ExpiredProviderToken")
-        let fresh = try post(apns, authorization: "bearer " + (try apns.jwt(issuedAt: Date().addingTimeInterval(-3000))))
+        let fresh = try await post(apns, authorization: "bearer " + (try apns.jwt(issuedAt: Date().addingTimeInterval(-3000))))
         #expect(fresh.status == 200)
     }
 
-    @Test func expiryFollowsTheInjectedClock() throws {
+    @Test func expiryFollowsTheInjectedClock() async throws {
         let clock = TestClock()
         let apns = try HTTP2SimulatorHarness.tokenAuth { $0.clock = clock }
         defer { apns.stop() }
         let jwt = try apns.jwt(issuedAt: clock.now)
-        #expect(try post(apns, authorization: "bearer \(jwt)").status == 200)
+        #expect(try await post(apns, authorization: "bearer \(jwt)").status == 200)
         clock.advance(by: 3601)
-        let r = try post(apns, authorization: "bearer \(jwt)")
+        let r = try await post(apns, authorization: "bearer \(jwt)")
         #expect(r.status == 403)
         #expect(r.reason == "ExpiredProviderToken")
         #expect(apns.simulator.received.first?.time == clock.now.addingTimeInterval(-3601))
     }
 
-    @Test func tooManyProviderTokenUpdatesOnOneConnection() throws {
+    @Test func tooManyProviderTokenUpdatesOnOneConnection() async throws {
         let apns = try HTTP2SimulatorHarness.tokenAuth()
         defer { apns.stop() }
         let first = try apns.jwt(issuedAt: Date())
@@ -229,22 +229,22 @@ struct HTTP2SimulatorTests {
             Curl.Request(apns.url(token: sampleToken), ["-H", "authorization: bearer \(jwt)", "-H", "apns-topic: com.example.app",
                                                          "--data-binary", samplePayload])
         }
-        let r = try Curl.run([request(first), request(second), request(first)], caFile: apns.certificates.caFile)
+        let r = try await Curl.run([request(first), request(second), request(first)], caFile: apns.certificates.caFile)
         #expect(r.responses.map(\.status) == [200, 429, 200])
         #expect(r.responses[1].reason == "TooManyProviderTokenUpdates")
         #expect(apns.simulator.counters.connections == 1)
         // A new connection may start with the other token.
-        #expect(try post(apns, authorization: "bearer \(second)").status == 200)
+        #expect(try await post(apns, authorization: "bearer \(second)").status == 200)
     }
 
-    @Test func tokenUpdateWindowIsConfigurable() throws {
+    @Test func tokenUpdateWindowIsConfigurable() async throws {
         let apns = try HTTP2SimulatorHarness.tokenAuth { $0.tokenUpdateInterval = 0 }
         defer { apns.stop() }
         let request = { (jwt: String) in
             Curl.Request(apns.url(token: sampleToken), ["-H", "authorization: bearer \(jwt)", "-H", "apns-topic: com.example.app",
                                                          "--data-binary", samplePayload])
         }
-        let r = try Curl.run([request(try apns.jwt(issuedAt: Date())), request(try apns.jwt(issuedAt: Date().addingTimeInterval(-10)))],
+        let r = try await Curl.run([request(try apns.jwt(issuedAt: Date())), request(try apns.jwt(issuedAt: Date().addingTimeInterval(-10)))],
                              caFile: apns.certificates.caFile)
         #expect(r.responses.map(\.status) == [200, 200])
         #expect(apns.simulator.counters.connections == 1)
@@ -252,58 +252,58 @@ struct HTTP2SimulatorTests {
 
     // MARK: Certificate authentication
 
-    @Test func certificateAuthentication() throws {
+    @Test func certificateAuthentication() async throws {
         let apns = try HTTP2SimulatorHarness.certificateAuth()
         defer { apns.stop() }
         let certs = apns.certificates
         let client = ["--cert", certs.clientCertificate, "--key", certs.clientKey, "--data-binary", samplePayload]
-        #expect(try Curl.one(apns.url(token: sampleToken), client + ["-H", "apns-topic: com.example.app"], caFile: certs.caFile).status == 200)
-        let voip = try Curl.one(apns.url(token: sampleToken), client + ["-H", "apns-topic: com.example.app.voip", "-H", "apns-push-type: voip"],
+        #expect(try await Curl.one(apns.url(token: sampleToken), client + ["-H", "apns-topic: com.example.app"], caFile: certs.caFile).status == 200)
+        let voip = try await Curl.one(apns.url(token: sampleToken), client + ["-H", "apns-topic: com.example.app.voip", "-H", "apns-push-type: voip"],
                                 caFile: certs.caFile)
         #expect(voip.status == 200)
         // The test certificate lists three topics, so apns-topic is required…
-        let missing = try Curl.one(apns.url(token: sampleToken), client, caFile: certs.caFile)
+        let missing = try await Curl.one(apns.url(token: sampleToken), client, caFile: certs.caFile)
         #expect(missing.status == 400)
         #expect(missing.reason == "MissingTopic")
         // …and must be one of them.
-        let other = try Curl.one(apns.url(token: sampleToken), client + ["-H", "apns-topic: com.other.app"], caFile: certs.caFile)
+        let other = try await Curl.one(apns.url(token: sampleToken), client + ["-H", "apns-topic: com.other.app"], caFile: certs.caFile)
         #expect(other.status == 400)
         #expect(other.reason == "TopicDisallowed")
         // The authorization header is ignored on a certificate connection.
-        #expect(try Curl.one(apns.url(token: sampleToken), client + ["-H", "apns-topic: com.example.app", "-H", "authorization: bearer junk"],
+        #expect(try await Curl.one(apns.url(token: sampleToken), client + ["-H", "apns-topic: com.example.app", "-H", "authorization: bearer junk"],
                              caFile: certs.caFile).status == 200)
         #expect(apns.simulator.received.count == 3)
         #expect(apns.simulator.received.allSatisfy { $0.keyID == nil })
     }
 
-    @Test func certificateWithOneConfiguredTopicMakesTheTopicOptional() throws {
+    @Test func certificateWithOneConfiguredTopicMakesTheTopicOptional() async throws {
         let apns = try HTTP2SimulatorHarness.certificateAuth { $0.topics = ["com.example.app"] }
         defer { apns.stop() }
         let certs = apns.certificates
-        let r = try Curl.one(apns.url(token: sampleToken), ["--cert", certs.clientCertificate, "--key", certs.clientKey,
+        let r = try await Curl.one(apns.url(token: sampleToken), ["--cert", certs.clientCertificate, "--key", certs.clientKey,
                                                             "--data-binary", samplePayload], caFile: certs.caFile)
         #expect(r.status == 200)
         #expect(apns.simulator.received.first?.topic == "com.example.app")
     }
 
-    @Test func clientsWithoutATrustedCertificateAreRefused() throws {
+    @Test func clientsWithoutATrustedCertificateAreRefused() async throws {
         let apns = try HTTP2SimulatorHarness.certificateAuth()
         defer { apns.stop() }
         let certs = apns.certificates
-        let none = try Curl.run([.init(apns.url(token: sampleToken), ["--data-binary", samplePayload])], caFile: certs.caFile)
+        let none = try await Curl.run([.init(apns.url(token: sampleToken), ["--data-binary", samplePayload])], caFile: certs.caFile)
         #expect(none.status != 0)
         #expect(none.responses.isEmpty)
-        let other = try Curl.run([.init(apns.url(token: sampleToken), ["--cert", certs.otherClientCertificate, "--key", certs.otherClientKey,
+        let other = try await Curl.run([.init(apns.url(token: sampleToken), ["--cert", certs.otherClientCertificate, "--key", certs.otherClientKey,
                                                                        "--data-binary", samplePayload])], caFile: certs.caFile)
         #expect(other.status != 0)
         #expect(other.responses.isEmpty)
         #expect(apns.simulator.counters.requests == 0)
     }
 
-    @Test func onlyH2IsSpoken() throws {
+    @Test func onlyH2IsSpoken() async throws {
         let apns = try HTTP2SimulatorHarness.tokenAuth()
         defer { apns.stop() }
-        let result = try Run.program(Curl.path, ["-s", "--http1.1", "--cacert", apns.certificates.caFile, "-d", "{}", apns.url(token: sampleToken)])
+        let result = try await Run.program(Curl.path, ["-s", "--http1.1", "--cacert", apns.certificates.caFile, "-d", "{}", apns.url(token: sampleToken)])
         #expect(result.status != 0)  // ALPN offers only http/1.1: the handshake fails
         #expect(apns.simulator.counters.requests == 0)
     }

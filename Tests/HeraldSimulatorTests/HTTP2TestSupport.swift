@@ -34,7 +34,7 @@ enum Curl {
     /// - Important: `-w` text must not start with `@` (curl reads a file then).
     /// Sends the requests in order in one curl process (`--next`), so they share a connection.
     /// - Returns: the parsed responses and curl's exit status.
-    static func run(_ requests: [Request], caFile: String) throws -> (responses: [CurlResponse], status: Int32, stderr: String) {
+    static func run(_ requests: [Request], caFile: String) async throws -> (responses: [CurlResponse], status: Int32, stderr: String) {
         var arguments: [String] = []
         for (i, r) in requests.enumerated() {
             if i > 0 { arguments.append("--next") }
@@ -42,13 +42,13 @@ enum Curl {
             arguments += r.arguments
             arguments.append(r.url)
         }
-        let result = try Run.program(path, arguments)
+        let result = try await Run.program(path, arguments)
         return (parse(result.stdout), result.status, result.stderr)
     }
 
     /// One request.
-    static func one(_ url: String, _ arguments: [String], caFile: String) throws -> CurlResponse {
-        let r = try run([Request(url, arguments)], caFile: caFile)
+    static func one(_ url: String, _ arguments: [String], caFile: String) async throws -> CurlResponse {
+        let r = try await run([Request(url, arguments)], caFile: caFile)
         guard let first = r.responses.first else {
             throw TestSetupError("curl gave no response (exit \(r.status)): \(r.stderr)")
         }

@@ -20,7 +20,7 @@ struct SimulatorHTTP2ServerTests {
         return (server, certs)
     }
 
-    @Test func handsTheWholeRequestToTheHandlerAndWritesItsAnswer() throws {
+    @Test func handsTheWholeRequestToTheHandlerAndWritesItsAnswer() async throws {
         let seen = Locked<[SimulatorHTTP2Request]>([])
         let (server, certs) = try Self.server { request in
             seen.withLock { $0.append(request) }
@@ -29,7 +29,7 @@ struct SimulatorHTTP2ServerTests {
                                           body: Array("got \(request.body.count) bytes".utf8))
         }
         defer { server.stop() }
-        let r = try Curl.one("https://127.0.0.1:\(server.port)/v1/things:send?x=1",
+        let r = try await Curl.one("https://127.0.0.1:\(server.port)/v1/things:send?x=1",
                              ["-H", "x-custom: hello", "-H", "content-type: text/plain", "--data-binary", "héllo"],
                              caFile: certs.caFile)
         #expect(r.status == 201)
@@ -50,19 +50,19 @@ struct SimulatorHTTP2ServerTests {
         #expect(server.counters.requests == 1)
     }
 
-    @Test func anEmptyBodyAndAGetWork() throws {
+    @Test func anEmptyBodyAndAGetWork() async throws {
         let (server, certs) = try Self.server { request in
             SimulatorHTTP2Response(status: request.method == "GET" ? 204 : 500)
         }
         defer { server.stop() }
-        let r = try Curl.one("https://127.0.0.1:\(server.port)/", [], caFile: certs.caFile)
+        let r = try await Curl.one("https://127.0.0.1:\(server.port)/", [], caFile: certs.caFile)
         #expect(r.status == 204)
         #expect(r.body.isEmpty)
     }
 
     /// Two requests multiplexed on one connection: the one answered after 3 s finishes after the
     /// one answered at once (curl prints `-w` as each transfer completes).
-    @Test func aDelayedAnswerHoldsUpNoOtherStream() throws {
+    @Test func aDelayedAnswerHoldsUpNoOtherStream() async throws {
         let (server, certs) = try Self.server { request in
             request.path == "/slow" ? SimulatorHTTP2Response(status: 200, body: Array("slow".utf8), delay: 3)
                                     : SimulatorHTTP2Response(status: 200, body: Array("fast".utf8))
@@ -71,7 +71,7 @@ struct SimulatorHTTP2ServerTests {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let base = "https://127.0.0.1:\(server.port)"
-        let result = try Run.program(Curl.path, [
+        let result = try await Run.program(Curl.path, [
             "-s", "-S", "--http2", "--cacert", certs.caFile, "--parallel", "--parallel-max", "2",
             "-w", "%{url_effective} %{http_code} %{time_total}\n",
             "-o", dir.file("slow"), base + "/slow", "-o", dir.file("fast"), base + "/fast",
@@ -87,21 +87,21 @@ struct SimulatorHTTP2ServerTests {
         #expect(try String(contentsOfFile: dir.file("slow"), encoding: .utf8) == "slow")
     }
 
-    @Test func resetAndNoAnswerEndTheStreamAsAsked() throws {
+    @Test func resetAndNoAnswerEndTheStreamAsAsked() async throws {
         let (server, certs) = try Self.server { request in
             SimulatorHTTP2Response(status: 200, action: request.path == "/reset" ? .resetStream : .noAnswer)
         }
         defer { server.stop() }
         let base = "https://127.0.0.1:\(server.port)"
-        let reset = try Run.program(Curl.path, ["-s", "--http2", "--cacert", certs.caFile, base + "/reset"])
+        let reset = try await Run.program(Curl.path, ["-s", "--http2", "--cacert", certs.caFile, base + "/reset"])
         #expect(reset.status == 92)  // CURLE_HTTP2_STREAM
-        let silent = try Run.program(Curl.path, ["-s", "--http2", "--cacert", certs.caFile, "--max-time", "2", base + "/silent"])
+        let silent = try await Run.program(Curl.path, ["-s", "--http2", "--cacert", certs.caFile, "--max-time", "2", base + "/silent"])
         #expect(silent.status == 28)  // CURLE_OPERATION_TIMEDOUT
         #expect(server.counters.resets == 1)
         #expect(server.counters.unanswered == 1)
     }
 
-    @Test func aBodyOverTheLimitGetsA413WithoutCallingTheHandler() throws {
+    @Test func aBodyOverTheLimitGetsA413WithoutCallingTheHandler() async throws {
         let calls = Locked(0)
         let (server, certs) = try Self.server(maxBody: 10) { _ in
             calls.withLock { $0 += 1 }
@@ -109,15 +109,15 @@ struct SimulatorHTTP2ServerTests {
         }
         defer { server.stop() }
         let url = "https://127.0.0.1:\(server.port)/"
-        #expect(try Curl.one(url, ["--data-binary", "0123456789"], caFile: certs.caFile).status == 200)
-        #expect(try Curl.one(url, ["--data-binary", "0123456789a"], caFile: certs.caFile).status == 413)
+        #expect(try await Curl.one(url, ["--data-binary", "0123456789"], caFile: certs.caFile).status == 200)
+        #expect(try await Curl.one(url, ["--data-binary", "0123456789a"], caFile: certs.caFile).status == 413)
         #expect(calls.value == 1)
     }
 
-    @Test func aClientWithoutH2IsRefusedInTheHandshake() throws {
+    @Test func aClientWithoutH2IsRefusedInTheHandshake() async throws {
         let (server, certs) = try Self.server { _ in SimulatorHTTP2Response(status: 200) }
         defer { server.stop() }
-        let r = try Run.program(Curl.path, ["-s", "--http1.1", "--cacert", certs.caFile, "https://127.0.0.1:\(server.port)/"])
+        let r = try await Run.program(Curl.path, ["-s", "--http1.1", "--cacert", certs.caFile, "https://127.0.0.1:\(server.port)/"])
         #expect(r.status == 35)  // CURLE_SSL_CONNECT_ERROR: no_application_protocol
     }
 

@@ -32,7 +32,7 @@ struct InboxContractTests {
     func withInbox(_ backend: Backend, nodes: Int = 1, _ body: (Opened) async throws -> Void) async throws {
         let dir = try TemporaryDirectory(prefix: "herald-inbox")
         defer { dir.remove() }
-        let opened = Opened(backend, try backend.configuration(in: dir))
+        let opened = await Opened(backend, try backend.configuration(in: dir))
         do {
             for _ in 0..<nodes { _ = try await opened.open() }
             try await body(opened)

@@ -22,10 +22,10 @@ enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
     /// A configuration naming a fresh database of this driver (a temporary file, or a new
     /// PostgreSQL database on the shared test server).
-    func configuration(in dir: TemporaryDirectory) throws -> HeraldConfiguration {
+    func configuration(in dir: TemporaryDirectory) async throws -> HeraldConfiguration {
         let storage = switch self {
         case .sqlite: #"{"path": "\#(dir.file("herald.db"))", "synchronous": "normal"}"#
-        case .postgresql: #"{"driver": "postgresql", "url": "\#(try PostgresServer.shared().createDatabase())", "pool": 4}"#
+        case .postgresql: #"{"driver": "postgresql", "url": "\#(try await PostgresServer.shared().createDatabase())", "pool": 4}"#
         }
         var registry = TransportRegistry()
         registry.register(LogTransport.self)
@@ -39,7 +39,7 @@ enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
 func withStorage(_ backend: Backend, _ body: (OpenStorage, HeraldConfiguration) async throws -> Void) async throws {
     let dir = try TemporaryDirectory(prefix: "herald-contract")
     defer { dir.remove() }
-    let configuration = try backend.configuration(in: dir)
+    let configuration = try await backend.configuration(in: dir)
     let storage = try await backend.driver.open(configuration, metrics: MetricsRegistry(), exclusive: false)
     do {
         try await body(storage, configuration)
