@@ -51,7 +51,20 @@ public final class Browser: Sendable {
     }
 
     /// Starts chromedriver and a headless Chromium session.
+    ///
+    /// Tried up to three times when chromedriver's own pick for `--port=0` was taken
+    /// (`bind() failed: Address already in use`: it picks a port, then binds it).
     public static func start() async throws -> Browser {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do { return try await startOnce() } catch let failure as Failure where attempt < 3 && "\(failure)".contains("Address already in use") {
+                continue
+            }
+        }
+    }
+
+    private static func startOnce() async throws -> Browser {
         guard let chromium = Self.executable(["/usr/lib/chromium/chromium", "/usr/bin/chromium", "/usr/bin/chromium-browser"]),
               let chromedriver = Self.executable(["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"]) else {
             throw Failure("Chromium or chromedriver is not installed: run scripts/bootstrap.sh --with-chromium "

@@ -60,6 +60,10 @@ public enum Run {
         posix_spawn_file_actions_addopen(&actions, 0, inFile, O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outFile, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_addopen(&actions, 2, errFile, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        // Nothing else of the test process's: an inherited socket keeps a peer another test
+        // closed alive (Foundation's Process closes them too).
+        guard let closeFrom = Self.closeFrom else { throw TestSetupError("posix_spawn_file_actions_addclosefrom_np is missing: glibc 2.34 or later is needed") }
+        _ = closeFrom(&actions, 3)
         // The working directory through env(1) (coreutils' -C): glibc's addchdir is not in every header.
         let command = directory.map { ["/usr/bin/env", "-C", $0, executable] } ?? [executable]
         let argv: [UnsafeMutablePointer<CChar>?] = (command + arguments).map { strdup($0) } + [nil]
@@ -78,6 +82,11 @@ public enum Run {
         let err = FileManager.default.contents(atPath: errFile) ?? Data()
         return ProcessResult(status: code, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self))
     }
+
+    private typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), which Swift's Glibc module leaves out (it is `__USE_GNU`).
+    private static let closeFrom: CloseFrom? = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np")
+        .map { unsafeBitCast($0, to: CloseFrom.self) }
 
     /// Runs the built `herald` binary.
     public static func herald(_ arguments: [String], environment: [String: String] = [:], directory: String? = nil,
