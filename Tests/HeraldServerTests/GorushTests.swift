@@ -1,76 +1,31 @@
 import Foundation
 import HeraldAPNsHTTP2
 import HeraldCore
+import HeraldFCM
 import HeraldGorush
 import HeraldServer
 import HeraldSimulator
 import HeraldTestKit
 import Testing
 
-/// An Android route for these tests (until the FCM plugin lands): FCM-style registration
-/// tokens, a JSON payload of the neutral title and body plus the `fcm` block, which it reads.
-/// It takes hex tokens too, so only the platform keeps iOS tokens off it.
-final class GorushAndroidPlugin: TransportPlugin {
-    struct Configuration: TransportConfiguration {
-        var summary: String { "android test route" }
-        var platform: Platform? { .android }
-
-        func address(_ input: DeviceAddressInput, attributes: DeviceAttributes) throws(AddressProblem) -> DeviceAddress {
-            guard case .token(let raw) = input, !raw.isEmpty,
-                  raw.unicodeScalars.allSatisfy({ CharacterSet.alphanumerics.contains($0) || ":_-".unicodeScalars.contains($0) }) else {
-                throw AddressProblem(field: input.field, "expected an FCM registration token (letters, digits, : _ -)")
-            }
-            return DeviceAddress(token: raw)
-        }
-
-        func render(_ content: NotificationContent, context: RenderContext) throws(ContentProblem) -> RenderedPayload {
-            var w = JSONWriter(capacity: 256)
-            w.object { o in
-                o.string("title", content.title)
-                o.string("body", content.body)
-                o.string("priority", content.priority?.rawValue)
-                o.string("collapse_key", content.collapseKey)
-                if !content.data.isEmpty { o.value("data", .object(content.data)) }
-                if let fcm = content.overrides["fcm"] { o.value("fcm", fcm) }
-            }
-            if w.bytes.count > 4096 { throw ContentProblem(field: "payload", "is \(w.bytes.count) bytes; FCM accepts at most 4096") }
-            return RenderedPayload(body: w.bytes, expiration: content.expiration)
-        }
-    }
-
-    static let kind = "gorush-android"
-    static let overrideBlocks = ["fcm"]
-    static func configuration(from node: ConfigNode) -> Configuration? { Configuration() }
-
-    /// What it carried: (token, payload).
-    static let carried = Locked<[(token: String, payload: JSONValue?)]>([])
-    static func payloads(_ token: String) -> [JSONValue?] { carried.withLock { $0.filter { $0.token == token }.map(\.payload) } }
-
-    let name: String
-    init(name: String, configuration: Configuration, context: TransportContext) throws { self.name = name }
-
-    func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] {
-        batch.map { d in
-            if d.token.hasPrefix("dead") { return .tokenInvalid(since: Date(), reason: "UNREGISTERED") }
-            Self.carried.withLock { $0.append((d.token, try? JSONValue.parse(Data(d.payload.body)))) }
-            return .delivered(receipt: "projects/test/messages/\(d.messageID.lowercasedString.prefix(8))")
-        }
-    }
-}
-
 /// A daemon in this process whose `gorush` listener (port 0) takes gorush's requests:
 /// platform 1 through the real apns-http2 transport to the in-process APNs simulator,
-/// platform 2 through ``GorushAndroidPlugin``.
+/// platform 2 through the real fcm transport to the in-process FCM simulator (real TLS,
+/// HTTP/2 and OAuth on both).
 struct GorushFixture {
     static let app = "com.example.app"
     let apns: HTTP2SimulatorHarness
+    let fcm: FCMSimulator
     let test: TestDaemon
     let gorushPort: Int
+
+    /// A registration token of realistic shape, unique to `tag`.
+    static func androidToken(_ tag: String) -> String { FCMDaemonTests.androidToken(0).replacingOccurrences(of: "a0b", with: tag) }
 
     /// The gorush client (no key unless given).
     func gorush(key: String? = nil) -> HTTPTestClient { HTTPTestClient(port: gorushPort, key: key) }
 
-    static func config(_ apns: HTTP2SimulatorHarness, gorush: String, server: String = "") -> String {
+    static func config(_ apns: HTTP2SimulatorHarness, fcm: FCMSimulator, credentials: String, gorush: String, server: String = "") -> String {
         let c = apns.certificates
         return """
         {
@@ -78,7 +33,7 @@ struct GorushFixture {
           "apps": {"\(app)": {"routes": ["droid", "apns"]}, "org.example.ios": {"topic": "org.example.ios", "routes": ["apns"]}},
           "transports": {"apns": {"type": "apns-http2", "environment": "sandbox", "endpoint": "\(apns.baseURL)", "caFile": "\(c.caFile)",
                                   "keyFile": "\(c.authKey)", "keyId": "\(c.authKeyID)", "teamId": "\(c.teamID)"},
-                         "droid": {"type": "gorush-android"}},
+                         "droid": {"type": "fcm", "credentialsFile": "\(credentials)", "endpoint": "\(fcm.baseURL)", "caFile": "\(c.caFile)"}},
           "api": {"listen": "127.0.0.1:0", "keys": [{"id": "backend", "secret": "\(TestDaemon.key)", "scopes": ["admin"]},
                                                     {"id": "sender", "secret": "\(TestDaemon.sendOnlyKey)", "scopes": ["send"]},
                                                     {"id": "devices", "secret": "devices-only-0123456789", "scopes": ["devices"]}]},
@@ -93,18 +48,26 @@ struct GorushFixture {
     static var registry: TransportRegistry {
         var registry = TransportRegistry()
         registry.register(APNsHTTP2Transport.self)
-        registry.register(GorushAndroidPlugin.self)
+        registry.register(FCMTransport.self)
         registry.register(section: GorushConfiguration.self)
         return registry
     }
 
     static func start(gorush: String = #"{"listen": "127.0.0.1:0", "app": "com.example.app"}"#, server: String = "",
-                      faults: HTTP2Faults = HTTP2Faults()) async throws -> GorushFixture {
+                      faults: HTTP2Faults = HTTP2Faults(), fcmFaults: FCMFaults = FCMFaults()) async throws -> GorushFixture {
         let apns = try HTTP2SimulatorHarness.tokenAuth(faults: faults)
+        let fcm: FCMSimulator
+        do {
+            fcm = try FCMDaemonTests.fcmSimulator { $0.faults = fcmFaults }.0
+        } catch {
+            apns.stop()
+            throw error
+        }
         do {
             let directory = try TemporaryDirectory(prefix: "herald-gorush")
-            let configuration = try DaemonConfiguration.parse(Data(config(apns, gorush: gorush, server: server).utf8), baseDirectory: directory.path,
-                                                              registry: registry, environment: [:])
+            try fcm.writeServiceAccount(to: directory.file("sa.json"), key: TestKeys.rsa)
+            let configuration = try DaemonConfiguration.parse(Data(config(apns, fcm: fcm, credentials: directory.file("sa.json"), gorush: gorush, server: server).utf8),
+                                                              baseDirectory: directory.path, registry: registry, environment: [:])
             let logs = RecordingLogHandler()
             let daemon = Daemon(configuration: configuration, registry: registry, storage: .embedded, logSink: logs,
                                 options: Daemon.Options(random: { 0.5 }, environment: [:], frontEnds: [GorushGateway.self]))
@@ -116,9 +79,10 @@ struct GorushFixture {
             let test = TestDaemon(directory: directory, daemon: daemon, port: port, logs: logs)
             StopsDaemons.current?.withLock { $0.append(test) }
             guard let gorushPort = daemon.port(of: GorushGateway.name), gorushPort > 0 else { throw TestSetupError("the gorush listener did not start") }
-            return GorushFixture(apns: apns, test: test, gorushPort: gorushPort)
+            return GorushFixture(apns: apns, fcm: fcm, test: test, gorushPort: gorushPort)
         } catch {
             apns.stop()
+            fcm.stop()
             throw error
         }
     }
@@ -126,10 +90,13 @@ struct GorushFixture {
     func stop() async {
         await test.stop()
         apns.stop()
+        fcm.stop()
     }
 
     /// What the APNs simulator accepted for `token`.
     func received(_ token: String) -> [ReceivedNotification] { apns.simulator.received.filter { $0.deviceToken == token } }
+    /// What the FCM simulator accepted for `token`.
+    func sent(_ token: String) -> [FCMReceivedMessage] { fcm.received.filter { $0.token == token } }
 }
 
 @Suite(.serialized, .stopsDaemons) struct GorushTests {
@@ -138,13 +105,13 @@ struct GorushFixture {
     @Test(.timeLimit(.minutes(2))) func eachPlatformGoesThroughItsRouteAndThe200ComesAfterTheCommit() async throws {
         let f = try await GorushFixture.start()
         defer { f.apns.stop() }
-        let android = "fcm-token-\(UUID().uuidString.prefix(8)):APA91b"
+        let android = GorushFixture.androidToken("g1x"), second = GorushFixture.androidToken("g2x")
         // gorush's TestSenMultipleNotifications, with a real Android token: 3 targets. The app's
         // first route is the Android one, which takes hex tokens too: the platform decides.
         let r = try await f.gorush().post("/api/push", """
             {"notifications": [{"tokens": ["\(Self.iosToken)"], "platform": 1, "title": "Hello iOS", "message": "Welcome iOS", "badge": 2,
                                 "collapse_id": "score", "push_type": "alert"},
-                               {"tokens": ["\(android)", "bbbbb"], "platform": 2, "title": "Hello", "message": "Welcome Android",
+                               {"tokens": ["\(android)", "\(second)"], "platform": 2, "title": "Hello", "message": "Welcome Android",
                                 "priority": "high", "notification": {"icon": "myicon", "color": "#112244", "channel_id": "news"}}]}
             """)
         #expect(r.status == 200 && r.text == #"{"success":"ok","counts":3,"logs":[]}"#, "\(r)")
@@ -159,12 +126,14 @@ struct GorushFixture {
         #expect(ios.topic == GorushFixture.app && ios.pushType == .alert && ios.collapseID == "score")
         #expect(ios.payloadJSON?["aps"]?["alert"]?["title"] == "Hello iOS" && ios.payloadJSON?["aps"]?["alert"]?["body"] == "Welcome iOS")
         #expect(ios.payloadJSON?["aps"]?["badge"] == 2)
-        #expect(await eventually(timeout: 20) { GorushAndroidPlugin.payloads(android).count == 1 && GorushAndroidPlugin.payloads("bbbbb").count == 1 })
-        let payload = try #require(GorushAndroidPlugin.payloads(android).first ?? nil)
-        #expect(payload["title"] == "Hello" && payload["body"] == "Welcome Android" && payload["priority"] == "high")
-        #expect(payload["fcm"] == ["android": ["notification": ["icon": "myicon", "color": "#112244", "channel_id": "news"]]])
+        #expect(await eventually(timeout: 20) { f.sent(android).count == 1 && f.sent(second).count == 1 })
+        let message = try #require(f.sent(android).first).message
+        #expect(message["notification"]?["title"] == "Hello" && message["notification"]?["body"] == "Welcome Android", "\(message)")
+        #expect(message["android"]?["priority"] == "high", "\(message)")
+        #expect(message["android"]?["notification"]?["icon"] == "myicon" && message["android"]?["notification"]?["color"] == "#112244"
+                && message["android"]?["notification"]?["channel_id"] == "news", "\(message)")
         // The iOS token never went to the Android route, nor an Android one to APNs.
-        #expect(GorushAndroidPlugin.payloads(Self.iosToken).isEmpty && f.received(android).isEmpty)
+        #expect(f.sent(Self.iosToken).isEmpty && f.received(android).isEmpty)
         await f.stop()
     }
 
@@ -182,9 +151,9 @@ struct GorushFixture {
         let big = String(repeating: "x", count: 5000)
         r = try await c.post("/api/push", """
             {"notifications": [{"tokens": ["\(Self.iosToken)"], "platform": 1, "message": "first"},
-                               {"tokens": ["tok"], "platform": 2, "message": "\(big)"}]}
+                               {"tokens": ["\(GorushFixture.androidToken("big"))"], "platform": 2, "message": "\(big)"}]}
             """)
-        #expect(r.status == 400 && r.json?["message"]?.stringValue?.hasPrefix("notifications[1].payload: route droid (gorush-android)") == true, "\(r)")
+        #expect(r.status == 400 && r.json?["message"]?.stringValue?.hasPrefix("notifications[1].payload: route droid (fcm)") == true, "\(r)")
         r = try await c.get("/api/push")
         #expect(r.status == 405 && r.headers["allow"] == "POST", "\(r)")
         r = try await c.get("/v1/notifications")
@@ -198,17 +167,19 @@ struct GorushFixture {
     }
 
     @Test(.timeLimit(.minutes(2))) func statAppAndHealthzAnswerAsGorushDoes() async throws {
-        let f = try await GorushFixture.start()
+        let dead = GorushFixture.androidToken("dxd")
+        var faults = FCMFaults()
+        faults.unregisteredTokens = [dead]
+        let f = try await GorushFixture.start(fcmFaults: faults)
         defer { f.apns.stop() }
         let c = f.gorush()
         var r = try await c.get("/healthz")
         #expect(r.status == 200 && r.body.isEmpty, "\(r)")
         r = try await c.request("HEAD", "/healthz")
         #expect(r.status == 200, "\(r)")
-        let dead = "dead-\(UUID().uuidString.prefix(8))"
         r = try await c.post("/api/push", """
             {"notifications": [{"tokens": ["\(Self.iosToken)"], "platform": 1, "message": "one"},
-                               {"tokens": ["live-\(UUID().uuidString.prefix(8))", "\(dead)"], "platform": 2, "message": "two"}]}
+                               {"tokens": ["\(GorushFixture.androidToken("lvl"))", "\(dead)"], "platform": 2, "message": "two"}]}
             """)
         #expect(r.status == 200 && r.json?["counts"] == 3, "\(r)")
         var stat: JSONValue? = nil
@@ -244,8 +215,12 @@ struct GorushFixture {
     @Test func anAPIKeyListenerOffLoopbackNeedsKeys() async throws {
         let directory = try TemporaryDirectory(prefix: "herald-gorush-refusal")
         defer { directory.remove() }
+        let fcm = try FCMDaemonTests.fcmSimulator().0
+        defer { fcm.stop() }
+        try fcm.writeServiceAccount(to: directory.file("sa.json"), key: TestKeys.rsa)
         let config = """
-            {"storage": {"path": "herald.db"}, "apps": {"a": {"routes": ["droid"]}}, "transports": {"droid": {"type": "gorush-android"}},
+            {"storage": {"path": "herald.db"}, "apps": {"a": {"routes": ["droid"]}},
+             "transports": {"droid": {"type": "fcm", "credentialsFile": "sa.json", "endpoint": "\(fcm.baseURL)"}},
              "api": {"listen": "127.0.0.1:0"}, "gorush": {"listen": "0.0.0.0:0", "app": "a"}}
             """
         let configuration = try DaemonConfiguration.parse(Data(config.utf8), baseDirectory: directory.path, registry: GorushFixture.registry, environment: [:])
@@ -263,15 +238,18 @@ struct GorushFixture {
     @Test(.timeLimit(.minutes(2))) func aRetriedNotifIDIsNotSentTwice() async throws {
         let f = try await GorushFixture.start()
         defer { f.apns.stop() }
-        let token = "retry-\(UUID().uuidString.prefix(8))"
+        let token = GorushFixture.androidToken("rty")
         let body = #"{"notifications": [{"tokens": ["\#(token)"], "platform": 2, "message": "once", "notif_id": "order-\#(token)"}]}"#
         for _ in 0..<2 {
             let r = try await f.gorush().post("/api/push", body)
             #expect(r.status == 200 && r.json?["counts"] == 1, "\(r)")
         }
-        #expect(await eventually(timeout: 20) { GorushAndroidPlugin.payloads(token).count == 1 })
-        try await Task.sleep(nanoseconds: 500_000_000)
-        #expect(GorushAndroidPlugin.payloads(token).count == 1)
+        #expect(await eventually(timeout: 20) { f.sent(token).count == 1 })
+        // The second request was answered from the idempotency key: one notification, one delivery.
+        let metrics = try await f.test.client.get("/metrics")
+        #expect(metrics.text.contains(#"herald_notifications_accepted_total{app="com.example.app"} 1"#),
+                "\(metrics.text.split(separator: "\n").filter { $0.contains("accepted") })")
+        #expect(f.sent(token).count == 1)
         await f.stop()
     }
     @Test(.timeLimit(.minutes(2))) func a503PartWaySaysWhatWasStoredAndThatIsSent() async throws {
@@ -301,7 +279,7 @@ struct GorushFixture {
         let f = try await GorushFixture.start()
         defer { f.apns.stop() }
         func next(_ gorush: String) throws -> DaemonConfiguration {
-            try DaemonConfiguration.parse(Data(GorushFixture.config(f.apns, gorush: gorush).utf8), baseDirectory: f.test.directory.path,
+            try DaemonConfiguration.parse(Data(GorushFixture.config(f.apns, fcm: f.fcm, credentials: f.test.directory.file("sa.json"), gorush: gorush).utf8), baseDirectory: f.test.directory.path,
                                           registry: GorushFixture.registry, environment: [:])
         }
         var outcome = await f.test.daemon.reload(try next(#"{"listen": "127.0.0.1:8088", "app": "com.example.app"}"#))
