@@ -162,13 +162,21 @@ import Testing
         let (f, transport, warm) = try await Self.warmWithSilentToken99(engine: engine, clock: clock, ["maxConcurrentStreams": 1, "connectionRetries": 0])
         defer { f.apns.stop() }
         let firstIAT = Self.iat(clock.now)
-        // The silent request holds the only stream; request 2 waits behind it with the token of its batch.
-        async let held = transport.deliver([TransportFixture.delivery(99), TransportFixture.delivery(2)])
+        // The silent request holds the only stream. Request 2 is queued only once the simulator
+        // holds it: a request waits at most `timeout` for a stream, counted from when it was
+        // queued, so queued together with it (under load, the silent stream's own timeout can fire
+        // after the queue's) it would give up before the stream came free. 300 ms later, its
+        // deadline is that much after the silent stream's.
+        async let silent = transport.deliver([TransportFixture.delivery(99)])
+        #expect(await eventually(timeout: 10) { f.apns.simulator.counters.unansweredStreams == 1 })
+        try await Task.sleep(nanoseconds: 300_000_000)
+        async let held = transport.deliver([TransportFixture.delivery(2)])
         try await Task.sleep(nanoseconds: 300_000_000)
         clock.advance(by: 51 * 60)
         let outcomes = await held
+        _ = await silent
         await transport.shutdown()
-        #expect(Self.delivered(warm) && Self.delivered([outcomes[1]]), "\(warm) \(outcomes)")
+        #expect(Self.delivered(warm) && Self.delivered(outcomes), "\(warm) \(outcomes)")
         let received = f.apns.simulator.received
         let late = try #require(received.first { $0.deviceToken == TransportFixture.token(2) })
         #expect(late.tokenIssuedAt == Self.iat(clock.now))
