@@ -77,7 +77,7 @@ public enum HeraldCLI {
     public static func run(_ arguments: [String], registry: TransportRegistry, storage: StorageDrivers = .embedded,
                            frontEnds: [any FrontEnd.Type] = [],
                            environment: [String: String] = ProcessInfo.processInfo.environment) async -> Int32 {
-        let context = CommandContext(registry: registry, storage: storage, environment: environment, frontEnds: frontEnds)
+        let context = CommandContext(registry: storage.sections(in: registry), storage: storage, environment: environment, frontEnds: frontEnds)
         if arguments.first == "bench" {
             context.console.err(benchMoved)
             return 2

@@ -3,7 +3,7 @@ import Glibc
 import HeraldCore
 
 /// The `postgresql` driver's keys of `storage` (`url`, `pool`), read here rather than by the core.
-/// Register it with `registry.register(storage: PostgresStorageConfiguration.self)`.
+/// It comes with ``PostgresStorageDriver`` (its `Section`): registering the driver in `main` registers it.
 public struct PostgresStorageConfiguration: StorageSection, Equatable {
     public static let driver = "postgresql"
     public static let keys = ["url", "pool"]

@@ -6,7 +6,7 @@ import HeraldCore
 /// (`storage.url`), shared by any number of Herald nodes. Opening migrates the schema under an
 /// advisory lock, so nodes starting at once on an empty database do not race.
 public struct PostgresStorageDriver: StorageDriver {
-    public let name = "postgresql"
+    public typealias Section = PostgresStorageConfiguration
 
     public init() {}
 

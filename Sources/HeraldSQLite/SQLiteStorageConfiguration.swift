@@ -3,7 +3,7 @@ import Glibc
 import HeraldCore
 
 /// The `sqlite` driver's keys of `storage` (`path`, `synchronous`, `busyTimeout`), read here rather
-/// than by the core. Register it with `registry.register(storage: SQLiteStorageConfiguration.self)`.
+/// than by the core. It comes with ``SQLiteStorageDriver`` (its `Section`): registering the driver in `main` registers it.
 public struct SQLiteStorageConfiguration: StorageSection, Equatable {
     /// How hard SQLite works to survive power loss; `full` (default) fsyncs every commit.
     public enum Synchronous: String, CaseIterable, Sendable { case full, normal }

@@ -5,7 +5,7 @@ import HeraldCore
 /// The `sqlite` storage driver: the token store, the durable queue and the inbox in one SQLite file
 /// (`storage.path`), one daemon per file (a lock file beside it).
 public struct SQLiteStorageDriver: StorageDriver {
-    public let name = "sqlite"
+    public typealias Section = SQLiteStorageConfiguration
 
     public init() {}
 

@@ -33,12 +33,10 @@ registry.register(APNsBinaryTransport.self)
 registry.register(WebPushTransport.self)
 registry.register(FCMTransport.self)
 
+// Each driver reads its own keys of the `storage` section (its `Section`, registered with it).
 var storage = StorageDrivers()
 storage.register(SQLiteStorageDriver())
 storage.register(PostgresStorageDriver())
-// Each driver reads its own keys of the `storage` section.
-registry.register(storage: SQLiteStorageConfiguration.self)
-registry.register(storage: PostgresStorageConfiguration.self)
 
 let frontEnds: [any FrontEnd.Type] = [MatrixGateway.self, GorushGateway.self]
 

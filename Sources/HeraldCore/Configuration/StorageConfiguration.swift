@@ -4,7 +4,7 @@ import Glibc
 /// A storage driver's own keys of the `storage` section (SQLite's `path`, PostgreSQL's `url`), read by
 /// the driver's module, as transport plugins read theirs.
 ///
-/// Register it in `main` with ``TransportRegistry/register(storage:)``. The loader reads `storage.driver`,
+/// A driver names it as its ``StorageDriver/Section``; ``StorageDrivers/sections(in:)`` registers it (or, in tests, ``TransportRegistry/register(storage:)``). The loader reads `storage.driver`,
 /// hands the `storage` node to the section registered under that name, and reports the keys it does not
 /// declare in ``keys`` with their JSON paths (an error when another registered driver reads the key).
 public protocol StorageSection: Sendable {

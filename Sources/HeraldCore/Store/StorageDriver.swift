@@ -6,8 +6,9 @@ import Glibc
 /// The daemon and the CLI know only this protocol, ``TokenStore``, ``DeliveryQueue`` and ``InboxStore``; the
 /// drivers (SQLite in `HeraldSQLite`) are registered explicitly in `main`, like transports.
 public protocol StorageDriver: Sendable {
-    /// The `storage.driver` value that selects this driver.
-    var name: String { get }
+    /// The driver's own keys of the `storage` section, read by its module; its
+    /// ``StorageSection/driver`` is the `storage.driver` value that selects this driver.
+    associatedtype Section: StorageSection
 
     /// Opens the store, the queue and the inbox for a daemon.
     /// - Parameter exclusive: take the driver's guard against a second daemon on a database
@@ -26,6 +27,9 @@ public protocol StorageDriver: Sendable {
 }
 
 extension StorageDriver {
+    /// The `storage.driver` value that selects this driver (its ``Section``'s).
+    public var name: String { Section.driver }
+
     /// Opening the token store migrates it (SQLite).
     public func migrate(_ configuration: HeraldConfiguration) async throws -> String {
         _ = try await openTokenStore(configuration)
@@ -63,12 +67,23 @@ public struct OpenStorage: Sendable {
 /// var storage = StorageDrivers()
 /// storage.register(SQLiteStorageDriver())
 /// ```
+///
+/// Registering a driver registers its reader of the `storage` section too: the configuration
+/// loader gets it through ``sections(in:)``.
 public struct StorageDrivers: Sendable {
     private var drivers: [String: any StorageDriver] = [:]
 
     public init() {}
 
     public mutating func register(_ driver: any StorageDriver) { drivers[driver.name] = driver }
+
+    /// `registry` with each driver's reader of the `storage` section (``StorageDriver/Section``)
+    /// registered, so that a configuration it loads is checked by the driver it names.
+    public func sections(in registry: TransportRegistry) -> TransportRegistry {
+        var registry = registry
+        for name in names { drivers[name]!.registerSection(in: &registry) }
+        return registry
+    }
 
     /// The registered names, sorted.
     public var names: [String] { drivers.keys.sorted() }
@@ -82,4 +97,8 @@ public struct StorageDrivers: Sendable {
         }
         return driver
     }
+}
+
+extension StorageDriver {
+    fileprivate func registerSection(in registry: inout TransportRegistry) { registry.register(storage: Section.self) }
 }
