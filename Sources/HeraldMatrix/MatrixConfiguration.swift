@@ -141,7 +141,7 @@ public struct MatrixConfiguration: ConfigurationSection, Equatable {
                 }
             }
             if let platform, platform != .ios, environment != nil {
-                section.error(at: "environment", "is the environment of APNs tokens; a \(platform) app_id has none")
+                section.error(at: "environment", "is the environment of APNs tokens; an app_id of platform \(platform) has none")
             }
             var payload: [String: JSONValue] = [:]
             if let p = section.child("defaultPayload") {

@@ -124,14 +124,23 @@ import Testing
         await f.stop()
     }
 
-    @Test(.timeLimit(.minutes(1))) func anAndroidAppIDWithoutAnAndroidRouteIsReportedByCheck() async throws {
-        let f = try await Self.start()
+    /// `herald check`'s report names each app id's platform and route; a pusher of an app id
+    /// whose app has no route of its platform is rejected (it can never be served as configured).
+    @Test(.timeLimit(.minutes(1))) func eachAppIDGoesThroughARouteOfItsPlatform() async throws {
+        let f = try await F.start(matrix: #"""
+            {"apps": {"\#(Self.appID)": {"app": "com.example.android"}, "\#(F.webAppID)": {"app": "com.example.web"},
+                      "org.example.misrouted": {"app": "com.example.app", "platform": "android"}}}
+            """#, platforms: F.Platforms())
         do {
-            let configuration = f.test.daemon.configuration
-            let report = configuration.matrixReport()
-            #expect(report.errors == 0, "\(report.lines)")
+            let report = f.test.daemon.configuration.matrixReport()
+            #expect(report.errors == 1, "\(report.lines)")
             #expect(report.lines.contains { $0.contains("\(Self.appID) → app com.example.android (android, transport android)") }, "\(report.lines)")
             #expect(report.lines.contains { $0.contains("\(F.webAppID) → app com.example.web (web, transport web)") }, "\(report.lines)")
+            #expect(report.lines.contains { $0.contains(#"matrix.apps["org.example.misrouted"]: app com.example.app has no android route"#) }, "\(report.lines)")
+            let token = FCMDaemonTests.androidToken(6)
+            let r = try await f.notify(F.body(pushkey: token, appID: "org.example.misrouted"))
+            #expect(r.status == 200 && r.rejected == [token], "\(r.response)")
+            #expect(f.fcm?.counters.sends == 0 && f.simulator.received.isEmpty, "sent nowhere, not even to APNs")
         } catch {
             Issue.record(error)
         }
