@@ -402,9 +402,15 @@ public final class MatrixGateway: FrontEnd {
             receipt = try await context.accept(NotificationRequest(app: app.id, tokens: [token], content: content, idempotencyKey: key,
                                                            attributes: attributes, platform: platform == .ios ? nil : platform))
         } catch let e as APIError where e.status == 400 {
-            // Herald's own mapping produced something the queue refuses: a defect, not the pusher's fault.
-            matrixState.pushkey(label, "refused")
-            apiLogger.error("notification refused", ["app_id": label, "error": e.message])
+            if platform == .ios {
+                // Herald's own mapping produced something the queue refuses: a defect, not the pusher's fault.
+                matrixState.pushkey(label, "refused")
+                apiLogger.error("notification refused", ["app_id": label, "error": e.message])
+            } else {
+                // The route refused the message (over FCM's 4096 bytes or Web Push's 3993 of
+                // plaintext: a large event): not the pusher's fault, and retrying cannot help.
+                matrixNotSent(label, "too_large", device, source: source, reason: "the route refused the message: \(e.message)")
+            }
             return .done
         }
         matrixState.pushkey(label, receipt.replayed ? "duplicate" : "accepted")

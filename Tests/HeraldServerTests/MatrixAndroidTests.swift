@@ -124,6 +124,27 @@ import Testing
         await f.stop()
     }
 
+    /// An event whose fields, each under 1024 bytes, add up past FCM's 4096: answered 200, not
+    /// rejected, nothing sent, counted as too_large.
+    @Test(.timeLimit(.minutes(1))) func aMessageOverFCMsLimitIsAnswered200AndNotSent() async throws {
+        let f = try await Self.start()
+        do {
+            let token = FCMDaemonTests.androidToken(8)
+            let big = (1...5).map { #""f\#($0)": "\#(String(repeating: "x", count: 1000))""# }.joined(separator: ", ")
+            let r = try await f.notify(F.body(eventID: "$big", pushkey: token, appID: Self.appID, extra: #""content": {\#(big)}"#))
+            #expect(r.status == 200 && r.rejected == [], "\(r.response)")
+            let metrics = try await f.client.get("/metrics").text
+            #expect(metrics.contains(#"herald_matrix_pushkeys_total{app_id="\#(Self.appID)",outcome="too_large"} 1"#), "\(metrics)")
+            // A normal one after it goes.
+            #expect(try await f.notify(F.body(eventID: "$small", pushkey: token, appID: Self.appID)).rejected == [])
+            let m = try #require(await f.fcm?.waitForMessages(count: 1))
+            #expect(m.count == 1 && m[0].data["event_id"] == "$small")
+        } catch {
+            Issue.record(error)
+        }
+        await f.stop()
+    }
+
     /// `herald check`'s report names each app id's platform and route; a pusher of an app id
     /// whose app has no route of its platform is rejected (it can never be served as configured).
     @Test(.timeLimit(.minutes(1))) func eachAppIDGoesThroughARouteOfItsPlatform() async throws {
