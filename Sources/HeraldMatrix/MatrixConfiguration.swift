@@ -9,8 +9,13 @@ import HeraldCore
 /// ```json
 /// "matrix": {"listen": "127.0.0.1:8090",
 ///            "apps": {"im.vector.app.ios.prod": {"app": "com.example.app",
-///                                                "defaultPayload": {"aps": {"mutable-content": 1}}}}}
+///                                                "defaultPayload": {"aps": {"mutable-content": 1}}},
+///                     "im.vector.app.android": {"app": "com.example.android"},
+///                     "im.vector.app.web": {"app": "com.example.web"}}}
 /// ```
+/// Each `app_id`'s pushers get the payload of its platform (``platform(of:app:configuration:)``):
+/// Sygnal's APNs shape (``MatrixPayload``), its gcm v1 shape (``MatrixAndroidPayload``) or its
+/// webpush shape (``MatrixWebPayload``).
 public struct MatrixConfiguration: ConfigurationSection, Equatable {
     public static let key = "matrix"
 
@@ -22,14 +27,20 @@ public struct MatrixConfiguration: ConfigurationSection, Equatable {
         public var app: String
         /// The environment of its tokens; default: that of the Herald app's first route that names one.
         public var environment: String?
-        /// Merged under each pusher's `data.default_payload` (Sygnal-style: `aps` plus custom keys).
+        /// Merged under each pusher's `data.default_payload` (Sygnal-style: `aps` plus custom keys
+        /// for iOS; data keys for Android; members of the service worker's JSON for the web).
         public var defaultPayload: [String: JSONValue]
+        /// `ios`, `android` or `web`; `nil` (the default): decided from the Herald app's routes
+        /// (``MatrixConfiguration/platform(of:app:configuration:)``).
+        public var platform: Platform?
 
-        public init(appID: String, app: String, environment: String? = nil, defaultPayload: [String: JSONValue] = [:]) {
+        public init(appID: String, app: String, environment: String? = nil, defaultPayload: [String: JSONValue] = [:],
+                    platform: Platform? = nil) {
             self.appID = appID
             self.app = app
             self.environment = environment
             self.defaultPayload = defaultPayload
+            self.platform = platform
         }
     }
 
@@ -123,6 +134,15 @@ public struct MatrixConfiguration: ConfigurationSection, Equatable {
                 section.error(at: "app", message)
             }
             let environment = section.oneOf("environment", APNsEnvironment.self)?.rawValue
+            var platform: Platform? = nil
+            if let p = section.string("platform") {
+                if Self.platforms.contains(Platform(p)) { platform = Platform(p) } else {
+                    section.error(at: "platform", "expected one of \(Self.platforms.map { "\"\($0)\"" }.joined(separator: ", ")), found \"\(p)\"")
+                }
+            }
+            if let platform, platform != .ios, environment != nil {
+                section.error(at: "environment", "is the environment of APNs tokens; an app_id of platform \(platform) has none")
+            }
             var payload: [String: JSONValue] = [:]
             if let p = section.child("defaultPayload") {
                 if case .object(let o) = p.value {
@@ -135,8 +155,24 @@ public struct MatrixConfiguration: ConfigurationSection, Equatable {
                     p.error("expected an object such as {\"aps\": {\"mutable-content\": 1}}, found \(p.value.typeDescription)")
                 }
             }
-            apps[appID] = App(appID: appID, app: app, environment: environment, defaultPayload: payload)
+            apps[appID] = App(appID: appID, app: app, environment: environment, defaultPayload: payload, platform: platform)
         }
+    }
+
+    /// The platforms the gateway has a payload for.
+    public static let platforms: [Platform] = [.ios, .android, .web]
+
+    /// The platform whose payload `mapping`'s pushers get: its `platform`; else iOS when it names
+    /// an `environment`; else the platform of the Herald app's first route that has one of
+    /// ``platforms`` (its plugin says so: `fcm` is `android`, `webpush` is `web`); else iOS (routes
+    /// that carry any device, such as `log`).
+    public static func platform(of mapping: App, app: AppConfiguration, configuration: HeraldConfiguration) -> Platform {
+        if let p = mapping.platform { return p }
+        if mapping.environment != nil { return .ios }
+        for route in app.routes {
+            if let p = configuration.transports[route]?.configuration.platform, platforms.contains(p) { return p }
+        }
+        return .ios
     }
 
     private static func explain(_ path: String) -> String {
@@ -156,7 +192,8 @@ public struct MatrixConfiguration: ConfigurationSection, Equatable {
 
 extension HeraldConfiguration {
     /// `herald check`'s report of the `matrix` section: where it listens, each app id's route,
-    /// and an error for an app id whose Herald app has no transport for its tokens' environment.
+    /// and an error for an app id whose Herald app has no transport for its tokens' environment
+    /// (iOS) or no route of its platform (Android, web).
     public func matrixReport() -> (lines: [String], errors: Int) {
         guard let matrix = section(MatrixConfiguration.self) else { return (["matrix: off (no \"matrix\" section)"], 0) }
         var lines = ["matrix: POST /_matrix/push/v1/notify on \(matrix.listen?.description ?? "api.listen (\(api.listen))"), "
@@ -167,6 +204,18 @@ extension HeraldConfiguration {
         for id in matrix.apps.keys.sorted() {
             let m = matrix.apps[id]!
             guard let app = app(m.app) else { continue }
+            let platform = MatrixConfiguration.platform(of: m, app: app, configuration: self)
+            if platform != .ios {
+                let payload = m.defaultPayload.isEmpty ? "" : " defaultPayload=\(JSONValue.object(m.defaultPayload).jsonString)"
+                if let route = try? platformRoute(app: app, platform: platform) {
+                    lines.append("  \(id) → app \(m.app) (\(platform), transport \(route))\(payload)")
+                } else {
+                    errors += 1
+                    lines.append("    error: matrix.apps[\"\(id)\"]: app \(m.app) has no \(platform) route; "
+                                 + "add one to apps.\(m.app).routes or set \"platform\"")
+                }
+                continue
+            }
             var given = DeviceAttributes()
             given[APNsEnvironment.attribute] = m.environment
             // The route a pushkey takes: the first that accepts an APNs token of the app id's environment.

@@ -9,12 +9,22 @@ import HeraldServer
 /// Each pusher's notification goes through the same accept path as `POST /v1/notifications`:
 /// the answer is 200 only once it is committed, and a homeserver's retry of the same `event_id`
 /// for the same pushkey is answered without sending again (the idempotency key
-/// `matrix:<event_id>:<token>`). `rejected` lists the pushkeys Herald knows are dead (APNs said
-/// so on an earlier send, at or after the pusher's `pushkey_ts`), of unknown `app_id`s, or that
-/// are no token at all; never one that only failed for a while.
+/// `matrix:<event_id>:<token>`). `rejected` lists the pushkeys Herald knows are dead (the push
+/// service said so on an earlier send, at or after the pusher's `pushkey_ts`: APNs 410 or a bad
+/// token, FCM `UNREGISTERED` or an invalid token, Web Push 404 or 410), of unknown `app_id`s, or
+/// that are no address of their platform (no APNs token; a web pusher without `data.endpoint` and
+/// `data.auth`, with bad keys, or whose endpoint is outside the route's `allowedEndpoints`); never
+/// one that only failed for a while, and a retryable failure of the push service is retried by
+/// the queue after the 200, never answered 5xx.
+///
+/// Each `app_id` maps to a Herald app, and its pushers get the payload of that app's platform
+/// (``MatrixConfiguration/platform(of:app:configuration:)``): iOS (``MatrixPayload``), Android
+/// (``MatrixAndroidPayload``, through the app's first `android` route) or the web
+/// (``MatrixWebPayload``, through its first `web` route). The gateway names no plugin: it reads the
+/// routes' platforms and emits the `fcm` or `webpush` override block.
 ///
 /// Pushkeys become devices of the user `matrix:<app_id>` in the token store (registered at
-/// `pushkey_ts`), so Apple's answers invalidate them with the timestamp rule and `herald devices`
+/// `pushkey_ts`), so the push services' answers invalidate them with the timestamp rule and `herald devices`
 /// and `herald prune` see them. The gateway pushes only to devices of `matrix:` users: a pushkey
 /// whose token the devices API registered for one of the app's own users is never sent to.
 ///
@@ -226,6 +236,66 @@ public final class MatrixGateway: FrontEnd {
         }
     }
 
+    /// Where one pusher's notifications go: the device's token (the store's key), its
+    /// attributes, and the route that takes it (Android and web; an iOS token's route is looked
+    /// up with the stored device's attributes).
+    private struct MatrixTarget {
+        var token: String
+        var attributes: DeviceAttributes
+        var route: (transport: String, address: DeviceAddress)?
+    }
+
+    /// The pushkey as an address of the platform's route, or why it is rejected (outcome, reason).
+    private func matrixTarget(_ device: MatrixDevice, platform: Platform, mapping: MatrixConfiguration.App, app: AppConfiguration,
+                              configuration: HeraldConfiguration) -> Result<MatrixTarget, MatrixRefusal> {
+        if platform == .ios {
+            let token: String
+            do { token = try MatrixPushkey.hexToken(device.pushkey) } catch {
+                return .failure(MatrixRefusal(outcome: "rejected_bad_pushkey", reason: "the pushkey is no APNs token: \(error)"))
+            }
+            var attributes = DeviceAttributes()
+            attributes["environment"] = mapping.environment
+            return .success(MatrixTarget(token: token, attributes: attributes, route: nil))
+        }
+        let input: DeviceAddressInput
+        if platform == .web {
+            // Sygnal's webpush pushkin: the pushkey is the p256dh, data.endpoint and data.auth complete it.
+            guard let subscription = MatrixWebPayload.subscription(device) else {
+                return .failure(MatrixRefusal(outcome: "rejected_bad_subscription",
+                                              reason: "a web pusher needs data.endpoint and data.auth (strings) beside its pushkey (the p256dh)"))
+            }
+            input = .subscription(subscription)
+        } else {
+            input = .token(device.pushkey)
+        }
+        let name: String, spec: TransportSpec
+        do throws(AddressProblem) {
+            name = try configuration.platformRoute(app: app, platform: platform)
+            guard let s = configuration.transports[name] else { throw AddressProblem(field: "platform", "route \(name) is not configured") }
+            spec = s
+        } catch {
+            return .failure(MatrixRefusal(outcome: "rejected_no_route", reason: "\(error.message) (matrix.apps[\"\(device.appID.prefix(200))\"])"))
+        }
+        do {
+            let address = try spec.configuration.address(input, attributes: DeviceAttributes())
+            return .success(MatrixTarget(token: address.token, attributes: address.attributes, route: (name, address)))
+        } catch {
+            // Bad keys, an http endpoint, or a push service outside the route's allowedEndpoints.
+            let outcome = platform == .web ? "rejected_bad_subscription" : "rejected_bad_pushkey"
+            return .failure(MatrixRefusal(outcome: outcome, reason: "route \(name) refuses the pusher: \(error)"))
+        }
+    }
+
+    /// The payload of the pusher's platform.
+    private static func matrixPayload(_ n: MatrixNotification, _ device: MatrixDevice, platform: Platform,
+                                      mapping: MatrixConfiguration.App) -> MatrixPayload.Decision {
+        switch platform {
+        case .android: return MatrixAndroidPayload.map(n, device: device, defaultPayload: mapping.defaultPayload)
+        case .web: return MatrixWebPayload.map(n, device: device, defaultPayload: mapping.defaultPayload)
+        default: return MatrixPayload.map(n, device: device, defaultPayload: mapping.defaultPayload)
+        }
+    }
+
     /// Queues one pusher's notification.
     private func notify(_ n: MatrixNotification, _ device: MatrixDevice, source: IPAddress?) async throws -> MatrixOutcome {
         let configuration = context.configuration()
@@ -234,16 +304,19 @@ public final class MatrixGateway: FrontEnd {
             return .rejected
         }
         let label = device.appID
-        let token: String
-        do { token = try MatrixPushkey.hexToken(device.pushkey) } catch {
-            matrixNotSent(label, "rejected_bad_pushkey", device, source: source, reason: "the pushkey is no APNs token: \(error)")
+        let platform = MatrixConfiguration.platform(of: mapping, app: app, configuration: configuration)
+        let target: MatrixTarget
+        switch matrixTarget(device, platform: platform, mapping: mapping, app: app, configuration: configuration) {
+        case .success(let t): target = t
+        case .failure(let refusal):
+            matrixNotSent(label, refusal.outcome, device, source: source, reason: refusal.reason)
             return .rejected
         }
-        var attributes = DeviceAttributes()
-        attributes["environment"] = mapping.environment
+        let token = target.token
+        var attributes = target.attributes
         let store = context.store
-        // Registered at pushkey_ts (never later than now): Apple's timestamp rule then compares
-        // against when the pusher was made, not when Herald first saw it.
+        // Registered at pushkey_ts (never later than now): the push service's timestamp rule then
+        // compares against when the pusher was made, not when Herald first saw it.
         let registeredAt = min(device.pushkeyDate ?? Date(timeIntervalSince1970: 0), now)
         let user = Self.matrixUser(device.appID)
         let known = try await store.device(app: app.id, token: token)
@@ -258,14 +331,15 @@ public final class MatrixGateway: FrontEnd {
         if let known, let dead = known.invalidatedAt {
             guard let ts = device.pushkeyTS, Double(ts) > dead.timeIntervalSince1970 else {
                 matrixNotSent(label, "rejected_dead", device, source: source,
-                              reason: "APNs reported the token dead (\(known.invalidationReason ?? "invalid")) at \(dead.iso8601), "
+                              reason: "the push service reported the device dead (\(known.invalidationReason ?? "invalid")) at \(dead.iso8601), "
                                 + "at or after the pusher's pushkey_ts (\(device.pushkeyTS.map(String.init) ?? "absent"))")
                 return .rejected
             }
         }
         if let known { attributes = known.attributes }
+        // An iOS token's route is looked up with the stored device's attributes (its environment), as registered.
         if known == nil || known?.invalidatedAt != nil,
-           let route = configuration.firstRoute(app: app, input: .token(token), attributes: attributes) {
+           let route = platform == .ios ? configuration.firstRoute(app: app, input: .token(token), attributes: attributes) : target.route {
             let isNew = known == nil
             if isNew {
                 let admitted = try await matrixState.devices.reserve(device.appID, cap: matrix.maxDevicesPerApp, now: now) {
@@ -301,7 +375,7 @@ public final class MatrixGateway: FrontEnd {
 
         let content: NotificationContent
         let mode: MatrixPayload.Mode
-        switch MatrixPayload.map(n, device: device, defaultPayload: mapping.defaultPayload) {
+        switch Self.matrixPayload(n, device, platform: platform, mapping: mapping) {
         case .reject(let reason):
             matrixNotSent(label, "rejected_default_payload", device, source: source, reason: reason)
             return .rejected
@@ -326,11 +400,17 @@ public final class MatrixGateway: FrontEnd {
         let receipt: EnqueueReceipt
         do {
             receipt = try await context.accept(NotificationRequest(app: app.id, tokens: [token], content: content, idempotencyKey: key,
-                                                           attributes: attributes))
+                                                           attributes: attributes, platform: platform == .ios ? nil : platform))
         } catch let e as APIError where e.status == 400 {
-            // Herald's own mapping produced something the queue refuses: a defect, not the pusher's fault.
-            matrixState.pushkey(label, "refused")
-            apiLogger.error("notification refused", ["app_id": label, "error": e.message])
+            if platform == .ios {
+                // Herald's own mapping produced something the queue refuses: a defect, not the pusher's fault.
+                matrixState.pushkey(label, "refused")
+                apiLogger.error("notification refused", ["app_id": label, "error": e.message])
+            } else {
+                // The route refused the message (over FCM's 4096 bytes or Web Push's 3993 of
+                // plaintext: a large event): not the pusher's fault, and retrying cannot help.
+                matrixNotSent(label, "too_large", device, source: source, reason: "the route refused the message: \(e.message)")
+            }
             return .done
         }
         matrixState.pushkey(label, receipt.replayed ? "duplicate" : "accepted")
@@ -347,13 +427,21 @@ public final class MatrixGateway: FrontEnd {
     /// Whether a device's user is one the gateway made (`matrix:…`).
     static func isMatrixUser(_ user: String) -> Bool { user.hasPrefix("matrix:") }
 
-    /// `matrix:<event_id>:<token>`, hashed when longer than the queue's key limit.
+    /// `matrix:<event_id>:<token>`, the event id hashed when longer than the queue's key limit
+    /// (and the token too when still longer: a web subscription's JSON).
     static func matrixIdempotencyKey(eventID: String, token: String) -> String {
         let key = "matrix:\(eventID):\(token)"
         if key.utf8.count <= NotificationRequest.maxIdempotencyKeyBytes { return key }
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325   // FNV-1a over the event id
-        for b in eventID.utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
-        return "matrix:#\(String(h, radix: 16)):\(token)"
+        let hashed = "matrix:#\(fnv1a(eventID)):\(token)"
+        if hashed.utf8.count <= NotificationRequest.maxIdempotencyKeyBytes { return hashed }
+        return "matrix:#\(fnv1a(eventID)):#\(fnv1a(token))"
+    }
+
+    /// FNV-1a (64 bits) in hex.
+    private static func fnv1a(_ text: String) -> String {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in text.utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+        return String(h, radix: 16)
     }
 
     /// A Matrix error: `{"errcode", "error"}` (plus `retry_after_ms` for 429).
@@ -365,6 +453,12 @@ public final class MatrixGateway: FrontEnd {
             o.int("retry_after_ms", retryAfterMs)
         }
     }
+}
+
+/// Why a pusher is listed in `rejected`: the `outcome` label of `herald_matrix_pushkeys_total` and the logged reason.
+struct MatrixRefusal: Error {
+    var outcome: String
+    var reason: String
 }
 
 /// A notify body that is no notification: the 400 to answer.

@@ -40,4 +40,19 @@ import Testing
         #expect(r.status != 0)
         #expect(r.stderr.contains("app com.example.app has no route for sandbox tokens"), "\(r.stderr)")
     }
+
+    @Test func anAndroidOrWebAppIDWithoutARouteOfItsPlatformFails() async throws {
+        let r = try await check(#"{"apps": {"im.vector.app.web": {"app": "com.example.app", "platform": "web"}}}"#)
+        #expect(r.status != 0)
+        #expect(r.stderr.contains("app com.example.app has no web route"), "\(r.stdout) \(r.stderr)")
+    }
+
+    @Test func aPlatformIsIOSAndroidOrWebAndOnlyIOSHasAnEnvironment() async throws {
+        var r = try await check(#"{"apps": {"x": {"app": "com.example.app", "platform": "huawei"}}}"#)
+        #expect(r.status == 3)
+        #expect(r.stderr.contains(#"matrix.apps.x.platform: expected one of "ios", "android", "web", found "huawei""#), "\(r.stderr)")
+        r = try await check(#"{"apps": {"x": {"app": "com.example.app", "platform": "android", "environment": "production"}}}"#)
+        #expect(r.status == 3)
+        #expect(r.stderr.contains(#"matrix.apps.x.environment: is the environment of APNs tokens; an app_id of platform android has none"#), "\(r.stderr)")
+    }
 }

@@ -6,18 +6,22 @@ import HeraldTestKit
 import Testing
 
 /// A real homeserver: Synapse from PyPI (`scripts/synapse-venv.sh`, run by `make test`'s
-/// bootstrap) on loopback, two users, two pushers pointed at Herald's gateway (one in full
-/// format with a base64 pushkey, one `event_id_only` with a hex pushkey and a default payload),
-/// an invitation and messages; the APNs simulator receives what Sygnal would have sent.
+/// bootstrap) on loopback, two users, four pushers pointed at Herald's gateway (two iOS ones: one
+/// in full format with a base64 pushkey, one `event_id_only` with a hex pushkey and a default
+/// payload; an Android one with an FCM registration token; a web one with a Web Push simulator
+/// subscription), an invitation and messages; the APNs, FCM and Web Push simulators receive
+/// what Sygnal would have sent (the web one decrypted).
 @Suite(.serialized, .stopsDaemons) struct MatrixSynapseTests {
     static let appID = "org.example.herald.ios"
 
     @Test(.timeLimit(.minutes(4))) func synapsePushesThroughHerald() async throws {
         let dir = try TemporaryDirectory(prefix: "herald-synapse")
         defer { dir.remove() }
-        let gateway = try await MatrixGatewayFixture.start(matrix: #"""
-            {"apps": {"\#(Self.appID)": {"app": "com.example.app"}}}
-            """#)
+        typealias F = MatrixGatewayFixture
+        let gateway = try await F.start(matrix: #"""
+            {"apps": {"\#(Self.appID)": {"app": "com.example.app"}, "\#(F.androidAppID)": {"app": "com.example.android"},
+                      "\#(F.webAppID)": {"app": "com.example.web"}}}
+            """#, platforms: F.Platforms())
         var synapse: SynapseProcess? = nil
         do {
             synapse = try await SynapseProcess.start(in: dir)
@@ -34,6 +38,15 @@ import Testing
                      "device_display_name": "iPhone", "lang": "en", "data": \#(data)}
                     """#)
                 #expect(r.status == 200, "pushers/set: \(r)")
+            }
+            let android = FCMDaemonTests.androidToken(7)
+            let web = try gateway.webPusher(0, extra: #""url": "\#(url)", "events_only": true"#)
+            for (appID, pushkey, data) in [(F.androidAppID, android, #"{"url": "\#(url)"}"#), (F.webAppID, web.pushkey, web.data)] {
+                let r = try await hs.call("POST", "/_matrix/client/v3/pushers/set", token: alice.token, #"""
+                    {"kind": "http", "app_id": "\#(appID)", "pushkey": "\#(pushkey)", "app_display_name": "Herald test",
+                     "device_display_name": "\#(appID)", "lang": "en", "data": \#(data)}
+                    """#)
+                #expect(r.status == 200, "pushers/set \(appID): \(r)")
             }
 
             let room = try await hs.call("POST", "/_matrix/client/v3/createRoom", token: bob.token,
@@ -71,6 +84,32 @@ import Testing
                 #expect(idPush["unread_count"]?.intValue != nil)
                 #expect(!idPush.jsonString.contains("hello"), "event_id_only sends no content")
             }
+
+            // Android: Sygnal's gcm v1 data message, to the FCM simulator.
+            let fcm = try #require(gateway.fcm), webpush = try #require(gateway.webpush)
+            let fcmArrived = await fcm.waitForMessages(count: 3, timeout: 60) ?? fcm.received
+            #expect(fcmArrived.count >= 3 && fcmArrived.allSatisfy { $0.token == android }, "FCM received \(fcmArrived.map(\.data))")
+            #expect(fcmArrived.contains { $0.data["type"] == "m.room.member" && $0.data["membership"] == "invite" }, "\(fcmArrived.map(\.data))")
+            for (i, eventID) in messages.enumerated() {
+                let m = try #require(fcmArrived.first { $0.data["event_id"] == eventID }, "no FCM message for message \(i + 1)")
+                #expect(m.data["type"] == "m.room.message" && m.data["room_id"] == roomID && m.data["sender"] == bob.userID)
+                #expect(m.data["content_body"] == "hello \(i + 1)" && m.data["content_msgtype"] == "m.text")
+                #expect(m.data["prio"] == "high" && m.data["unread"].flatMap { Int($0) } != nil)
+                #expect(m.message["android"]?["priority"]?.stringValue == "high" && m.message["notification"] == nil)
+            }
+
+            // The web: Sygnal's webpush payload, decrypted by the Web Push simulator.
+            #expect(await eventually(timeout: 60) { webpush.rules.received.count >= 3 }, "\(webpush.summary)")
+            let webArrived = webpush.rules.received.compactMap(\.json)
+            #expect(webArrived.contains { $0["type"] == "m.room.member" && $0["membership"] == "invite" }, "\(webArrived)")
+            for (i, eventID) in messages.enumerated() {
+                let m = try #require(webArrived.first { $0["event_id"]?.stringValue == eventID }, "no web push for message \(i + 1): \(webArrived)")
+                #expect(m["type"] == "m.room.message" && m["room_id"]?.stringValue == roomID && m["sender"]?.stringValue == bob.userID)
+                #expect(m["content"]?["body"]?.stringValue == "hello \(i + 1)")
+                #expect(m["unread"]?.intValue != nil)
+            }
+            #expect(webpush.rules.received.allSatisfy { $0.subscription == 0 && $0.urgency == "normal" })
+
             let metrics = try await gateway.client.get("/metrics").text
             #expect(metrics.contains(#"herald_matrix_payloads_total{app_id="\#(Self.appID)",mode="event_id_only"}"#))
         } catch {
