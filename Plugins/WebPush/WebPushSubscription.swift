@@ -55,7 +55,7 @@ public struct WebPushSubscription: Sendable, Equatable {
         }
         let parsed = try Self.parseEndpoint(endpoint, field: "\(field).endpoint")
         guard allowList.allows(host: parsed.origin.host, port: parsed.origin.port) else {
-            throw AddressProblem(field: "\(field).endpoint", "push service \(parsed.origin) is not in this route's allowedEndpoints (\(allowList))")
+            throw AddressProblem(field: "\(field).endpoint", "push service \(parsed.origin) is not in this route's allowedEndpoints (\(allowList))", byPolicy: true)
         }
         self.endpoint = endpoint
         self.origin = parsed.origin

@@ -13,7 +13,8 @@ import HeraldServer
 /// service said so on an earlier send, at or after the pusher's `pushkey_ts`: APNs 410 or a bad
 /// token, FCM `UNREGISTERED` or an invalid token, Web Push 404 or 410), of unknown `app_id`s, or
 /// that are no address of their platform (no APNs token; a web pusher without `data.endpoint` and
-/// `data.auth`, with bad keys, or whose endpoint is outside the route's `allowedEndpoints`); never
+/// `data.auth`, or with bad keys); never one whose endpoint is outside the route's
+/// `allowedEndpoints` (not sent, counted `refused_endpoint_not_allowed`, as Sygnal does), never
 /// one that only failed for a while, and a retryable failure of the push service is retried by
 /// the queue after the 200, never answered 5xx.
 ///
@@ -280,7 +281,13 @@ public final class MatrixGateway: FrontEnd {
             let address = try spec.configuration.address(input, attributes: DeviceAttributes())
             return .success(MatrixTarget(token: address.token, attributes: address.attributes, route: (name, address)))
         } catch {
-            // Bad keys, an http endpoint, or a push service outside the route's allowedEndpoints.
+            // A push service outside the route's allowedEndpoints: not sent and not rejected, as
+            // Sygnal does ("don't reject push key"), since `rejected` makes the homeserver delete
+            // the pusher and a narrow allow-list would wipe every web pusher out.
+            if error.byPolicy {
+                return .failure(MatrixRefusal(outcome: "refused_endpoint_not_allowed", reason: "route \(name) refuses the pusher: \(error)", rejects: false))
+            }
+            // Bad keys, an http endpoint: no address of the platform, ever.
             let outcome = platform == .web ? "rejected_bad_subscription" : "rejected_bad_pushkey"
             return .failure(MatrixRefusal(outcome: outcome, reason: "route \(name) refuses the pusher: \(error)"))
         }
@@ -310,7 +317,7 @@ public final class MatrixGateway: FrontEnd {
         case .success(let t): target = t
         case .failure(let refusal):
             matrixNotSent(label, refusal.outcome, device, source: source, reason: refusal.reason)
-            return .rejected
+            return refusal.rejects ? .rejected : .done
         }
         let token = target.token
         var attributes = target.attributes
@@ -459,6 +466,8 @@ public final class MatrixGateway: FrontEnd {
 struct MatrixRefusal: Error {
     var outcome: String
     var reason: String
+    /// Listed in `rejected` (the pusher can never be served); `false`: only not sent.
+    var rejects: Bool = true
 }
 
 /// A notify body that is no notification: the 400 to answer.

@@ -93,10 +93,15 @@ public struct AddressProblem: Error, Sendable, Equatable, CustomStringConvertibl
     /// The API field at fault (`token`, `subscription.keys.auth`, `environment`).
     public var field: String
     public var message: String
+    /// The address is well formed, and the route's policy refuses it (a push service outside a
+    /// `webpush` route's `allowedEndpoints`): a configuration change may make it good, so a front
+    /// end must not tell its caller that the device is dead (Matrix's `rejected`).
+    public var byPolicy: Bool
 
-    public init(field: String, _ message: String) {
+    public init(field: String, _ message: String, byPolicy: Bool = false) {
         self.field = field
         self.message = message
+        self.byPolicy = byPolicy
     }
 
     public var description: String { "\(field): \(message)" }
