@@ -1,6 +1,7 @@
 import FoundationEssentials
 import HeraldCore
 import HeraldCrypto
+import HeraldHTTP2
 
 /// The `webpush` transport's configuration (its `transports.<name>` section).
 ///
@@ -29,6 +30,12 @@ public struct WebPushConfiguration: TransportConfiguration {
     public var connections: Int = 1
     /// Streams in flight per connection (`maxConcurrentStreams`), capped by the service's SETTINGS. Default 100.
     public var maxConcurrentStreams: Int = 100
+    /// The HTTP/2 client library (`engine`): `nghttp2` (default, the least CPU per message) or
+    /// `curl`. Either way a push service that offers no HTTP/2 is reached over HTTP/1.1 (libcurl).
+    public var engine: HTTP2Engine = .nghttp2
+    /// A push service's client (its connections, thread and state) unused this long is closed
+    /// and dropped; the next delivery there opens a new one (`idleTimeout`). Default 5 min.
+    public var idleTimeout: TimeInterval = 300
     /// Lifetime of each VAPID JWT (`vapidLifetime`), 10 min to 24 h. Default 12 h.
     public var vapidLifetime: TimeInterval = VAPIDSigner.defaultLifetime
     /// How many different subscriptions a push service must refuse with 401/403, having
@@ -103,6 +110,8 @@ public struct WebPushConfiguration: TransportConfiguration {
         let refusals = node.int("refusalsToPause", in: 1...1000)
         let probe = node.duration("probeInterval", minimum: 0.01)
         let maxBackoff = node.duration("maxBackoff", minimum: 0.01)
+        let engine = node.oneOf("engine", HTTP2Engine.self)
+        let idle = node.duration("idleTimeout", minimum: 1)
         guard let key, let subject, let allowList else { return nil }
         var c = WebPushConfiguration(vapidKey: key.key, vapidKeySource: key.source, subject: subject, allowedEndpoints: allowList)
         if let ttl, ttl <= Double(maxTTL) { c.defaultTTL = Int(ttl) }
@@ -114,6 +123,8 @@ public struct WebPushConfiguration: TransportConfiguration {
         if let refusals { c.refusalsToPause = refusals }
         if let probe { c.probeInterval = probe }
         if let maxBackoff { c.maxBackoff = maxBackoff }
+        if let engine { c.engine = engine }
+        if let idle { c.idleTimeout = idle }
         return c
     }
 

@@ -11,8 +11,11 @@ import HeraldCrypto
 public struct WebPushSubscription: Sendable, Equatable {
     /// The push service URL messages are POSTed to.
     public var endpoint: String
+    /// The user agent's P-256 public key (`keys.p256dh`), parsed and checked once: what each
+    /// message's ECDH uses, without importing the bytes again.
+    public let userAgentPublicKey: P256PublicKey
     /// The user agent's P-256 public key, 65 bytes uncompressed (`keys.p256dh`).
-    public var p256dh: [UInt8]
+    public var p256dh: [UInt8] { userAgentPublicKey.uncompressedRepresentation }
     /// The 16-byte authentication secret (`keys.auth`).
     public var auth: [UInt8]
     /// The endpoint's parts.
@@ -60,11 +63,12 @@ public struct WebPushSubscription: Sendable, Equatable {
         self.endpoint = endpoint
         self.origin = parsed.origin
         self.path = parsed.path
-        self.p256dh = try Self.key(keys["p256dh"], field: "\(field).keys.p256dh")
-        guard P256PublicKey.isValidUncompressedPoint(p256dh) else {
+        let p256dh = try Self.key(keys["p256dh"], field: "\(field).keys.p256dh")
+        guard let key = try? P256PublicKey(uncompressed: p256dh, source: "\(field).keys.p256dh") else {
             let why = p256dh.count != 65 || p256dh.first != 0x04 ? "is \(p256dh.count) bytes; expected a 65-byte uncompressed P-256 point (0x04, X, Y)" : "is not a point on the P-256 curve"
             throw AddressProblem(field: "\(field).keys.p256dh", why)
         }
+        self.userAgentPublicKey = key
         self.auth = try Self.key(keys["auth"], field: "\(field).keys.auth")
         guard auth.count == WebPushEncryption.authSecretLength else {
             throw AddressProblem(field: "\(field).keys.auth", "is \(auth.count) bytes; the auth secret is 16 bytes")

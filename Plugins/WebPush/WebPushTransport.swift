@@ -10,7 +10,8 @@ import HeraldHTTP2
 /// client at once, so services never wait for each other. Each service keeps its own backoff
 /// and pause (``PushServiceState``): a slow or failing service has at most one batch waiting on
 /// it, and its other deliveries are deferred (not sent, attempt not counted) instead of holding
-/// the worker's batch slots that the other services use.
+/// the worker's batch slots that the other services use. A service's client unused for
+/// `idleTimeout` is closed and dropped (``PushServiceClients``).
 public final class WebPushTransport: TransportPlugin {
     public typealias Configuration = WebPushConfiguration
 
@@ -24,8 +25,12 @@ public final class WebPushTransport: TransportPlugin {
     /// Signs (and caches, per origin) the VAPID JWTs.
     let signer: VAPIDSigner
     private let clients: PushServiceClients
+    /// The subscriptions delivered to, parsed once.
+    let subscriptions: SubscriptionCache
     private let services = Locked<[PushServiceOrigin: PushServiceState]>([:])
     private let policy: PushServiceState.Policy
+    /// When idle clients were last looked for.
+    private let lastEviction: Locked<Date>
     private let clock: any WallClock
     private let logger: Logger
 
@@ -35,6 +40,7 @@ public final class WebPushTransport: TransportPlugin {
         self.name = name
         self.configuration = configuration
         self.clock = context.clock
+        self.lastEviction = Locked(context.clock.now)
         self.logger = context.logger
         do {
             signer = try VAPIDSigner(privateKey: configuration.vapidKey, subject: configuration.subject,
@@ -44,6 +50,7 @@ public final class WebPushTransport: TransportPlugin {
         }
         policy = PushServiceState.Policy(refusalsToPause: configuration.refusalsToPause, probeInterval: configuration.probeInterval,
                                          maxBackoff: configuration.maxBackoff)
+        subscriptions = SubscriptionCache(allowList: configuration.allowedEndpoints)
         clients = PushServiceClients(transport: name, configuration: configuration, logger: context.logger,
                                      metrics: context.metrics, clock: context.clock)
     }
@@ -79,12 +86,13 @@ public final class WebPushTransport: TransportPlugin {
     }
 
     public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] {
+        await evictIdleClients(now: clock.now)
         var outcomes = [DeliveryOutcome?](repeating: nil, count: batch.count)
         var groups: [PushServiceOrigin: [(Int, WebPushSubscription)]] = [:]
         var order: [PushServiceOrigin] = []
         for (i, d) in batch.enumerated() {
             do throws(AddressProblem) {
-                let s = try WebPushSubscription(stored: d.token, allowList: configuration.allowedEndpoints)
+                let s = try subscriptions.subscription(stored: d.token)
                 if groups[s.origin] == nil { order.append(s.origin) }
                 groups[s.origin, default: []].append((i, s))
             } catch {
@@ -129,15 +137,12 @@ public final class WebPushTransport: TransportPlugin {
             for (origin, prepared) in sends {
                 group.addTask { [self] in
                     let started = clock.now
-                    let results: [HTTP2Result]
-                    do throws(HTTP2ClientError) {
-                        if let client = try clients.client(for: origin) {
-                            results = await client.send(prepared.map(\.request))
-                        } else {
-                            results = prepared.map { _ in .noAnswer(reason: "the transport is shutting down") }
-                        }
-                    } catch {
-                        results = prepared.map { _ in .failed(error) }
+                    var results = await send(prepared.map(\.request), to: origin)
+                    // A service without HTTP/2 on the nghttp2 engine: once, its requests go again over HTTP/1.1.
+                    let noHTTP2 = results.indices.filter { if case .failed(.noHTTP2) = results[$0] { return true }; return false }
+                    if !noHTTP2.isEmpty, await clients.fallBackToHTTP1(origin) {
+                        let again = await send(noHTTP2.map { prepared[$0].request }, to: origin)
+                        for (i, r) in zip(noHTTP2, again) { results[i] = r }
                     }
                     return record(results, of: prepared, origin: origin, latency: clock.now.timeIntervalSince(started))
                 }
@@ -149,6 +154,42 @@ public final class WebPushTransport: TransportPlugin {
         for (index, outcome) in answered { outcomes[index] = outcome }
         return outcomes.map { $0 ?? .retry(after: nil, reason: "no outcome recorded") }
     }
+
+    /// Sends `requests` on `origin`'s client (made on first use, released after).
+    private func send(_ requests: [HTTP2Request], to origin: PushServiceOrigin) async -> [HTTP2Result] {
+        do throws(HTTP2ClientError) {
+            guard let client = try clients.client(for: origin) else {
+                return requests.map { _ in .noAnswer(reason: "the transport is shutting down") }
+            }
+            defer { clients.release(origin) }
+            return await client.send(requests)
+        } catch {
+            return requests.map { _ in .failed(error) }
+        }
+    }
+
+    /// Closes the clients of push services unused for `idleTimeout`, and forgets their state
+    /// unless it still matters (a pause, a backoff not over, a batch out). Runs from
+    /// ``deliver(_:)`` at most once per quarter of `idleTimeout` (and at least once a minute).
+    func evictIdleClients(now: Date) async {
+        let due = lastEviction.withLock { last -> Bool in
+            guard now.timeIntervalSince(last) >= min(60, configuration.idleTimeout / 4) || now < last else { return false }
+            last = now
+            return true
+        }
+        guard due else { return }
+        let evicted = await clients.evictIdle()
+        guard !evicted.isEmpty else { return }
+        services.withLock { s in
+            for origin in evicted {
+                guard let st = s[origin], !st.busy, st.pause == nil, (st.backoffUntil ?? .distantPast) <= now else { continue }
+                s[origin] = nil
+            }
+        }
+    }
+
+    /// How many push services have a client now (for tests).
+    var openClients: Int { clients.count }
 
     /// Records one service's answers in its state; the outcomes by batch index.
     private func record(_ results: [HTTP2Result], of prepared: [Prepared], origin: PushServiceOrigin, latency: TimeInterval) -> [(Int, DeliveryOutcome)] {
@@ -176,7 +217,7 @@ public final class WebPushTransport: TransportPlugin {
         let plaintext = WebPushRendering.plaintext(d.payload.body, createdAt: d.acceptedAt ?? now)
         let body: [UInt8]
         do throws(WebPushEncryptionError) {
-            body = try WebPushEncryption.encrypt(plaintext: plaintext, userAgentPublicKey: s.p256dh, authSecret: s.auth)
+            body = try WebPushEncryption.encrypt(plaintext: plaintext, userAgentPublicKey: s.userAgentPublicKey, authSecret: s.auth)
         } catch {
             switch error {
             case .plaintextTooLong, .invalidUserAgentPublicKey, .invalidAuthSecret:

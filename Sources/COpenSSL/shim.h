@@ -210,6 +210,60 @@ static inline EVP_PKEY *herald_p256_generate(void) {
     return pkey;
 }
 
+/* A key-generation context prepared once for P-256 (EC, keygen_init, group set), so each key
+   made with herald_p256_generate_with skips the algorithm fetch and the parameter set-up. Not
+   thread-safe: one thread at a time uses it. NULL on failure. */
+static inline EVP_PKEY_CTX *herald_p256_keygen_ctx(void) {
+    EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
+    if (ctx == NULL) return NULL;
+    if (EVP_PKEY_keygen_init(ctx) != 1 || EVP_PKEY_CTX_set_group_name(ctx, "prime256v1") != 1) {
+        EVP_PKEY_CTX_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+/* A new P-256 key pair from a prepared context, with its encoded public point written to
+   `point` (65 bytes). NULL on failure. */
+static inline EVP_PKEY *herald_p256_generate_with(EVP_PKEY_CTX *ctx, unsigned char *point, size_t pointlen) {
+    EVP_PKEY *pkey = NULL;
+    size_t len = 0;
+    if (EVP_PKEY_generate(ctx, &pkey) != 1) return NULL;
+    if (EVP_PKEY_get_octet_string_param(pkey, OSSL_PKEY_PARAM_ENCODED_PUBLIC_KEY, point, pointlen, &len) != 1 || len != pointlen) {
+        EVP_PKEY_free(pkey);
+        return NULL;
+    }
+    return pkey;
+}
+
+/* HMAC-SHA256 (RFC 2104) of `a || b` under `key` (at most 64 bytes) with a fetched SHA-256
+   `md`: two digests, no MAC fetch or parameter parsing (OpenSSL 3's HMAC() and EVP_KDF look the
+   algorithms up on every call). Writes 32 bytes to `out`; returns 1 on success. */
+static inline int herald_hmac_sha256(const EVP_MD *md, const unsigned char *key, size_t keylen,
+                                     const unsigned char *a, size_t alen, const unsigned char *b, size_t blen,
+                                     unsigned char *out) {
+    unsigned char pad[64], inner[32];
+    unsigned int n = 0;
+    size_t i;
+    int ok;
+    if (md == NULL || keylen > sizeof pad) return 0;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (ctx == NULL) return 0;
+    memset(pad, 0x36, sizeof pad);
+    for (i = 0; i < keylen; i++) pad[i] ^= key[i];
+    ok = EVP_DigestInit_ex(ctx, md, NULL) == 1 && EVP_DigestUpdate(ctx, pad, sizeof pad) == 1
+        && (alen == 0 || EVP_DigestUpdate(ctx, a, alen) == 1) && (blen == 0 || EVP_DigestUpdate(ctx, b, blen) == 1)
+        && EVP_DigestFinal_ex(ctx, inner, &n) == 1 && n == 32;
+    memset(pad, 0x5c, sizeof pad);
+    for (i = 0; i < keylen; i++) pad[i] ^= key[i];
+    ok = ok && EVP_DigestInit_ex(ctx, md, NULL) == 1 && EVP_DigestUpdate(ctx, pad, sizeof pad) == 1
+        && EVP_DigestUpdate(ctx, inner, sizeof inner) == 1 && EVP_DigestFinal_ex(ctx, out, &n) == 1 && n == 32;
+    EVP_MD_CTX_free(ctx);
+    OPENSSL_cleanse(pad, sizeof pad);
+    OPENSSL_cleanse(inner, sizeof inner);
+    return ok;
+}
+
 /* HKDF with SHA-256 through EVP_KDF (`kdf` is a fetched "HKDF"). `mode` is one of
    EVP_KDF_HKDF_MODE_EXTRACT_AND_EXPAND, _EXTRACT_ONLY (outlen must be 32) or _EXPAND_ONLY (`key` is
    the PRK). Returns 1 on success. */
@@ -318,15 +372,18 @@ static inline int herald_ec_private_scalar(const EVP_PKEY *pkey, unsigned char *
 static inline size_t herald_ecdh(EVP_PKEY *priv, EVP_PKEY *peer, unsigned char *out, size_t outlen) {
     EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_pkey(NULL, priv, NULL);
     size_t len = outlen;
-    int ok = ctx != NULL && EVP_PKEY_derive_init(ctx) == 1 && EVP_PKEY_derive_set_peer(ctx, peer) == 1
+    /* The peer is not checked again here (EVP_PKEY_derive_set_peer would run EVP_PKEY_public_check,
+       a full scalar multiplication, on every call): every P256PublicKey passed that check when it
+       was made (herald_p256_from_public), and a generated or loaded key is valid by construction. */
+    int ok = ctx != NULL && EVP_PKEY_derive_init(ctx) == 1 && EVP_PKEY_derive_set_peer_ex(ctx, peer, 0) == 1
         && EVP_PKEY_derive(ctx, out, &len) == 1;
     EVP_PKEY_CTX_free(ctx);
     return ok ? len : 0;
 }
 
-/* AES-128-GCM in one call: 12-byte IV, 16-byte tag. `encrypt` 1 seals (writes `tag`), 0 opens
+/* AES-128-GCM in one call (`cipher` fetched once, or NULL for the implicit fetch): 12-byte IV, 16-byte tag. `encrypt` 1 seals (writes `tag`), 0 opens
    (checks `tag`). Returns 1 on success, 0 on failure (for opening: authentication failed). */
-static inline int herald_aes128gcm(int encrypt, const unsigned char *key, const unsigned char *iv,
+static inline int herald_aes128gcm(const EVP_CIPHER *cipher, int encrypt, const unsigned char *key, const unsigned char *iv,
                                    const unsigned char *aad, size_t aadlen,
                                    const unsigned char *in, size_t inlen, unsigned char *out, unsigned char *tag) {
     static const unsigned char empty[1] = { 0 };
@@ -334,7 +391,7 @@ static inline int herald_aes128gcm(int encrypt, const unsigned char *key, const 
     if (ctx == NULL) return 0;
     int ok = 0, len = 0;
     if (inlen > INT_MAX || aadlen > INT_MAX) goto done;
-    if (EVP_CipherInit_ex(ctx, EVP_aes_128_gcm(), NULL, key, iv, encrypt) != 1) goto done;
+    if (EVP_CipherInit_ex(ctx, cipher != NULL ? cipher : EVP_aes_128_gcm(), NULL, key, iv, encrypt) != 1) goto done;
     if (aadlen > 0 && EVP_CipherUpdate(ctx, NULL, &len, aad, (int)aadlen) != 1) goto done;
     if (EVP_CipherUpdate(ctx, out, &len, in != NULL ? in : empty, (int)inlen) != 1) goto done;
     if (!encrypt && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, 16, (void *)tag) != 1) goto done;

@@ -11,11 +11,12 @@ enum WebPushBenchCommand {
     static let spec = CommandSpec(
         path: "webpush",
         summary: "Benchmark the webpush transport against herald simulate webpush, next to one ECDH + one key generation.",
-        usage: "webpush [--n N] [--subscriptions K] [--streams S] [--seconds S] [--work DIR]",
+        usage: "webpush [--n N] [--subscriptions K] [--streams S] [--engine nghttp2|curl] [--seconds S] [--work DIR]",
         options: [
             .value("n", "N", "notifications to send (default 20000)"),
             .value("subscriptions", "K", "distinct subscriptions they go to, round robin (default 100)"),
             .value("streams", "S", "streams in flight on the connection (default 100)"),
+            .value("engine", "E", "the transport's HTTP/2 engine: nghttp2 (default) or curl"),
             .value("seconds", "S", "seconds of openssl speed ecdhp256 (default 3)"),
             .value("work", "DIR", "folder for certificates and the simulator's files (default var/bench-webpush)"),
         ],
@@ -25,8 +26,9 @@ enum WebPushBenchCommand {
         connection), renders N notifications as the daemon does at accept time and hands them to
         the transport. Prints notifications/s and this process's CPU (getrusage RUSAGE_SELF) per
         notification, next to one ECDH (openssl speed -seconds S ecdhp256) plus one P-256 key
-        generation (P256PrivateKey.generate in a loop, in this process: OpenSSL 3.0's speed has
-        no EC key-generation figure), and the ratio; the target is at most 2×.
+        generation (P256EphemeralKey.generate in a loop, in this process: EVP_PKEY_generate on a
+        prepared context and the public point's export, what each message needs; OpenSSL 3.0's
+        speed has no EC key-generation figure), and the ratio; the target is at most 2×.
         Needs openssl.
         """)
 
@@ -35,9 +37,11 @@ enum WebPushBenchCommand {
         let subscriptions = try arguments.int("subscriptions", command: spec.path, in: 1...100_000) ?? 100
         let streams = try arguments.int("streams", command: spec.path, in: 1...10_000) ?? 100
         let seconds = try arguments.int("seconds", command: spec.path, in: 1...60) ?? 3
+        let engine = arguments.value("engine") ?? "nghttp2"
+        guard ["nghttp2", "curl"].contains(engine) else { throw .usage("--engine is nghttp2 or curl, not \"\(engine)\"", command: spec.path) }
         let work = URL(fileURLWithPath: arguments.value("work") ?? "var/bench-webpush").standardizedFileURL.path
         do {
-            let bench = WebPushBenchmark(n: n, subscriptions: min(subscriptions, n), streams: streams, seconds: seconds,
+            let bench = WebPushBenchmark(n: n, subscriptions: min(subscriptions, n), streams: streams, engine: engine, seconds: seconds,
                                          work: work, registry: context.registry, console: context.console)
             try await bench.run()
         } catch let error as CLIError {
@@ -53,6 +57,7 @@ struct WebPushBenchmark {
     let n: Int
     let subscriptions: Int
     let streams: Int
+    let engine: String
     let seconds: Int
     let work: String
     let registry: TransportRegistry
@@ -91,7 +96,7 @@ struct WebPushBenchmark {
         {"apps": {"com.example.web": {"routes": ["web"]}},
          "transports": {"web": {"type": "webpush", "vapidKey": "\(Base64URL.encode(key.rawRepresentation))", "subject": "mailto:bench@example.com",
                                 "allowedEndpoints": ["127.0.0.1"], "caFile": "\(certs)/ca.pem", "connections": 1,
-                                "maxConcurrentStreams": \(streams), "timeout": "60s"}}}
+                                "maxConcurrentStreams": \(streams), "timeout": "60s", "engine": "\(engine)"}}}
         """
         let configuration = try HeraldConfiguration.parse(Data(config.utf8), baseDirectory: work, registry: registry, environment: [:])
         let spec = configuration.transports["web"]!
@@ -127,24 +132,24 @@ struct WebPushBenchmark {
         await transport.shutdown()
 
         let ratio = cpuMicroseconds / referenceMicroseconds
-        console.out("webpush, 1 connection, \(streams) streams, \(n) notifications to \(subscriptions) subscriptions, server herald simulate webpush (another process):")
+        console.out("webpush, \(engine) engine, 1 connection, \(streams) streams, \(n) notifications to \(subscriptions) subscriptions, server herald simulate webpush (another process):")
         console.out("  herald webpush      \((Double(n) / elapsed).fixed(0, width: 9)) notifications/s  \(cpuMicroseconds.fixed(1)) µs CPU per notification"
                     + (failures > 0 ? "  \(failures) not delivered" : ""))
         console.out("  one ECDH            \(ecdhMicroseconds.fixed(1, width: 9)) µs  (openssl speed -seconds \(seconds) ecdhp256: \(Int(ecdhPerSecond)) /s)")
-        console.out("  one key generation  \(keygenMicroseconds.fixed(1, width: 9)) µs  (P256PrivateKey.generate in this process)")
+        console.out("  one key generation  \(keygenMicroseconds.fixed(1, width: 9)) µs  (P256EphemeralKey.generate in this process)")
         console.out("  one ECDH + one key generation \(referenceMicroseconds.fixed(1)) µs")
         console.out("target: CPU per notification ≤ \(Self.targetRatio.fixed(0))× one ECDH + one key generation: \(ratio.fixed(2))×, "
                     + (ratio <= Self.targetRatio && failures == 0 ? "met" : "not met"))
         if failures > 0 { throw APNsBenchmark.Failure(description: "\(failures) of \(n) notifications were not delivered") }
     }
 
-    /// µs per `P256PrivateKey.generate()`, over about `seconds` seconds of one thread.
+    /// µs per `P256EphemeralKey.generate()`, over about `seconds` seconds of one thread.
     static func keyGenerationMicroseconds(seconds: Double) throws -> Double {
         let start = DispatchTime.now().uptimeNanoseconds
         let cpu0 = processCPUSeconds()
         var count = 0
         repeat {
-            for _ in 0..<50 { _ = try P256PrivateKey.generate() }
+            for _ in 0..<50 { _ = try P256EphemeralKey.generate() }
             count += 50
         } while Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 < seconds
         return (processCPUSeconds() - cpu0) / Double(count) * 1e6

@@ -1,4 +1,5 @@
 internal import COpenSSL
+import HeraldCore
 
 /// A P-256 (prime256v1, secp256r1) private key, for ECDH (Web Push message encryption) and
 /// ES256 (VAPID).
@@ -110,14 +111,7 @@ public final class P256PrivateKey: Sendable {
     /// The ECDH shared secret with `peer` (`EVP_PKEY_derive`): the 32-byte x-coordinate of the
     /// shared point, as RFC 8291 uses it (`ecdh_secret`).
     public func sharedSecret(with peer: P256PublicKey) throws(CryptoError) -> [UInt8] {
-        ensureOpenSSL()
-        ERR_clear_error()
-        var out = [UInt8](repeating: 0, count: 32)
-        let length = out.withUnsafeMutableBufferPointer { herald_ecdh(key.raw, peer.key.raw, $0.baseAddress, 32) }
-        guard length == 32 else {
-            throw CryptoError(.other("ECDH failed"), "P-256 key agreement failed\(openSSLSuffix())")
-        }
-        return out
+        try ecdh(key, peer.key)
     }
 }
 
@@ -193,4 +187,73 @@ extension String {
         let last = lastIndex(where: { !isSpace($0) })!
         return self[first...last]
     }
+}
+
+/// A one-use P-256 key pair for ECDH, as a Web Push message's ephemeral key: the bare
+/// `EVP_PKEY` and its public point, without the signing key and PEM a ``P256PrivateKey`` makes.
+/// Made by ``P256EphemeralKey/generate()`` from a prepared key-generation context.
+public struct P256EphemeralKey: Sendable {
+    let key: PKey
+    /// The 65-byte uncompressed public point `0x04 || X || Y`.
+    public let publicPoint: [UInt8]
+
+    /// Makes a new random key pair.
+    public static func generate() throws(CryptoError) -> P256EphemeralKey {
+        try P256KeyGenerator.shared.generate()
+    }
+
+    /// The ECDH shared secret with `peer`: the 32-byte x-coordinate of the shared point.
+    public func sharedSecret(with peer: P256PublicKey) throws(CryptoError) -> [UInt8] {
+        try ecdh(key, peer.key)
+    }
+}
+
+/// P-256 key generation from prepared `EVP_PKEY_CTX`s (EC, `keygen_init` and the group set
+/// once), so a key costs `EVP_PKEY_generate` and no algorithm fetch. A context serves one thread
+/// at a time: each call takes one from the pool (or makes one) and puts it back.
+final class P256KeyGenerator: Sendable {
+    static let shared = P256KeyGenerator()
+
+    /// An owned, prepared context; used by one thread at a time (taken out of the pool).
+    private final class Context: @unchecked Sendable {
+        let raw: OpaquePointer
+        init(_ raw: OpaquePointer) { self.raw = raw }
+        deinit { EVP_PKEY_CTX_free(raw) }
+    }
+
+    /// Contexts kept for reuse: as many as threads generate at once, at most this many.
+    private static let poolLimit = 16
+    private let pool = Locked<[Context]>([])
+
+    func generate() throws(CryptoError) -> P256EphemeralKey {
+        ensureOpenSSL()
+        ERR_clear_error()
+        let context: Context
+        if let c = pool.withLock({ $0.popLast() }) {
+            context = c
+        } else if let raw = herald_p256_keygen_ctx() {
+            context = Context(raw)
+        } else {
+            throw CryptoError(.other("P-256 key generation failed"), "P-256 key generation set-up failed\(openSSLSuffix())")
+        }
+        var point = [UInt8](repeating: 0, count: 65)
+        let made = point.withUnsafeMutableBufferPointer { herald_p256_generate_with(context.raw, $0.baseAddress, 65) }
+        pool.withLock { if $0.count < Self.poolLimit { $0.append(context) } }
+        guard let made else {
+            throw CryptoError(.other("P-256 key generation failed"), "P-256 key generation failed\(openSSLSuffix())")
+        }
+        return P256EphemeralKey(key: PKey(made), publicPoint: point)
+    }
+}
+
+/// ECDH (`EVP_PKEY_derive`) of `own` with `peer`: the 32-byte shared x-coordinate.
+func ecdh(_ own: PKey, _ peer: PKey) throws(CryptoError) -> [UInt8] {
+    ensureOpenSSL()
+    ERR_clear_error()
+    var out = [UInt8](repeating: 0, count: 32)
+    let length = out.withUnsafeMutableBufferPointer { herald_ecdh(own.raw, peer.raw, $0.baseAddress, 32) }
+    guard length == 32 else {
+        throw CryptoError(.other("ECDH failed"), "P-256 key agreement failed\(openSSLSuffix())")
+    }
+    return out
 }

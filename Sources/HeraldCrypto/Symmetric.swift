@@ -62,6 +62,17 @@ private final class FetchedKDF: @unchecked Sendable {
 }
 private let fetchedHKDF = FetchedKDF()
 
+/// AES-128-GCM fetched once from the default provider (saves an implicit fetch, under
+/// OpenSSL's global lock, on every seal and open).
+private final class FetchedCipher: @unchecked Sendable {
+    let raw: OpaquePointer?
+    init(_ name: String) {
+        ensureOpenSSL()
+        raw = EVP_CIPHER_fetch(nil, name, nil)
+    }
+}
+private let fetchedAES128GCM = FetchedCipher("AES-128-GCM")
+
 /// AES-128-GCM (`EVP_aes_128_gcm`) with a 12-byte nonce and a 16-byte tag.
 public enum AES128GCM {
     /// Key length in bytes.
@@ -85,6 +96,27 @@ public enum AES128GCM {
         let ok = run(encrypt: true, key: key, nonce: nonce, aad: authenticatedData, input: input, output: &output)
         guard ok else { throw CryptoError(.other("AES-128-GCM failed"), "AES-128-GCM encryption failed\(openSSLSuffix())") }
         return output
+    }
+
+    /// Encrypts `buffer[start...]` in place and appends the 16-byte tag: one buffer for a
+    /// header and its sealed record, no copies.
+    public static func sealInPlace(_ buffer: inout [UInt8], from start: Int, key: [UInt8], nonce: [UInt8]) throws(CryptoError) {
+        try checkSizes(key: key, nonce: nonce)
+        precondition(start >= 0 && start <= buffer.count, "the sealed part starts inside the buffer")
+        ensureOpenSSL()
+        ERR_clear_error()
+        let textLength = buffer.count - start
+        buffer.append(contentsOf: repeatElement(0, count: tagLength))
+        let ok = key.withUnsafeBufferPointer { k in
+            nonce.withUnsafeBufferPointer { n in
+                buffer.withUnsafeMutableBufferPointer { b in
+                    let text = b.baseAddress! + start
+                    return herald_aes128gcm(fetchedAES128GCM.raw, 1, k.baseAddress, n.baseAddress, nil, 0,
+                                            text, textLength, text, text + textLength)
+                }
+            }
+        }
+        guard ok == 1 else { throw CryptoError(.other("AES-128-GCM failed"), "AES-128-GCM encryption failed\(openSSLSuffix())") }
     }
 
     /// Decrypts and authenticates `sealed` (ciphertext followed by the 16-byte tag).
@@ -127,7 +159,7 @@ public enum AES128GCM {
                     input.withUnsafeBufferPointer { i in
                         output.withUnsafeMutableBufferPointer { o in
                             tag.withUnsafeMutableBufferPointer { t in
-                                herald_aes128gcm(encrypt ? 1 : 0, k.baseAddress, n.baseAddress, a.baseAddress, a.count,
+                                herald_aes128gcm(fetchedAES128GCM.raw, encrypt ? 1 : 0, k.baseAddress, n.baseAddress, a.baseAddress, a.count,
                                                  i.baseAddress, textLength, o.baseAddress, t.baseAddress)
                             }
                         }

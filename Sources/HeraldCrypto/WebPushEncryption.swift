@@ -1,3 +1,5 @@
+internal import COpenSSL
+
 /// Why a Web Push message could not be encrypted or decrypted. The ``description`` names the
 /// input at fault and never contains key material or plaintext.
 public enum WebPushEncryptionError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -63,16 +65,16 @@ public enum WebPushEncryption {
     /// - Returns: the request body.
     public static func encrypt(plaintext: some Collection<UInt8>, userAgentPublicKey: P256PublicKey,
                                authSecret: some Collection<UInt8>) throws(WebPushEncryptionError) -> [UInt8] {
-        let ephemeral: P256PrivateKey
+        let ephemeral: P256EphemeralKey
         let salt: [UInt8]
         do {
-            ephemeral = try P256PrivateKey.generate()
+            ephemeral = try P256EphemeralKey.generate()
             salt = try SecureRandom.bytes(saltLength)
         } catch {
             throw .crypto(error.message)
         }
         return try encrypt(plaintext: plaintext, userAgentPublicKey: userAgentPublicKey, authSecret: authSecret,
-                           ephemeralKey: ephemeral, salt: salt)
+                           ephemeralKey: ephemeral.key, ephemeralPoint: ephemeral.publicPoint, salt: salt)
     }
 
     /// Encrypts `plaintext` for a subscription given as bytes (`p256dh`, 65 bytes; `auth`, 16 bytes).
@@ -91,26 +93,31 @@ public enum WebPushEncryption {
     /// - Important: a key and salt must never be used twice; senders use the other `encrypt`.
     static func encrypt(plaintext: some Collection<UInt8>, userAgentPublicKey: P256PublicKey, authSecret: some Collection<UInt8>,
                         ephemeralKey: P256PrivateKey, salt: [UInt8]) throws(WebPushEncryptionError) -> [UInt8] {
+        try encrypt(plaintext: plaintext, userAgentPublicKey: userAgentPublicKey, authSecret: authSecret,
+                    ephemeralKey: ephemeralKey.key, ephemeralPoint: ephemeralKey.publicKey.uncompressedRepresentation, salt: salt)
+    }
+
+    /// The body in one buffer: the header, then `plaintext || 0x02` sealed in place after it.
+    private static func encrypt(plaintext: some Collection<UInt8>, userAgentPublicKey: P256PublicKey, authSecret: some Collection<UInt8>,
+                                ephemeralKey: PKey, ephemeralPoint: [UInt8], salt: [UInt8]) throws(WebPushEncryptionError) -> [UInt8] {
         let auth = Array(authSecret)
         guard auth.count == authSecretLength else { throw .invalidAuthSecret(length: auth.count) }
         precondition(salt.count == saltLength, "the salt is 16 bytes")
-        var record = Array(plaintext)
-        guard record.count <= maxPlaintextLength else {
-            throw .plaintextTooLong(length: record.count, maximum: maxPlaintextLength)
+        let length = plaintext.count
+        guard length <= maxPlaintextLength else {
+            throw .plaintextTooLong(length: length, maximum: maxPlaintextLength)
         }
-        record.append(0x02)  // the last (and only) record's delimiter, no padding
-        let keys = try deriveKeys(ownKey: ephemeralKey, peerKey: userAgentPublicKey,
-                                  userAgentPublicKey: userAgentPublicKey, senderPublicKey: ephemeralKey.publicKey,
+        let keys = try deriveKeys(ownKey: ephemeralKey, peerKey: userAgentPublicKey.key,
+                                  userAgentPoint: userAgentPublicKey.uncompressedRepresentation, senderPoint: ephemeralPoint,
                                   authSecret: auth, salt: salt)
-        let sealed: [UInt8]
+        var body = header(salt: salt, senderPoint: ephemeralPoint, extra: length + 1 + AES128GCM.tagLength)
+        body += plaintext
+        body.append(0x02)  // the last (and only) record's delimiter, no padding
         do {
-            sealed = try AES128GCM.seal(record, key: keys.contentEncryptionKey, nonce: keys.nonce)
+            try AES128GCM.sealInPlace(&body, from: headerLength, key: keys.contentEncryptionKey, nonce: keys.nonce)
         } catch {
             throw .crypto(error.message)
         }
-        var body = header(salt: salt, senderPublicKey: ephemeralKey.publicKey)
-        body.reserveCapacity(body.count + sealed.count)
-        body += sealed
         return body
     }
 
@@ -163,9 +170,9 @@ public enum WebPushEncryption {
         guard record.count <= Int(header.recordSize) else {
             throw .malformedBody("the body holds more than one record (\(record.count) bytes after the header, record size \(header.recordSize)); Web Push uses one")
         }
-        let keys = try deriveKeys(ownKey: userAgentPrivateKey, peerKey: sender,
-                                  userAgentPublicKey: userAgentPrivateKey.publicKey, senderPublicKey: sender,
-                                  authSecret: auth, salt: header.salt)
+        let keys = try deriveKeys(ownKey: userAgentPrivateKey.key, peerKey: sender.key,
+                                  userAgentPoint: userAgentPrivateKey.publicKey.uncompressedRepresentation,
+                                  senderPoint: header.keyID, authSecret: auth, salt: header.salt)
         var plaintext: [UInt8]
         do {
             plaintext = try AES128GCM.open(record, key: keys.contentEncryptionKey, nonce: keys.nonce)
@@ -201,13 +208,27 @@ public enum WebPushEncryption {
     /// `NONCE = HKDF-Expand(PRK, nonce_info, 12)` (one record: its sequence number 0 leaves the nonce as is).
     static func deriveKeys(ownKey: P256PrivateKey, peerKey: P256PublicKey, userAgentPublicKey: P256PublicKey,
                            senderPublicKey: P256PublicKey, authSecret: [UInt8], salt: [UInt8]) throws(WebPushEncryptionError) -> DerivedKeys {
+        try deriveKeys(ownKey: ownKey.key, peerKey: peerKey.key, userAgentPoint: userAgentPublicKey.uncompressedRepresentation,
+                       senderPoint: senderPublicKey.uncompressedRepresentation, authSecret: authSecret, salt: salt)
+    }
+
+    /// The same over the bare keys. Every output here is at most one SHA-256 long, so each HKDF
+    /// step is one HMAC-SHA256 (RFC 5869: `Extract(salt, IKM) = HMAC(salt, IKM)`,
+    /// `Expand(PRK, info, L ≤ 32) = HMAC(PRK, info || 0x01)[0..<L]`): five HMACs over a SHA-256
+    /// fetched once, where EVP_KDF would fetch HKDF's digest by name on each of its four calls.
+    static func deriveKeys(ownKey: PKey, peerKey: PKey, userAgentPoint: [UInt8], senderPoint: [UInt8],
+                           authSecret: [UInt8], salt: [UInt8]) throws(WebPushEncryptionError) -> DerivedKeys {
         do {
-            let ecdhSecret = try ownKey.sharedSecret(with: peerKey)
-            let keyInfo = keyInfoPrefix + userAgentPublicKey.uncompressedRepresentation + senderPublicKey.uncompressedRepresentation
-            let ikm = try HKDFSHA256.deriveKey(inputKeyingMaterial: ecdhSecret, salt: authSecret, info: keyInfo, outputLength: 32)
-            let prk = try HKDFSHA256.extract(salt: salt, inputKeyingMaterial: ikm)
-            let cek = try HKDFSHA256.expand(pseudorandomKey: prk, info: contentEncryptionKeyInfo, outputLength: AES128GCM.keyLength)
-            let nonce = try HKDFSHA256.expand(pseudorandomKey: prk, info: nonceInfo, outputLength: AES128GCM.nonceLength)
+            let ecdhSecret = try ecdh(ownKey, peerKey)
+            var keyInfo = keyInfoPrefix
+            keyInfo.reserveCapacity(keyInfoPrefix.count + userAgentPoint.count + senderPoint.count)
+            keyInfo += userAgentPoint
+            keyInfo += senderPoint
+            let prkKey = try hmac(key: authSecret, ecdhSecret)
+            let ikm = try hmac(key: prkKey, keyInfo, [1])
+            let prk = try hmac(key: salt, ikm)
+            let cek = Array(try hmac(key: prk, contentEncryptionKeyInfo, [1]).prefix(AES128GCM.keyLength))
+            let nonce = Array(try hmac(key: prk, nonceInfo, [1]).prefix(AES128GCM.nonceLength))
             return DerivedKeys(ecdhSecret: ecdhSecret, keyInfo: keyInfo, inputKeyingMaterial: ikm, pseudorandomKey: prk,
                                contentEncryptionKey: cek, nonce: nonce)
         } catch {
@@ -215,12 +236,32 @@ public enum WebPushEncryption {
         }
     }
 
-    private static func header(salt: [UInt8], senderPublicKey: P256PublicKey) -> [UInt8] {
-        var header = salt
-        header.reserveCapacity(headerLength)
+    /// HMAC-SHA256 of `a || b` under `key` (at most 64 bytes).
+    private static func hmac(key: [UInt8], _ a: [UInt8], _ b: [UInt8] = []) throws(CryptoError) -> [UInt8] {
+        ensureOpenSSL()
+        ERR_clear_error()
+        var out = [UInt8](repeating: 0, count: 32)
+        let ok = key.withUnsafeBufferPointer { k in
+            a.withUnsafeBufferPointer { a in
+                b.withUnsafeBufferPointer { b in
+                    out.withUnsafeMutableBufferPointer { o in
+                        herald_hmac_sha256(sha256Digest, k.baseAddress, k.count, a.baseAddress, a.count, b.baseAddress, b.count, o.baseAddress)
+                    }
+                }
+            }
+        }
+        guard ok == 1 else { throw CryptoError(.other("HMAC-SHA256 failed"), "HMAC-SHA256 failed\(openSSLSuffix())") }
+        return out
+    }
+
+    /// The header, with room reserved for `extra` bytes after it.
+    private static func header(salt: [UInt8], senderPoint: [UInt8], extra: Int) -> [UInt8] {
+        var header = [UInt8]()
+        header.reserveCapacity(headerLength + extra)
+        header += salt
         header += [UInt8(recordSize >> 24), UInt8(recordSize >> 16 & 0xFF), UInt8(recordSize >> 8 & 0xFF), UInt8(recordSize & 0xFF)]
-        header.append(UInt8(senderPublicKey.uncompressedRepresentation.count))
-        header += senderPublicKey.uncompressedRepresentation
+        header.append(UInt8(senderPoint.count))
+        header += senderPoint
         return header
     }
 }

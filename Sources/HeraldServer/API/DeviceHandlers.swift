@@ -55,15 +55,27 @@ extension API {
         }
     }
 
+    /// `DELETE /v1/devices/{token}`: `token` is the device's address as the API returns it
+    /// (percent-decoded: a hex APNs token, an FCM token, a Web Push subscription's JSON…), or any
+    /// spelling of it that one of the app's routes normalises to the stored address (an
+    /// upper-case or spaced hex token, a subscription's JSON with its keys in another order).
     func removeDevice(_ rawToken: String, _ request: HTTPRequest) async throws -> HTTPResponse {
-        let app = try app(request.query["app"], field: "app", in: dependencies.snapshot().configuration)
-        let token: String
-        do { token = try DeviceToken.normalize(rawToken) } catch { throw APIError.invalid("token", error.description) }
-        guard try await dependencies.store.unregister(app: app.id, token: token) else {
-            throw APIError.notFound("no device \(Redact.token(token)) in app \(app.id)")
+        let configuration = dependencies.snapshot().configuration
+        let app = try app(request.query["app"], field: "app", in: configuration)
+        guard !rawToken.isEmpty else { throw APIError.invalid("token", "device token is empty") }
+        // The address as stored first, then what each route makes of it, without repeats.
+        var candidates = [rawToken]
+        for name in app.routes {
+            guard let spec = configuration.transports[name],
+                  let address = try? spec.configuration.address(.token(rawToken), attributes: DeviceAttributes()),
+                  !candidates.contains(address.token) else { continue }
+            candidates.append(address.token)
         }
-        apiLogger.info("device removed", ["app": app.id, "token": Redact.token(token)])
-        return HTTPResponse(status: 204)
+        for token in candidates where try await dependencies.store.unregister(app: app.id, token: token) {
+            apiLogger.info("device removed", ["app": app.id, "token": Redact.token(token)])
+            return HTTPResponse(status: 204)
+        }
+        throw APIError.notFound("no device \(Redact.token(rawToken)) in app \(app.id)")
     }
 
     func userDevices(_ user: String, _ request: HTTPRequest) async throws -> HTTPResponse {

@@ -174,6 +174,9 @@ public final class SimulatorHTTP2Server: Sendable {
     /// Counts since start.
     public var counters: Counters { core.counters.withLock { $0 } }
 
+    /// Connections open now (accepted and not yet closed by either side).
+    public var openConnections: Int { core.activeConnections }
+
     /// Stops accepting, closes every connection, and waits (up to 5 s) for them to end.
     public func stop() {
         let (listener, done) = state.withLock { s -> (SocketListener?, DispatchSemaphore?) in

@@ -84,6 +84,11 @@ public final class WebPushSimulator: Sendable {
         return servers.map { "https://\(host):\($0.port)" }
     }
 
+    /// Per origin (in ``origins`` order): connections accepted since start, and open now.
+    public var connections: [(accepted: Int, open: Int)] {
+        servers.map { ($0.counters.connections, $0.openConnections) }
+    }
+
     /// Subscription `index` as a page registers it, at origin `index % origins.count`.
     public func subscriptionJSON(_ index: Int) -> String {
         let all = origins
