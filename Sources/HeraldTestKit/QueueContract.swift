@@ -6,17 +6,23 @@ import HeraldCore
 /// when the queue behaves), so core tests (the in-memory queue) and the storage contract tests
 /// (SQLite, PostgreSQL) run the same steps.
 public enum QueueContract {
+    /// When the scenarios' notifications are accepted.
+    static let t0 = Date(timeIntervalSince1970: 1_767_225_600)
+
+    /// A notification of `deliveries`, accepted at ``t0``.
+    static func notification(_ deliveries: [PlannedDelivery], alert: String = "hi") -> QueuedNotification {
+        QueuedNotification(id: UUIDSource.timeOrdered().lowercasedString, app: "app", topic: "app",
+                           content: NotificationContent(alert: .text(alert)), idempotencyKey: nil, createdAt: t0, deliveries: deliveries)
+    }
+
     /// Park a local delivery, unpark it when its device connects, reroute it to its fallback.
     /// - Parameter exactDepth: check ``DeliveryQueue/depth()`` (PostgreSQL refreshes it from the
     ///   database every second, so it may count a change twice for a moment).
     public static func parkUnparkAndReroute(_ queue: any DeliveryQueue, exactDepth: Bool = true) async throws -> [String] {
         var problems: [String] = []
         func check(_ ok: Bool, _ what: String) { if !ok { problems.append(what) } }
-        let t0 = Date(timeIntervalSince1970: 1_767_225_600)
-        let lease = t0.addingTimeInterval(60)
-        let n = QueuedNotification(id: UUIDSource.timeOrdered().lowercasedString, app: "app", topic: "app",
-                                   content: NotificationContent(alert: .text("hi")), idempotencyKey: nil, createdAt: t0,
-                                   deliveries: [PlannedDelivery(token: "ab01", user: "alice", transport: "live", messageID: UUIDSource.random(), fallback: "push")])
+        let t0 = Self.t0, lease = t0.addingTimeInterval(60)
+        let n = Self.notification([PlannedDelivery(token: "ab01", user: "alice", transport: "live", messageID: UUIDSource.random(), fallback: "push")])
         let receipt = try await queue.enqueue(n, idempotencySince: .distantPast)
         var claimed = try await queue.claim(transport: "live", limit: 10, now: t0, leaseUntil: lease)
         check(claimed.map(\.delivery.fallback) == ["push"], "the claim carries the fallback: \(claimed.map(\.delivery.fallback))")
@@ -52,13 +58,10 @@ public enum QueueContract {
     public static func streamDeviceIsKeptAndUnparksByIt(_ queue: any DeliveryQueue) async throws -> [String] {
         var problems: [String] = []
         func check(_ ok: Bool, _ what: String) { if !ok { problems.append(what) } }
-        let t0 = Date(timeIntervalSince1970: 1_767_225_600)
-        let lease = t0.addingTimeInterval(60)
-        let n = QueuedNotification(id: UUIDSource.timeOrdered().lowercasedString, app: "app", topic: "app",
-                                   content: NotificationContent(alert: .text("hi")), idempotencyKey: nil, createdAt: t0,
-                                   deliveries: [PlannedDelivery(token: "subscription-1", user: "alice", transport: "web",
-                                                                messageID: UUIDSource.random(), fallback: "live", streamDevice: "tab01"),
-                                                PlannedDelivery(token: "tab02", user: "alice", transport: "live", messageID: UUIDSource.random())])
+        let t0 = Self.t0, lease = t0.addingTimeInterval(60)
+        let n = Self.notification([PlannedDelivery(token: "subscription-1", user: "alice", transport: "web",
+                                                   messageID: UUIDSource.random(), fallback: "live", streamDevice: "tab01"),
+                                   PlannedDelivery(token: "tab02", user: "alice", transport: "live", messageID: UUIDSource.random())])
         _ = try await queue.enqueue(n, idempotencySince: .distantPast)
         var claimed = try await queue.claim(transport: "web", limit: 10, now: t0, leaseUntil: lease)
         check(claimed.map(\.delivery.streamDevice) == ["tab01"], "the claim carries the stream device: \(claimed.map(\.delivery.streamDevice))")

@@ -24,7 +24,6 @@ import Testing
 
     /// Heartbeats every minute: within a test only the hang-up watcher finds a closed tab.
     static func start(sim: WebPushSimulator, certs: TestCertificates, demo: Bool = false) async throws -> TestDaemon {
-        let directory = try TemporaryDirectory(prefix: "herald-browser")
         var registry = TransportRegistry()
         registry.register(WebPushTransport.self)
         registry.register(LocalTransport.self)
@@ -42,15 +41,8 @@ import Testing
              "log": {"level": "debug"}}
             """
         let vapid = try P256PrivateKey.generate()
-        let configuration = try DaemonConfiguration.parse(Data(config.utf8), baseDirectory: directory.path, registry: registry,
-                                                          environment: ["VAPID_KEY": Base64URL.encode(vapid.rawRepresentation)])
-        let logs = RecordingLogHandler()
-        let daemon = Daemon(configuration: configuration, registry: registry, storage: .embedded, logSink: logs,
-                            options: Daemon.Options(random: { 0.5 }, environment: [:]))
-        let port = try await daemon.start()
-        let started = TestDaemon(directory: directory, daemon: daemon, port: port, logs: logs)
-        StopsDaemons.current?.withLock { $0.append(started) }
-        return started
+        return try await TestDaemon.start(plugins: config, registry: registry,
+                                          environment: ["VAPID_KEY": Base64URL.encode(vapid.rawRepresentation)], prefix: "herald-browser")
     }
 
     static func simulator(gone: Set<Int> = []) throws -> WebPushSimulator {
