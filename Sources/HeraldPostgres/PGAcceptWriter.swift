@@ -27,7 +27,7 @@ final class PGAcceptWriter: Sendable {
     struct PlainAccept: Sendable {
         /// id, app, topic, content, deliveries, created_at.
         var notification: [String?]
-        /// Per delivery: token, user, transport, state, reason, message_id, fallback.
+        /// Per delivery: token, user, transport, state, reason, message_id, fallback, stream_device.
         var deliveries: [[String?]]
         var wake: [String]
     }
@@ -251,12 +251,12 @@ extension PGAcceptWriter {
     /// the deliveries' columns each travel as arrays (deliveries name their notification's id).
     static let batchInsert = "WITH n AS (\(insertNotifications)) \(insertDeliveries)"
 
-    /// ``batchInsert`` and the wake-ups (`$16` the channel, `$17` the transports: the parameters
+    /// ``batchInsert`` and the wake-ups (`$17` the channel, `$18` the transports: the parameters
     /// after ``batchParameters``) in one statement: run outside a transaction it commits on its
     /// own, notifications included.
     static let batchInsertAndNotify = """
         WITH n AS (\(insertNotifications)), d AS (\(insertDeliveries) RETURNING 1)
-        SELECT pg_notify($16, t) FROM unnest($17::text[]) AS t
+        SELECT pg_notify($17, t) FROM unnest($18::text[]) AS t
         """
 
     private static let insertNotifications = """
@@ -267,20 +267,20 @@ extension PGAcceptWriter {
 
     private static let insertDeliveries = """
         INSERT INTO deliveries (notification, token, "user", transport, state, attempts,
-                                next_attempt_at, last_reason, message_id, updated_at, fallback, accepted_by)
+                                next_attempt_at, last_reason, message_id, updated_at, fallback, stream_device, accepted_by)
         SELECT n.seq, r.token, r.u, r.transport, r.state, 0,
-               CASE WHEN r.state = 'queued' THEN n.created_at END, r.reason, r.message_id, n.created_at, r.fallback, $15
-        FROM unnest($7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
-            WITH ORDINALITY AS r(nid, token, u, transport, state, reason, message_id, fallback, ord)
+               CASE WHEN r.state = 'queued' THEN n.created_at END, r.reason, r.message_id, n.created_at, r.fallback, r.stream_device, $16
+        FROM unnest($7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[])
+            WITH ORDINALITY AS r(nid, token, u, transport, state, reason, message_id, fallback, stream_device, ord)
         JOIN n ON n.id = r.nid
         ORDER BY r.ord
         """
 
-    /// `$1`–`$14` the notifications' and deliveries' columns as arrays, `$15` this node.
+    /// `$1`–`$15` the notifications' and deliveries' columns as arrays, `$16` this node.
     static func batchParameters(_ accepts: [PlainAccept], node: String) -> [String?] {
         var params: [String?] = []
         for column in 0..<6 { params.append(PGArray.text(accepts.map { $0.notification[column] })) }
-        for column in -1..<7 {
+        for column in -1..<8 {
             var values: [String?] = []
             for a in accepts {
                 for d in a.deliveries { values.append(column < 0 ? a.notification[0] : d[column]) }

@@ -104,7 +104,8 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
         let store: (PGConnection) throws -> (EnqueueReceipt, [String]) = { [added] db in
             let arrays = [PGArray.text(d.map(\.token)), PGArray.text(d.map(\.user)),
                           PGArray.text(d.map(\.transport)), PGArray.text(d.map(\.state.rawValue)), PGArray.text(d.map(\.reason)),
-                          PGArray.text(d.map { $0.messageID.lowercasedString }), PGArray.text(d.map(\.fallback))]
+                          PGArray.text(d.map { $0.messageID.lowercasedString }), PGArray.text(d.map(\.fallback)),
+                          PGArray.text(d.map(\.streamDevice))]
             if let key = n.idempotencyKey {
                 // A key older than the window is free again.
                 try db.execute("UPDATE notifications SET idempotency_key = NULL WHERE app = $1 AND idempotency_key = $2 AND created_at < $3",
@@ -117,11 +118,11 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
                     ON CONFLICT (app, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING seq),
                 d AS (
                     INSERT INTO deliveries (notification, token, "user", transport, state, attempts,
-                                            next_attempt_at, last_reason, message_id, updated_at, fallback, accepted_by)
+                                            next_attempt_at, last_reason, message_id, updated_at, fallback, stream_device, accepted_by)
                     SELECT n.seq, r.token, r.u, r.transport, r.state, 0,
-                           CASE WHEN r.state = 'queued' THEN $7::bigint END, r.reason, r.message_id, $7::bigint, r.fallback, $15
-                    FROM n, unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
-                        WITH ORDINALITY AS r(token, u, transport, state, reason, message_id, fallback, ord)
+                           CASE WHEN r.state = 'queued' THEN $7::bigint END, r.reason, r.message_id, $7::bigint, r.fallback, r.stream_device, $16
+                    FROM n, unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[])
+                        WITH ORDINALITY AS r(token, u, transport, state, reason, message_id, fallback, stream_device, ord)
                     ORDER BY r.ord)
                 SELECT seq FROM n
                 """, [n.id, n.app, n.topic, content, n.idempotencyKey, String(d.count), created] + arrays + [node])
@@ -141,7 +142,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
             if n.idempotencyKey == nil {
                 let plain = PGAcceptWriter.PlainAccept(
                     notification: [n.id, n.app, n.topic, content, String(d.count), created],
-                    deliveries: d.map { [$0.token, $0.user, $0.transport, $0.state.rawValue, $0.reason, $0.messageID.lowercasedString, $0.fallback] },
+                    deliveries: d.map { [$0.token, $0.user, $0.transport, $0.state.rawValue, $0.reason, $0.messageID.lowercasedString, $0.fallback, $0.streamDevice] },
                     wake: added.keys.sorted())
                 receipt = try await writer.accept(plain, result: EnqueueReceipt(id: n.id, deliveries: d.count, replayed: false), fallback: store)
             } else {
@@ -179,9 +180,9 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
                                  AND (d.accepted_by IS NULL OR d.accepted_by = $5 OR d.next_attempt_at <= $6 OR \(Self.streamHere(node: "$5")))
                                  AND NOT \(Self.streamElsewhere(node: "$5"))
                                  ORDER BY d.next_attempt_at, d.id LIMIT $3 FOR UPDATE SKIP LOCKED)
-                    RETURNING id, notification, token, "user", attempts, message_id, fallback)
+                    RETURNING id, notification, token, "user", attempts, message_id, fallback, stream_device)
                 SELECT c.id, c.token, c."user", NULL, c.attempts, c.message_id, n.seq, n.id, n.app, n.topic, n.content, n.created_at,
-                       c.fallback
+                       c.fallback, c.stream_device
                 FROM c JOIN notifications n ON n.seq = c.notification ORDER BY c.id
                 """, [transport, String(now.millisecondsSince1970), String(limit), String(leaseUntil.millisecondsSince1970), node,
                       String(now.addingTimeInterval(-Self.affinity).millisecondsSince1970)], prepared: true)
@@ -196,7 +197,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
     /// No presence row names a push transport, so for those it is one index probe that finds nothing.
     static func streamElsewhere(node: String) -> String {
         """
-        EXISTS (SELECT 1 FROM presence p WHERE p.transport = d.transport AND p.device = d.token AND p.node <> \(node)
+        EXISTS (SELECT 1 FROM presence p WHERE p.transport = d.transport AND p.device = coalesce(d.stream_device, d.token) AND p.node <> \(node)
                 AND p.seen >= now() - make_interval(secs => \(PostgresPresence.timeToLive))
                 AND p.app = (SELECT n.app FROM notifications n WHERE n.seq = d.notification)
                 AND NOT EXISTS (SELECT 1 FROM presence m WHERE m.app = p.app AND m.device = p.device AND m.node = \(node)))
@@ -207,12 +208,13 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
     /// node claims it at once whichever node accepted it (see ``affinity``).
     static func streamHere(node: String) -> String {
         """
-        EXISTS (SELECT 1 FROM presence m WHERE m.transport = d.transport AND m.device = d.token AND m.node = \(node)
+        EXISTS (SELECT 1 FROM presence m WHERE m.transport = d.transport AND m.device = coalesce(d.stream_device, d.token) AND m.node = \(node)
                 AND m.app = (SELECT n.app FROM notifications n WHERE n.seq = d.notification))
         """
     }
 
-    /// Rows `id, token, user, (unused), attempts, message_id, seq, nid, app, topic, content, created_at, fallback`.
+    /// Rows `id, token, user, (unused), attempts, message_id, seq, nid, app, topic, content, created_at, fallback,
+    /// stream_device`.
     private static func deliveries(_ r: PGRows, transport: String, cache: Locked<AcceptedContentCache>) throws -> [ClaimedDelivery] {
         var parsed: [Int64: NotificationContent] = [:]
         var result: [ClaimedDelivery] = []
@@ -238,7 +240,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
                 id: r.int(i, 0), notificationID: r.string(i, 7), app: r.string(i, 8), topic: r.string(i, 9), token: r.string(i, 1),
                 user: r[i, 2], transport: transport,
                 attempt: Int(r.int(i, 4)), messageID: UUID(lowercasedString: r.string(i, 5)) ?? UUIDSource.random(),
-                content: content, fallback: r[i, 12]), acceptedAt: Date(millisecondsSince1970: r.int(i, 11))))
+                content: content, fallback: r[i, 12], streamDevice: r[i, 13]), acceptedAt: Date(millisecondsSince1970: r.int(i, 11))))
         }
         return result
     }
@@ -281,7 +283,8 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
     public func unpark(transport: String, token: String, now: Date) async throws -> Int {
         let n = try await pool.run { db in
             try db.execute("""
-                UPDATE deliveries SET next_attempt_at = $1, accepted_by = NULL WHERE parked AND transport = $2 AND token = $3 AND state = 'queued'
+                UPDATE deliveries SET next_attempt_at = $1, accepted_by = NULL WHERE parked AND transport = $2
+                    AND ((token = $3 AND stream_device IS NULL) OR stream_device = $3) AND state = 'queued'
                 RETURNING id
                 """, [String(now.millisecondsSince1970), transport, token]).count
         }

@@ -133,6 +133,12 @@ enum PostgresSchema {
         ALTER TABLE deliveries RENAME COLUMN apns_id TO message_id;
         ALTER TABLE deliveries ADD COLUMN receipt TEXT
         """,
+        // 7: a browser's push subscription linked to its page's stream (see the SQLite schema's
+        // step 6): `stream_device`, the installation id its local deliveries are keyed by.
+        """
+        ALTER TABLE deliveries ADD COLUMN stream_device TEXT;
+        CREATE INDEX deliveries_parked_stream ON deliveries (transport, stream_device) WHERE parked
+        """,
     ]
 
     /// The schema version of the database (0: none yet).

@@ -159,7 +159,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, Sendable {
                 for r in chunk {
                     s.bind(p, seq).bind(p + 1, r.token).bind(p + 2, r.user).bind(p + 3, r.transport)
                         .bind(p + 4, r.state).bind(p + 5, r.queued ? created : nil).bind(p + 6, r.reason)
-                        .bind(p + 7, r.messageID).bind(p + 8, created).bind(p + 9, r.fallback)
+                        .bind(p + 7, r.messageID).bind(p + 8, created).bind(p + 9, r.fallback).bind(p + 10, r.streamDevice)
                     p += WriterStatements.deliveryColumns
                 }
                 try s.run()
@@ -212,7 +212,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, Sendable {
     public func interrupted(transport: String) async throws -> [ClaimedDelivery] {
         try await writer.perform { [self] db in
             let s = try db.statement("""
-                SELECT id, notification, token, user, attempts, message_id, fallback FROM deliveries
+                SELECT id, notification, token, user, attempts, message_id, fallback, stream_device FROM deliveries
                 WHERE state = 'sent' AND transport = ? AND lease_until IS NULL ORDER BY id
                 """)
             s.bind(1, transport)
@@ -229,14 +229,16 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, Sendable {
         var attempts: Int
         var messageID: String
         var fallback: String?
+        var streamDevice: String?
     }
 
-    /// Rows `id, notification, token, user, attempts, message_id, fallback`, read to the end.
+    /// Rows `id, notification, token, user, attempts, message_id, fallback, stream_device`, read to the end.
     private static func rows(_ s: SQLiteStatement) throws -> [ClaimRow] {
         var rows: [ClaimRow] = []
         while try s.step() {
             rows.append(ClaimRow(id: s.int64(0), seq: s.int64(1), token: s.string(2), user: s.optionalString(3),
-                                 attempts: Int(s.int64(4)), messageID: s.string(5), fallback: s.optionalString(6)))
+                                 attempts: Int(s.int64(4)), messageID: s.string(5), fallback: s.optionalString(6),
+                                 streamDevice: s.optionalString(7)))
         }
         return rows
     }
@@ -258,7 +260,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, Sendable {
             }
             result.append(ClaimedDelivery(delivery: Delivery(id: r.id, notificationID: n.id, app: n.app, topic: n.topic, token: r.token, user: r.user,
                                    transport: transport, attempt: r.attempts, messageID: UUID(lowercasedString: r.messageID) ?? UUIDSource.random(),
-                                   content: n.content, fallback: r.fallback), acceptedAt: n.createdAt))
+                                   content: n.content, fallback: r.fallback, streamDevice: r.streamDevice), acceptedAt: n.createdAt))
         }
         return result
     }
@@ -332,11 +334,17 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, Sendable {
         }
     }
 
+    /// The row's stream device (``Delivery/streamKey``) is `parameter`: each side of the `OR`
+    /// has its partial index (`deliveries_parked`, `deliveries_parked_stream`).
+    private static func streamKeyIs(_ parameter: String) -> String {
+        "((token = \(parameter) AND stream_device IS NULL) OR stream_device = \(parameter))"
+    }
+
     public func unpark(transport: String, token: String, now: Date) async throws -> Int {
         // Most devices that connect have nothing parked: look first, on the reader, and leave
         // the writer (and its fsync) to the ones that do.
         let any = try await read { db in
-            try db.withStatement("SELECT 1 FROM deliveries WHERE parked = 1 AND transport = ?1 AND token = ?2 AND state = 'queued' LIMIT 1") { s in
+            try db.withStatement("SELECT 1 FROM deliveries WHERE parked = 1 AND transport = ?1 AND \(Self.streamKeyIs("?2")) AND state = 'queued' LIMIT 1") { s in
                 s.bind(1, transport).bind(2, token)
                 return try s.step()
             }
@@ -344,7 +352,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, Sendable {
         guard any else { return 0 }
         return try await writer.perform { db in
             let s = try db.statement("""
-                UPDATE deliveries SET next_attempt_at = ?1 WHERE parked = 1 AND transport = ?2 AND token = ?3 AND state = 'queued'
+                UPDATE deliveries SET next_attempt_at = ?1 WHERE parked = 1 AND transport = ?2 AND \(Self.streamKeyIs("?3")) AND state = 'queued'
                 """)
             s.bind(1, now.millisecondsSince1970).bind(2, transport).bind(3, token)
             try s.run()

@@ -94,5 +94,12 @@ public enum HeraldSchema {
         ALTER TABLE deliveries RENAME COLUMN apns_id TO message_id;
         ALTER TABLE deliveries ADD COLUMN receipt TEXT;
         """,
+        // 6: a browser's push subscription linked to its page's stream (POST /v1/stream/subscription):
+        // `stream_device` is the installation id its local deliveries are written to, numbered
+        // in the inbox under and unparked by (NULL: the token is the stream's device).
+        """
+        ALTER TABLE deliveries ADD COLUMN stream_device TEXT;
+        CREATE INDEX deliveries_parked_stream ON deliveries (transport, stream_device) WHERE parked = 1;
+        """,
     ])
 }

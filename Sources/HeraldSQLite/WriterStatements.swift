@@ -12,6 +12,7 @@ struct DeliveryRow: Sendable {
     var reason: String?
     var messageID: String
     var fallback: String?
+    var streamDevice: String?
 
     init(_ d: PlannedDelivery) {
         token = d.token
@@ -22,6 +23,7 @@ struct DeliveryRow: Sendable {
         reason = d.reason
         messageID = d.messageID.lowercasedString
         fallback = d.fallback
+        streamDevice = d.streamDevice
     }
 }
 
@@ -31,7 +33,7 @@ struct DeliveryRow: Sendable {
 /// - Important: only for the writer thread's connection.
 struct WriterStatements {
     /// Parameters per row of ``insertDeliveries(_:_:)``.
-    static let deliveryColumns: Int32 = 10
+    static let deliveryColumns: Int32 = 11
     /// Most rows in one `INSERT` (a notification's deliveries go in chunks of this size).
     static let maxRowsPerInsert = 16
 
@@ -53,12 +55,12 @@ struct WriterStatements {
 
     /// `INSERT INTO deliveries` of `rows` rows (1…``maxRowsPerInsert``), ``deliveryColumns``
     /// parameters each: notification, token, user, transport, state,
-    /// next_attempt_at, last_reason, message_id, updated_at, fallback.
+    /// next_attempt_at, last_reason, message_id, updated_at, fallback, stream_device.
     mutating func insertDeliveries(_ rows: Int, _ db: SQLiteDatabase) throws -> SQLiteStatement {
-        let values = Array(repeating: "(?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
+        let values = Array(repeating: "(?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
         return try Self.reuse(&deliveries[rows], db, """
             INSERT INTO deliveries (notification, token, user, transport, state, attempts,
-                                    next_attempt_at, last_reason, message_id, updated_at, fallback)
+                                    next_attempt_at, last_reason, message_id, updated_at, fallback, stream_device)
             VALUES \(values)
             """)
     }
@@ -66,7 +68,7 @@ struct WriterStatements {
     /// Due deliveries, oldest first: `?1` transport, `?2` now, `?3` limit.
     mutating func due(_ db: SQLiteDatabase) throws -> SQLiteStatement {
         try Self.reuse(&dueDeliveries, db, """
-            SELECT id, notification, token, user, attempts, message_id, fallback FROM deliveries
+            SELECT id, notification, token, user, attempts, message_id, fallback, stream_device FROM deliveries
             WHERE state = 'queued' AND transport = ?1 AND next_attempt_at <= ?2 ORDER BY next_attempt_at, id LIMIT ?3
             """)
     }

@@ -133,6 +133,27 @@ public final class Browser: Sendable {
         try await command("POST", "execute/sync", ["script": .string(script), "args": .array(arguments)])
     }
 
+    /// Runs `script` as an async function body in the page (a promise it returns is awaited) and
+    /// returns the value it resolves to; a rejection is thrown with its message.
+    @discardableResult
+    public func evaluateAsync(_ script: String, _ arguments: [JSONValue] = []) async throws -> JSONValue {
+        let wrapped = """
+            const done = arguments[arguments.length - 1];
+            Promise.resolve().then(async () => { \(script) }).then((value) => done({ value: value === undefined ? null : value }),
+                                                                  (error) => done({ error: String(error && error.message || error) }));
+            """
+        let answer = try await command("POST", "execute/async", ["script": .string(wrapped), "args": .array(arguments)])
+        if let error = answer["error"]?.stringValue { throw Failure("the page's script failed: \(error)") }
+        return answer["value"] ?? .null
+    }
+
+    /// Sends a Chrome DevTools Protocol command (chromedriver's `goog/cdp/execute`), e.g.
+    /// `ServiceWorker.deliverPushMessage`, and returns its result.
+    @discardableResult
+    public func devTools(_ method: String, _ parameters: JSONValue = [:]) async throws -> JSONValue {
+        try await command("POST", "goog/cdp/execute", ["cmd": .string(method), "params": parameters])
+    }
+
     /// Sets a permission for the current page's origin (WebDriver Permissions, e.g. `notifications`).
     public func setPermission(_ name: String, _ state: String) async throws {
         _ = try await command("POST", "permissions", ["descriptor": ["name": .string(name)], "state": .string(state)])

@@ -6,17 +6,23 @@ import HeraldCore
 /// when the queue behaves), so core tests (the in-memory queue) and the storage contract tests
 /// (SQLite, PostgreSQL) run the same steps.
 public enum QueueContract {
+    /// When the scenarios' notifications are accepted.
+    static let t0 = Date(timeIntervalSince1970: 1_767_225_600)
+
+    /// A notification of `deliveries`, accepted at ``t0``.
+    static func notification(_ deliveries: [PlannedDelivery], alert: String = "hi") -> QueuedNotification {
+        QueuedNotification(id: UUIDSource.timeOrdered().lowercasedString, app: "app", topic: "app",
+                           content: NotificationContent(alert: .text(alert)), idempotencyKey: nil, createdAt: t0, deliveries: deliveries)
+    }
+
     /// Park a local delivery, unpark it when its device connects, reroute it to its fallback.
     /// - Parameter exactDepth: check ``DeliveryQueue/depth()`` (PostgreSQL refreshes it from the
     ///   database every second, so it may count a change twice for a moment).
     public static func parkUnparkAndReroute(_ queue: any DeliveryQueue, exactDepth: Bool = true) async throws -> [String] {
         var problems: [String] = []
         func check(_ ok: Bool, _ what: String) { if !ok { problems.append(what) } }
-        let t0 = Date(timeIntervalSince1970: 1_767_225_600)
-        let lease = t0.addingTimeInterval(60)
-        let n = QueuedNotification(id: UUIDSource.timeOrdered().lowercasedString, app: "app", topic: "app",
-                                   content: NotificationContent(alert: .text("hi")), idempotencyKey: nil, createdAt: t0,
-                                   deliveries: [PlannedDelivery(token: "ab01", user: "alice", transport: "live", messageID: UUIDSource.random(), fallback: "push")])
+        let t0 = Self.t0, lease = t0.addingTimeInterval(60)
+        let n = Self.notification([PlannedDelivery(token: "ab01", user: "alice", transport: "live", messageID: UUIDSource.random(), fallback: "push")])
         let receipt = try await queue.enqueue(n, idempotencySince: .distantPast)
         var claimed = try await queue.claim(transport: "live", limit: 10, now: t0, leaseUntil: lease)
         check(claimed.map(\.delivery.fallback) == ["push"], "the claim carries the fallback: \(claimed.map(\.delivery.fallback))")
@@ -43,6 +49,35 @@ public enum QueueContract {
             check(queue.depth()["push"]?.inFlight == 1, "depth follows the reroute: \(queue.depth())")
             check((queue.depth()["live"]?.backlog ?? 0) == 0, "nothing left on live: \(queue.depth())")
         }
+        return problems
+    }
+
+    /// A browser's subscription linked to its stream device (``Delivery/streamDevice``): the
+    /// field survives the queue (claims, a reroute), the device's stream unparks it by that
+    /// device and not by its token, and a delivery without one is still unparked by its token.
+    public static func streamDeviceIsKeptAndUnparksByIt(_ queue: any DeliveryQueue) async throws -> [String] {
+        var problems: [String] = []
+        func check(_ ok: Bool, _ what: String) { if !ok { problems.append(what) } }
+        let t0 = Self.t0, lease = t0.addingTimeInterval(60)
+        let n = Self.notification([PlannedDelivery(token: "subscription-1", user: "alice", transport: "web",
+                                                   messageID: UUIDSource.random(), fallback: "live", streamDevice: "tab01"),
+                                   PlannedDelivery(token: "tab02", user: "alice", transport: "live", messageID: UUIDSource.random())])
+        _ = try await queue.enqueue(n, idempotencySince: .distantPast)
+        var claimed = try await queue.claim(transport: "web", limit: 10, now: t0, leaseUntil: lease)
+        check(claimed.map(\.delivery.streamDevice) == ["tab01"], "the claim carries the stream device: \(claimed.map(\.delivery.streamDevice))")
+        guard let push = claimed.first else { return problems + ["nothing claimed on web"] }
+        // The Web Push failed: its fallback (the local route) takes it, still linked.
+        try await queue.complete([.rerouted(push.delivery, to: "live", at: t0, reason: "gone")], now: t0)
+        claimed = try await queue.claim(transport: "live", limit: 10, now: t0, leaseUntil: lease)
+        check(Set(claimed.map(\.delivery.streamKey)) == ["tab01", "tab02"], "stream keys after the reroute: \(claimed.map(\.delivery.streamKey))")
+        check(claimed.first { $0.delivery.streamDevice != nil }?.delivery.token == "subscription-1", "the token stays the subscription")
+        try await queue.complete(claimed.map { .parked($0.delivery, until: t0.addingTimeInterval(3600), reason: "in the inbox") }, now: t0)
+        check(try await queue.unpark(transport: "live", token: "subscription-1", now: t0.addingTimeInterval(1)) == 0,
+              "unparked by its token, which no stream is keyed by")
+        check(try await queue.unpark(transport: "live", token: "tab01", now: t0.addingTimeInterval(1)) == 1, "unpark finds the linked delivery by its stream device")
+        check(try await queue.unpark(transport: "live", token: "tab02", now: t0.addingTimeInterval(1)) == 1, "unpark finds a plain delivery by its token")
+        claimed = try await queue.claim(transport: "live", limit: 10, now: t0.addingTimeInterval(1), leaseUntil: lease)
+        check(Set(claimed.map(\.delivery.streamKey)) == ["tab01", "tab02"], "both due after unpark: \(claimed.map(\.delivery.streamKey))")
         return problems
     }
 

@@ -63,6 +63,29 @@ final class LocalFixture: Sendable {
         #expect(try await f.plan(users: ["alice"], connected: ["alice": [1]]) == ["1 live prod", "2 prod live"])
     }
 
+    /// A browser's subscription (device 1) linked to its page's installation id (9), as
+    /// `POST /v1/stream/subscription` links it: present when the stream of 9 is, planned once.
+    @Test func localFirstPlansALinkedSubscriptionByItsStreamDeviceAndNotItsInstallationIDAgain() async throws {
+        let f = try LocalFixture(policy: .localFirst)
+        _ = try await f.store.register(DeviceRegistration(app: "app", token: f.token(1), user: "alice", transport: "prod",
+                                                          attributes: DeviceAttributes(["environment": "production",
+                                                                                        DeviceAttributes.streamDevice: f.token(9)])), at: Date())
+        func plan(_ connected: Set<Int>) async throws -> [String] {
+            let presence = FixedPresence(["alice": Set(connected.map(f.token))])
+            let plan = try await FanOut(configuration: f.configuration, store: f.store, presence: presence)
+                .plan(NotificationRequest(app: "app", users: ["alice"], tokens: [], content: NotificationContent(alert: .text("hi"))))
+            return plan.deliveries.map { d in
+                "\(Int(d.token, radix: 16)!) \(d.transport) \(d.fallback ?? "-") \(d.streamDevice.map { String(Int($0, radix: 16)!) } ?? "-")"
+            }.sorted()
+        }
+        // Open tab: the stream only, one delivery, the subscription's, keyed by the tab.
+        #expect(try await plan([9]) == ["1 live prod 9"])
+        // Closed tab: the push route, falling back to the tab's stream (its inbox).
+        #expect(try await plan([]) == ["1 prod live 9"])
+        // Another connected device the store does not know is still planned.
+        #expect(try await plan([9, 8]) == ["1 live prod 9", "8 live - -"])
+    }
+
     @Test func localAndPushSendsAConnectedDeviceBoth() async throws {
         let f = try LocalFixture(policy: .localAndPush)
         try await f.register(1, user: "alice")
@@ -148,6 +171,10 @@ final class LocalFixture: Sendable {
 @Suite struct ParkedQueueTests {
     @Test func theInMemoryQueueParksUnparksAndReroutes() async throws {
         #expect(try await QueueContract.parkUnparkAndReroute(MemoryDeliveryQueue(onFinal: { _ in })) == [])
+    }
+
+    @Test func theInMemoryQueueKeepsAStreamDeviceAndUnparksByIt() async throws {
+        #expect(try await QueueContract.streamDeviceIsKeptAndUnparksByIt(MemoryDeliveryQueue(onFinal: { _ in })) == [])
     }
 
     @Test func theInMemoryQueueExpiresParkedBeyondTheBound() async throws {

@@ -188,7 +188,7 @@ struct PostgresSharedQueueTests {
         _ = try await PostgresStorageDriver().migrate(configuration)
         #expect(try await server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "0")
         // A database from before step 5: the foreign key of schema step 1 in place, no `accepted_by`
-        // (and step 6 undone: the environment columns and `apns_id` as they were).
+        // (and steps 6 and 7 undone: the environment columns and `apns_id` as they were, no `stream_device`).
         _ = try await server.query(db, """
             ALTER TABLE devices ADD COLUMN environment TEXT NOT NULL DEFAULT 'production' CHECK (environment IN ('sandbox', 'production'));
             ALTER TABLE devices DROP COLUMN attributes;
@@ -199,13 +199,16 @@ struct PostgresSharedQueueTests {
             DROP INDEX deliveries_leased;
             CREATE INDEX deliveries_claimed ON deliveries (lease_until) WHERE state = 'sent';
             ALTER TABLE deliveries DROP COLUMN accepted_by;
+            DROP INDEX deliveries_parked_stream;
+            ALTER TABLE deliveries DROP COLUMN stream_device;
             DELETE FROM herald_schema WHERE version >= 5
             """)
         #expect(try await server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "1")
         _ = try await PostgresStorageDriver().migrate(configuration)
         #expect(try await server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "0")
         #expect(try await server.query(db, "SELECT indexname FROM pg_indexes WHERE tablename = 'deliveries' ORDER BY 1").split(separator: "\n")
-            .map(String.init) == ["deliveries_by_notification", "deliveries_due", "deliveries_leased", "deliveries_parked", "deliveries_pkey"])
+            .map(String.init) == ["deliveries_by_notification", "deliveries_due", "deliveries_leased", "deliveries_parked", "deliveries_parked_stream",
+                      "deliveries_pkey"])
 
         let node = try await PostgresStorageDriver().open(configuration, metrics: MetricsRegistry(), exclusive: true)
         do {

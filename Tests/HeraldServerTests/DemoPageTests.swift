@@ -43,12 +43,20 @@ import Testing
         let again = try await HTTPTestClient(port: on.port).get("/demo")
         #expect(again.headers["content-security-policy"] != csp, "the nonce is not fresh per response")
         #expect(try await HTTPTestClient(port: on.port).post("/demo", "{}").status == 405)
+        #expect(csp.contains("worker-src 'self'"))
+        // The service worker: JavaScript, allowed to control /demo (one level above its folder).
+        let worker = try await HTTPTestClient(port: on.port).get("/demo/sw.js")
+        #expect(worker.status == 200)
+        #expect(worker.headers["content-type"] == "text/javascript; charset=utf-8")
+        #expect(worker.headers["service-worker-allowed"] == "/demo")
+        #expect(worker.text.contains(#"addEventListener("push""#))
 
         let off = try await Self.daemon(demo: false)
         let refused = try await HTTPTestClient(port: off.port).get("/demo")
         #expect(refused.status == 404)
         #expect(refused.errorCode == "not_found")
         #expect(refused.json?["error"]?["message"]?.stringValue?.contains(#""demo": true"#) == true)
+        #expect(try await HTTPTestClient(port: off.port).get("/demo/sw.js").status == 404)
     }
 
     /// One browser for both (a browser start costs seconds): the page without a token, then its toasts.
@@ -167,5 +175,71 @@ import Testing
         }
         child.signal(SIGTERM)
         #expect(await child.waitForExit(timeout: 30) == 0, "\(child.stderr)")
+    }
+
+    /// The page registers its service worker (scope `/demo`), offers the Web Push button for an
+    /// app with a `webpush` route, and shows toasts from the stream; its worker shows a Web Push
+    /// as a notification, and drops one whose id the page already showed from the stream.
+    ///
+    /// Headless Chromium cannot reach a browser push service here, so `PushManager.subscribe` is
+    /// not called: the push half uses a simulator subscription, and the message the simulator
+    /// decrypted is handed to the page's worker through DevTools (`ServiceWorker.deliverPushMessage`),
+    /// as a push service would deliver it. (`BrowserLocalFirstTests` covers the tab closing.)
+    @Test(.timeLimit(.minutes(2)))
+    func thePageRegistersItsServiceWorkerShowsToastsAndItsWorkerShowsWebPushesThePageDidNotShow() async throws {
+        let certs = try TestCertificates.shared()
+        let sim = try BrowserLocalFirstTests.simulator()
+        defer { sim.stop() }
+        let d = try await BrowserLocalFirstTests.start(sim: sim, certs: certs, demo: true)
+        let app = BrowserLocalFirstTests.app, device = "0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d"
+        let token = BrowserLocalFirstTests.token(user: "dana", device: device)
+        let origin = "http://127.0.0.1:\(d.port)"
+        try await Browser.with { browser in
+            try await browser.open("\(origin)/demo#app=\(app)&token=\(token)")
+            try await browser.setPermission("notifications", "granted")
+            try await browser.waitForElement(css: #"#state[data-state="live"]"#)
+            try await browser.waitForElement(css: "#worker[data-scope]")
+            #expect(try await browser.evaluateAsync("return (await navigator.serviceWorker.ready).scope") == .string("\(origin)/demo"))
+            #expect(try await browser.texts(css: "#worker") == ["ready (\(origin)/demo)"])
+            // The app has a webpush route: its public key answered, the button is offered.
+            try await browser.waitForElement(css: "#subscribe:not([hidden])", containing: "Also notify me when this tab is closed")
+
+            // A toast from the stream.
+            #expect(await eventually(timeout: 10) { BrowserLocalFirstTests.presence(d, user: "dana") == [device] })
+            let shown = try await BrowserLocalFirstTests.send(d, to: "dana", "from the stream")
+            try await browser.waitForElement(css: ".toast[data-id=\"\(shown)\"]", containing: "from the stream")
+
+            // A Web Push as the daemon sends it, decrypted by the simulator (a subscription of
+            // another user: this tab stays open).
+            let r = try await d.client.post("/v1/devices", #"{"app":"\#(app)","user":"erin","subscription":\#(sim.subscriptionJSON(0))}"#)
+            #expect(r.status == 201, "\(r.text)")
+            let pushed = try await BrowserLocalFirstTests.send(d, to: "erin", "while closed")
+            #expect(await eventually(timeout: 20) { BrowserLocalFirstTests.pushes(sim, 0).count == 1 })
+            let message = try #require(sim.rules.received.first { $0.subscription == 0 })
+            #expect(message.json?["id"]?.stringValue == pushed, "\(String(decoding: message.plaintext, as: UTF8.self))")
+
+            // The page's worker gets a duplicate of the toast's notification (dropped), then the
+            // Web Push (shown). DevTools names the registration by an id the page cannot see: the
+            // profile is new, so it is among the first few (a push to an id with no registration
+            // goes nowhere).
+            let duplicate = #"{"id":"\#(shown)","app":"\#(app)","title":"Herald","body":"from the stream","data":{},"created_at":"2026-12-03T00:00:00Z"}"#
+            try await browser.devTools("ServiceWorker.enable")
+            for data in [duplicate, String(decoding: message.plaintext, as: UTF8.self)] {
+                for registration in 0..<4 {
+                    try await browser.devTools("ServiceWorker.deliverPushMessage",
+                                               ["origin": .string(origin), "registrationId": .string(String(registration)), "data": .string(data)])
+                }
+            }
+            // The worker records an id once its notification is shown.
+            #expect(await eventually(timeout: 10) {
+                (try? await browser.evaluateAsync("return !!(await (await caches.open('herald-demo-shown')).match('/demo/shown/' + arguments[0]))",
+                                                  [.string(pushed)])) == .bool(true)
+            }, "the worker did not show the Web Push")
+            let notifications = try await browser.evaluateAsync("""
+                const r = await navigator.serviceWorker.ready;
+                return (await r.getNotifications()).map((n) => [n.title, n.body, n.tag, n.data.id]);
+                """)
+            #expect(notifications == [["Herald", "while closed", .string(pushed), .string(pushed)]], "\(notifications)")
+        }
     }
 }

@@ -42,19 +42,11 @@ import Glibc
 
     static func start(apns: HTTP2SimulatorHarness, policy: String = "local-first", ackTimeout: String = "1s",
                       streams: String = "") async throws -> TestDaemon {
-        let directory = try TemporaryDirectory(prefix: "herald-foreground")
         var registry = TransportRegistry()
         registry.register(APNsHTTP2Transport.self)
         registry.register(LocalTransport.self)
-        let configuration = try DaemonConfiguration.parse(Data(config(apns: apns, policy: policy, ackTimeout: ackTimeout, streams: streams).utf8),
-                                                          baseDirectory: directory.path, registry: registry, environment: [:])
-        let logs = RecordingLogHandler()
-        let daemon = Daemon(configuration: configuration, registry: registry, storage: .embedded, logSink: logs,
-                            options: Daemon.Options(random: { 0.5 }, environment: [:]))
-        let port = try await daemon.start()
-        let started = TestDaemon(directory: directory, daemon: daemon, port: port, logs: logs)
-        StopsDaemons.current?.withLock { $0.append(started) }
-        return started
+        return try await TestDaemon.start(plugins: config(apns: apns, policy: policy, ackTimeout: ackTimeout, streams: streams),
+                                          registry: registry, prefix: "herald-foreground")
     }
 
     static func token(user: String = "alice", device: String = device) -> String {

@@ -115,6 +115,22 @@ struct TestDaemon {
     }
 
     /// Starts a daemon; `transports` builds each transport by name (default: ``ScriptedTransport`` delivering).
+    /// A daemon whose transports are the real plugins of `registry` (as `herald serve` builds
+    /// them), in a fresh folder named with `prefix`; the suite's `.stopsDaemons` stops it.
+    static func start(plugins config: String, registry: TransportRegistry, environment: [String: String] = [:],
+                      prefix: String) async throws -> TestDaemon {
+        let directory = try TemporaryDirectory(prefix: prefix)
+        let configuration = try DaemonConfiguration.parse(Data(config.utf8), baseDirectory: directory.path, registry: registry,
+                                                          environment: environment)
+        let logs = RecordingLogHandler()
+        let daemon = Daemon(configuration: configuration, registry: registry, storage: .embedded, logSink: logs,
+                            options: Daemon.Options(random: { 0.5 }, environment: [:]))
+        let port = try await daemon.start()
+        let started = TestDaemon(directory: directory, daemon: daemon, port: port, logs: logs)
+        StopsDaemons.current?.withLock { $0.append(started) }
+        return started
+    }
+
     static func start(config: String = configJSON(), clock: any WallClock = SystemClock(),
                       transports: (@Sendable (String) -> any Transport)? = nil,
                       directory: TemporaryDirectory? = nil, fromFile: Bool = false) async throws -> TestDaemon {

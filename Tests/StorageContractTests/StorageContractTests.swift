@@ -74,6 +74,14 @@ struct StorageContractTests {
     }
 
     @Test(arguments: Backend.allCases)
+    func aLinkedSubscriptionKeepsItsStreamDeviceAndIsUnparkedByIt(_ backend: Backend) async throws {
+        try await withStorage(backend) { s, _ in
+            let problems = try await QueueContract.streamDeviceIsKeptAndUnparksByIt(s.queue)
+            #expect(problems == [])
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
     func parkedDeliveriesBeyondTheInboxBoundExpire(_ backend: Backend) async throws {
         try await withStorage(backend) { s, _ in
             let problems = try await QueueContract.parkedBeyondTheBoundExpire(s.queue)

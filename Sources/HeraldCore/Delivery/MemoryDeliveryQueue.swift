@@ -43,6 +43,7 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
         var leaseUntil: Date?
         var updatedAt: Date
         var fallback: String?
+        var streamDevice: String? = nil
     }
 
     /// One transport's waiting deliveries: those due at once in arrival order, and retries by time.
@@ -162,7 +163,8 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
                 let id = s.nextID
                 s.nextID += 1
                 s.rows[id] = Row(note: note, token: d.token, user: d.user, transport: transport,
-                                 messageID: d.messageID, due: n.createdAt, updatedAt: n.createdAt, fallback: d.fallback)
+                                 messageID: d.messageID, due: n.createdAt, updatedAt: n.createdAt, fallback: d.fallback,
+                                 streamDevice: d.streamDevice)
                 s.lanes[transport, default: Lane()].ready.append(id)
                 transports.insert(transport)
                 s.depth[transport, default: QueueDepth()].queued += 1
@@ -193,7 +195,7 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
                 claimed.append(ClaimedDelivery(delivery: Delivery(
                     id: id, notificationID: row.note.id, app: row.note.app, topic: row.note.topic, token: row.token, user: row.user,
                     transport: transport, attempt: row.attempts, messageID: row.messageID,
-                    content: row.note.content, fallback: row.fallback), acceptedAt: row.note.createdAt))
+                    content: row.note.content, fallback: row.fallback, streamDevice: row.streamDevice), acceptedAt: row.note.createdAt))
             }
             var dueLater = 0
             while dueLater < lane.later.count, lane.later[dueLater].due <= now, claimed.count < limit {
@@ -219,7 +221,7 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
     public func unpark(transport: String, token: String, now: Date) async throws -> Int {
         let n: Int = state.withLock { s in
             var n = 0
-            for (id, row) in s.rows where row.state == .parked && row.transport == transport && row.token == token {
+            for (id, row) in s.rows where row.state == .parked && row.transport == transport && (row.streamDevice ?? row.token) == token {
                 s.rows[id]?.due = now
                 s.lanes[transport, default: Lane()].schedule(id, at: now)
                 n += 1

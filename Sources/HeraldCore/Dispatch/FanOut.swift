@@ -45,6 +45,11 @@ public enum DispatchError: Error, CustomStringConvertible, Sendable, Equatable {
 /// connected device only its stream (falling back to its push route), `local-and-push` both,
 /// `local-only` every device its stream (the inbox keeps what a closed app missed). A push
 /// delivery of such an app falls back to the inbox when its token is dead or it is rejected.
+///
+/// A device with a ``DeviceAttributes/streamDevice`` attribute (a browser's push subscription
+/// registered by its page) is present when that stream device is: its local delivery carries
+/// ``Delivery/streamDevice``, and the stream device is not planned a second time as a
+/// connected device the store does not know.
 public struct FanOut: Sendable {
     public let configuration: HeraldConfiguration
     public let store: any TokenStore
@@ -85,14 +90,15 @@ public struct FanOut: Sendable {
         if local != nil, let presence, !request.users.isEmpty {
             connected = presence.connectedDevices(app: app.id, users: Array(Set(request.users)))
         }
-        func append(_ token: String, _ user: String?, _ route: String, fallback: String?) {
+        func append(_ token: String, _ user: String?, _ route: String, fallback: String?, streamDevice: String? = nil) {
             deliveries.append(Delivery(id: Int64(deliveries.count + 1), notificationID: notificationID, app: app.id,
                                        topic: app.topic, token: token, user: user, transport: route,
                                        messageID: UUIDSource.random(), content: content, payload: payloads[route] ?? .unrendered,
-                                       fallback: fallback))
+                                       fallback: fallback, streamDevice: streamDevice))
         }
 
-        func add(token: String, user: String?, route: String?) {
+        /// `stream`: the device's stream device when it is not `token` (a linked subscription).
+        func add(token: String, user: String?, route: String?, stream: String? = nil) {
             guard seen.insert(token).inserted else { duplicates += 1; return }
             if let local, route == local {
                 // A device with no push route (a browser): its stream, or the inbox.
@@ -109,17 +115,20 @@ public struct FanOut: Sendable {
                 append(token, user, route, fallback: nil)
                 return
             }
-            let isConnected = user.map { connected[$0]?.contains(token) ?? false } ?? false
+            // The linked stream device stands for this device: not planned again on its own.
+            if let stream { seen.insert(stream) }
+            let isConnected = user.map { connected[$0]?.contains(stream ?? token) ?? false } ?? false
             switch app.foreground {
             case .pushOnly:
                 append(token, user, route, fallback: nil)
             case .localFirst:
-                if isConnected { append(token, user, local, fallback: route) } else { append(token, user, route, fallback: local) }
+                if isConnected { append(token, user, local, fallback: route, streamDevice: stream) }
+                else { append(token, user, route, fallback: local, streamDevice: stream) }
             case .localAndPush:
-                if isConnected { append(token, user, local, fallback: nil) }
-                append(token, user, route, fallback: isConnected ? nil : local)
+                if isConnected { append(token, user, local, fallback: nil, streamDevice: stream) }
+                append(token, user, route, fallback: isConnected ? nil : local, streamDevice: stream)
             case .localOnly:
-                append(token, user, local, fallback: nil)
+                append(token, user, local, fallback: nil, streamDevice: stream)
             }
         }
 
@@ -138,7 +147,8 @@ public struct FanOut: Sendable {
                 let count = perUser[device.user, default: 0]
                 if count >= app.maxDevicesPerUser { skipped += 1; continue }
                 perUser[device.user] = count + 1
-                add(token: device.token, user: device.user, route: route(app: app, device: device))
+                add(token: device.token, user: device.user, route: route(app: app, device: device),
+                    stream: device.attributes[DeviceAttributes.streamDevice].flatMap { $0 == device.token ? nil : $0 })
             }
         }
 
@@ -187,7 +197,8 @@ public struct FanOut: Sendable {
         }
         for (token, found) in normalized {
             if let known = knownDevices[token] {
-                add(token: token, user: known.user, route: route(app: app, device: known))
+                add(token: token, user: known.user, route: route(app: app, device: known),
+                    stream: known.attributes[DeviceAttributes.streamDevice].flatMap { $0 == known.token ? nil : $0 })
             } else {
                 add(token: token, user: nil, route: found)
             }

@@ -29,12 +29,18 @@ public struct Delivery: Sendable, Equatable {
     /// open stream, a push route that reports the token invalid or the notification rejected):
     /// another transport's name, or `nil` to finish (push) or wait in the inbox (local).
     public var fallback: String?
+    /// The address the device's live stream is keyed by, when it is not ``token``: a browser's
+    /// push subscription (the device) linked to the installation id its page's client token
+    /// names (`POST /v1/stream/subscription`). The local route writes to, numbers in the inbox
+    /// and unparks by ``streamKey``; a push route always sends to ``token``.
+    public var streamDevice: String?
     /// When the notification was accepted (set by the delivery engine before a transport gets it).
     public var acceptedAt: Date?
 
     public init(id: Int64, notificationID: String, app: String, topic: String, token: String, user: String?,
                 transport: String, attempt: Int = 1, messageID: UUID = UUIDSource.random(),
-                content: NotificationContent, payload: RenderedPayload = .unrendered, fallback: String? = nil) {
+                content: NotificationContent, payload: RenderedPayload = .unrendered, fallback: String? = nil,
+                streamDevice: String? = nil) {
         self.id = id
         self.notificationID = notificationID
         self.app = app
@@ -47,7 +53,11 @@ public struct Delivery: Sendable, Equatable {
         self.content = content
         self.payload = payload
         self.fallback = fallback
+        self.streamDevice = streamDevice
     }
+
+    /// The device a live stream of this delivery is keyed by: ``streamDevice``, else ``token``.
+    public var streamKey: String { streamDevice ?? token }
 
     /// What a renderer is told besides the content.
     public var renderContext: RenderContext { RenderContext(notificationID: notificationID, app: app, topic: topic) }

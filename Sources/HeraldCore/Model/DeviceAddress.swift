@@ -36,6 +36,12 @@ public struct DeviceAttributes: Sendable, Hashable, Codable, CustomStringConvert
 
     public var isEmpty: Bool { values.isEmpty }
 
+    /// The attribute that links a browser's push subscription (the device) to the installation
+    /// id its page's live stream is keyed by (`POST /v1/stream/subscription` sets it from the
+    /// client token's `device`): under `local-first` the fan-out asks presence about that id,
+    /// and the subscription's local deliveries go to its stream (``Delivery/streamDevice``).
+    public static let streamDevice = "stream_device"
+
     /// Compact JSON with sorted keys (the stored form); `nil` when there are none.
     public var json: String? {
         guard !values.isEmpty else { return nil }

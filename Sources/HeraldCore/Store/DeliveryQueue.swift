@@ -44,7 +44,8 @@ public protocol DeliveryQueue: Sendable {
     func renewLeases(_ claims: [ClaimedDelivery], until: Date) async throws
 
     /// Makes the parked deliveries of one device on `transport` due now (its stream opened);
-    /// returns how many.
+    /// returns how many. `token` is the stream's device: a delivery matches by its
+    /// ``Delivery/streamKey`` (its `streamDevice`, else its token).
     func unpark(transport: String, token: String, now: Date) async throws -> Int
 
     /// Ends as `expired` the oldest parked deliveries of `transport` for `app` beyond
@@ -117,7 +118,8 @@ public struct QueuedNotification: Sendable {
     public init(plan: DispatchPlan, idempotencyKey: String?, createdAt: Date) {
         var planned = plan.deliveries.map {
             PlannedDelivery(token: $0.token, user: $0.user, transport: $0.transport,
-                            messageID: $0.messageID, state: .queued, reason: nil, fallback: $0.fallback)
+                            messageID: $0.messageID, state: .queued, reason: nil, fallback: $0.fallback,
+                            streamDevice: $0.streamDevice)
         }
         for r in plan.reports {
             planned.append(PlannedDelivery(token: r.token, user: r.user, transport: r.transport,
@@ -141,9 +143,11 @@ public struct PlannedDelivery: Sendable, Equatable {
     public var reason: String?
     /// See ``Delivery/fallback``.
     public var fallback: String?
+    /// See ``Delivery/streamDevice``.
+    public var streamDevice: String?
 
     public init(token: String, user: String?, transport: String?, messageID: UUID,
-                state: DeliveryState = .queued, reason: String? = nil, fallback: String? = nil) {
+                state: DeliveryState = .queued, reason: String? = nil, fallback: String? = nil, streamDevice: String? = nil) {
         self.token = token
         self.user = user
         self.transport = transport
@@ -151,6 +155,7 @@ public struct PlannedDelivery: Sendable, Equatable {
         self.state = state
         self.reason = reason
         self.fallback = fallback
+        self.streamDevice = streamDevice
     }
 }
 

@@ -101,7 +101,7 @@ public final class API: Sendable {
     // MARK: Routing
 
     enum Route: Sendable {
-        case health, ready, metrics, demo
+        case health, ready, metrics, demo, demoServiceWorker
         case registerDevice, removeDevice(token: String), userDevices(user: String)
         case sendNotification, notificationStatus(id: String)
         case stream, streamAck
@@ -114,6 +114,7 @@ public final class API: Sendable {
             case .ready: return "GET /readyz"
             case .metrics: return "GET /metrics"
             case .demo: return "GET /demo"
+            case .demoServiceWorker: return "GET /demo/sw.js"
             case .registerDevice: return "POST /v1/devices"
             case .removeDevice: return "DELETE /v1/devices/{token}"
             case .userDevices: return "GET /v1/users/{user}/devices"
@@ -129,7 +130,7 @@ public final class API: Sendable {
 
         var scope: APIConfiguration.Scope? {
             switch self {
-            case .health, .ready, .stream, .streamAck, .demo, .streamSubscription, .publicClientKey: return nil
+            case .health, .ready, .stream, .streamAck, .demo, .demoServiceWorker, .streamSubscription, .publicClientKey: return nil
             case .metrics: return .admin
             case .registerDevice, .removeDevice, .userDevices, .mintClientToken: return .devices
             case .sendNotification, .notificationStatus: return .send
@@ -158,6 +159,7 @@ public final class API: Sendable {
         case 1 where s[0] == "readyz": return only("GET", .ready)
         case 1 where s[0] == "metrics": return only("GET", .metrics)
         case 1 where s[0] == "demo": return only("GET", .demo)
+        case 2 where s[0] == "demo" && s[1] == "sw.js": return only("GET", .demoServiceWorker)
         case 2 where s[0] == "v1" && s[1] == "devices": return only("POST", .registerDevice)
         case 3 where s[0] == "v1" && s[1] == "devices": return only("DELETE", .removeDevice(token: s[2]))
         case 4 where s[0] == "v1" && s[1] == "users" && s[3] == "devices": return only("GET", .userDevices(user: s[2]))
@@ -250,6 +252,9 @@ public final class API: Sendable {
             case .demo:
                 response = deps.snapshot().configuration.api.demo ? DemoPage.response()
                     : APIError.notFound("the demo page is off; set \"api\": {\"demo\": true} in the config to serve it").response
+            case .demoServiceWorker:
+                response = deps.snapshot().configuration.api.demo ? DemoPage.serviceWorkerResponse()
+                    : APIError.notFound("the demo page is off; set \"api\": {\"demo\": true} in the config to serve it").response
             default: return nil
             }
             metrics.request(route: route.label, status: response.status)
@@ -277,7 +282,7 @@ public final class API: Sendable {
             case .streamSubscription: response = try await registerStreamSubscription(request)
             case .publicClientKey(let kind, let app): response = publicClientKey(kind: kind, appID: app)
             case .ready: response = await ready()
-            case .health, .metrics, .demo: response = APIError.notFound("unreachable").response
+            case .health, .metrics, .demo, .demoServiceWorker: response = APIError.notFound("unreachable").response
             }
         } catch let e as APIError {
             response = e.response

@@ -10,15 +10,24 @@
 /// `reconnecting` or `closed`), the last event id (`#last-event-id`) and the last one the server
 /// took the ack of (`#acked`).
 ///
+/// It registers its service worker (``serviceWorker``, `GET /demo/sw.js`, scope `/demo`) and
+/// shows its state (`#worker`, `data-scope` once `navigator.serviceWorker.ready`). When the app
+/// has a `webpush` route (`GET /v1/webpush/{app}/public-key` answers), the button "Also notify
+/// me when this tab is closed" (`#subscribe`) calls `PushManager.subscribe` with that key and
+/// registers the subscription with the page's client token (`POST /v1/stream/subscription`),
+/// which links it to this page's stream device (`local-first`: an open tab gets the stream, a
+/// closed one the Web Push). Each id the page showed from the stream goes into the Cache
+/// `herald-demo-shown`, so the worker drops a Web Push of a notification the page already showed.
+///
 /// Served with a Content-Security-Policy that allows only this page's own inline script and
-/// style (a fresh nonce per response) and connections to its own origin.
+/// style (a fresh nonce per response), connections to its own origin and a worker from it.
 enum DemoPage {
     /// The page with a fresh CSP nonce.
     static func response() -> HTTPResponse {
         var generator = SystemRandomNumberGenerator()
         let nonce = (0..<2).map { _ in String(generator.next() as UInt64, radix: 36) }.joined()
         let csp = "default-src 'none'; script-src 'nonce-\(nonce)'; style-src 'nonce-\(nonce)'; connect-src 'self'; "
-            + "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+            + "worker-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
         return HTTPResponse(status: 200, headers: [
             ("Content-Type", "text/html; charset=utf-8"),
             ("Content-Security-Policy", csp),
@@ -56,6 +65,8 @@ dd { margin: 0; font-family: ui-monospace, monospace; }
   <dt>Last event id</dt><dd id="last-event-id">-</dd>
   <dt>Acknowledged</dt><dd id="acked">-</dd>
   <dt>Web Notifications</dt><dd><span id="permission">-</span> <button id="ask" type="button" hidden>Allow</button></dd>
+  <dt>Service worker</dt><dd><output id="worker">-</output></dd>
+  <dt>Web Push</dt><dd><output id="push">-</output> <button id="subscribe" type="button" hidden>Also notify me when this tab is closed</button></dd>
 </dl>
 <h2>Notifications</h2>
 <div id="toasts" role="log" aria-live="polite" aria-label="Notifications"></div>
@@ -87,7 +98,16 @@ function texts(alert) {
   return { title: "", body: "" };
 }
 
+// The ids this page showed, for the service worker: it drops a Web Push of one of them.
+function remember(id) {
+  if (!id || !("caches" in window)) return Promise.resolve();
+  return caches.open("herald-demo-shown")
+    .then((c) => c.put(new Request("/demo/shown/" + encodeURIComponent(id)), new Response("")))
+    .catch(() => {});
+}
+
 function toast(n) {
+  remember(n.id);
   const t = texts(n.alert);
   const div = document.createElement("div");
   div.className = "toast";
@@ -151,12 +171,114 @@ function connect() {
   });
 }
 
+function base64URLBytes(text) {
+  const b = atob(text.replace(/-/g, "+").replace(/_/g, "/"));
+  return Uint8Array.from(b, (c) => c.charCodeAt(0));
+}
+
+// The service worker shows Web Push notifications while this tab is closed.
+function registerWorker() {
+  if (!("serviceWorker" in navigator)) { $("worker").textContent = "not supported"; return; }
+  navigator.serviceWorker.register("/demo/sw.js", { scope: "/demo" })
+    .catch((err) => { $("worker").textContent = "failed: " + err.message; });
+  navigator.serviceWorker.ready.then((registration) => {
+    $("worker").dataset.scope = registration.scope;
+    $("worker").textContent = "ready (" + registration.scope + ")";
+    if (app && token) offerPush(registration);
+  });
+}
+
+// The button shows when the app has a webpush route (its public key answers).
+let serverKey = null;
+function offerPush(registration) {
+  if (!("PushManager" in window)) { $("push").textContent = "not supported"; return; }
+  fetch("/v1/webpush/" + encodeURIComponent(app) + "/public-key", { cache: "no-store" })
+    .then((r) => r.ok ? r.json() : null)
+    .then((j) => {
+      if (!j || !j.public_key) { $("push").textContent = "the app has no webpush route"; return; }
+      serverKey = j.public_key;
+      return registration.pushManager.getSubscription().then((existing) => {
+        $("push").textContent = existing ? "subscribed" : "off";
+        $("subscribe").hidden = false;
+      });
+    })
+    .catch((err) => { $("push").textContent = "failed: " + err.message; });
+}
+
+function subscribePush() {
+  $("push").textContent = "subscribing";
+  navigator.serviceWorker.ready
+    .then((registration) => registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: base64URLBytes(serverKey) }))
+    .then((subscription) => fetch("/v1/stream/subscription?app=" + encodeURIComponent(app), {
+      method: "POST", cache: "no-store",
+      headers: { "Authorization": "Bearer " + token, "Content-Type": "application/json" },
+      body: JSON.stringify({ subscription: subscription.toJSON() }),
+    }))
+    .then((r) => r.ok ? null : r.json().then((j) => { throw new Error(j.error ? j.error.code + ": " + j.error.message : "HTTP " + r.status); }))
+    .then(() => { $("push").textContent = "subscribed"; showPermission(); })
+    .catch((err) => { $("push").textContent = "failed: " + err.message; });
+}
+$("subscribe").addEventListener("click", subscribePush);
+
 // A new token pasted into the address bar changes only the fragment: start over with it.
 window.addEventListener("hashchange", () => location.reload());
 showPermission();
 connect();
+registerWorker();
 </script>
 </body>
 </html>
+"""#
+
+    /// `GET /demo/sw.js`: the demo page's service worker, served with `Service-Worker-Allowed:
+    /// /demo` (its scope is the page, one level above the script's own folder).
+    static func serviceWorkerResponse() -> HTTPResponse {
+        HTTPResponse(status: 200, headers: [
+            ("Content-Type", "text/javascript; charset=utf-8"),
+            ("Service-Worker-Allowed", "/demo"),
+            ("Cache-Control", "no-cache"),
+            ("X-Content-Type-Options", "nosniff"),
+        ], body: Array(serviceWorker.utf8))
+    }
+
+    /// The service worker. A `push` event carries Herald's Web Push JSON (`{id, app, title,
+    /// body, icon, image, badge, tag, data, created_at}`): it shows it as a notification (tag:
+    /// the `tag`, else the id), unless the page already showed that id from its stream (the
+    /// Cache `herald-demo-shown`), and remembers what it showed. A click focuses an open page, or
+    /// opens the demo.
+    static let serviceWorker = #"""
+"use strict";
+const SHOWN = "herald-demo-shown";
+const key = (id) => new Request("/demo/shown/" + encodeURIComponent(id));
+
+self.addEventListener("install", () => self.skipWaiting());
+self.addEventListener("activate", (event) => event.waitUntil(self.clients.claim()));
+
+async function shownBefore(id) {
+  const cache = await caches.open(SHOWN);
+  return (await cache.match(key(id))) !== undefined;
+}
+
+async function show(n) {
+  if (n.id && await shownBefore(n.id)) return;  // the open tab showed it from its stream
+  const options = { body: n.body || "", tag: n.tag || n.id, data: { id: n.id, app: n.app, data: n.data, created_at: n.created_at } };
+  for (const name of ["icon", "image", "badge"]) if (n[name]) options[name] = n[name];
+  await self.registration.showNotification(n.title || n.app || "Notification", options);
+  if (n.id) await (await caches.open(SHOWN)).put(key(n.id), new Response(""));
+}
+
+self.addEventListener("push", (event) => {
+  let n = {};
+  try { n = event.data ? event.data.json() : {}; } catch (err) { n = { body: event.data ? event.data.text() : "" }; }
+  event.waitUntil(show(n));
+});
+
+self.addEventListener("notificationclick", (event) => {
+  event.notification.close();
+  event.waitUntil(self.clients.matchAll({ type: "window", includeUncontrolled: true }).then((pages) => {
+    const page = pages.find((p) => new URL(p.url).pathname === "/demo");
+    return page ? page.focus() : self.clients.openWindow("/demo");
+  }));
+});
 """#
 }

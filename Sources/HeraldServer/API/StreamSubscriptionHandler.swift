@@ -10,6 +10,10 @@ import HeraldCrypto
 /// the same 401s). The subscription goes to the app's first route that takes it (its `web`
 /// routes first), checked by that route's plugin as `POST /v1/devices` checks it (400 naming
 /// the field); answers as `POST /v1/devices` does (201 created, 200 updated).
+///
+/// The subscription remembers the token's `device` (the installation id the page's stream is
+/// keyed by) as its `stream_device` attribute (``DeviceAttributes/streamDevice``): under
+/// `local-first` an open tab gets its stream only, a closed one the Web Push.
 extension API {
     func registerStreamSubscription(_ request: HTTPRequest) async throws -> HTTPResponse {
         guard let appID = request.query["app"], !appID.isEmpty else {
@@ -38,9 +42,11 @@ extension API {
         } catch {
             throw APIError.invalid(error.field, error.message)
         }
+        var attributes = route.address.attributes
+        attributes[DeviceAttributes.streamDevice] = claims.device
         let result = try await deps.store.register(
             DeviceRegistration(app: app.id, token: route.address.token, user: claims.user, transport: route.transport,
-                               attributes: route.address.attributes), at: now)
+                               attributes: attributes), at: now)
         apiLogger.info("subscription registered by a client token", ["app": app.id, "user": claims.user, "transport": route.transport,
                                                                      "change": result.change.rawValue])
         return HTTPResponse.json(result.change == .created ? 201 : 200) { o in

@@ -374,7 +374,7 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         // From numbering to sending, a device's events go one batch at a time, so each stream
         // gets them in number order (a client's Last-Event-ID is the last event it read);
         // batches for other devices run side by side.
-        let written = await deviceOrder.run(Set(deliveries.map { Key(app: $0.app, device: $0.token) })) { await writeInOrder(deliveries) }
+        let written = await deviceOrder.run(Set(deliveries.map { Key(app: $0.app, device: $0.streamKey) })) { await writeInOrder(deliveries) }
         // Outside the device's order: a frozen client's ack timeout does not hold back the
         // device's next batch (which finds it unresponsive, or acknowledged, meanwhile).
         guard !written.waits.isEmpty else { return written.results }
@@ -402,7 +402,7 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         var candidates: [Int] = []
         state.withLock { s in
             for (i, d) in deliveries.enumerated() {
-                let key = Key(app: d.app, device: d.token)
+                let key = Key(app: d.app, device: d.streamKey)
                 guard let list = s.connections[key], !list.isEmpty else {
                     results[i] = .notConnected(since: s.closedAt[key])
                     continue
@@ -436,9 +436,9 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
             candidates.map { i in
                 let d = deliveries[i]
                 // A raw-token delivery has no user: the stream's owner is.
-                let owner = d.user ?? s.connections[Key(app: d.app, device: d.token)]?.first?.user ?? ""
+                let owner = d.user ?? s.connections[Key(app: d.app, device: d.streamKey)]?.first?.user ?? ""
                 owners[i] = owner
-                return InboxEntry.New(app: d.app, user: owner, device: d.token, notificationID: d.notificationID,
+                return InboxEntry.New(app: d.app, user: owner, device: d.streamKey, notificationID: d.notificationID,
                                       event: Self.eventJSON(d), createdAt: now)
             }
         }
@@ -606,12 +606,12 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
     /// orphan, so a client that already read it (its replay passed that number) does not get it twice.
     private func recoverNumbers(_ deliveries: [Delivery]) async {
         for d in deliveries where d.attempt > 1 {
-            let key = Key(app: d.app, device: d.token)
+            let key = Key(app: d.app, device: d.streamKey)
             let (connected, owner, known) = state.withLock { s in
                 (s.connections[key]?.isEmpty == false, d.user ?? s.connections[key]?.first?.user, s.orphans[key]?[d.notificationID] != nil)
             }
             guard connected, !known, let owner,
-                  let entry = try? await inbox.entry(app: d.app, user: owner, device: d.token, notificationID: d.notificationID) else { continue }
+                  let entry = try? await inbox.entry(app: d.app, user: owner, device: d.streamKey, notificationID: d.notificationID) else { continue }
             let frame = ServerSentEvents.event(id: entry.seq, name: "notification", data: entry.event)
             state.withLock { s in
                 guard s.orphans[key]?[d.notificationID] == nil, s.orphanCount < Self.maxOrphans else { return }
