@@ -14,7 +14,7 @@ enum StreamBench {
     static let clientSpec = CommandSpec(
         path: "stream-client",
         summary: "Open N event streams to a URL and report when events arrive (a load client).",
-        usage: "stream-client (--url URL ... | --url-file FILE) [--n N] [--header 'Name: value' ...] [--until-event ID] [--timeout S]",
+        usage: "stream-client (--url URL ... | --url-file FILE) [--n N] [--header 'Name: value' ...] [--until-event ID] [--ack] [--timeout S]",
         options: [
             .value("url", "URL", "http://host:port/path to open (IPv4 literal or localhost); several are used in turn", repeatable: true),
             .value("url-file", "FILE", "URLs to open, one per line (e.g. one client token each), after any --url"),
@@ -22,12 +22,17 @@ enum StreamBench {
             .value("header", "H", "an extra request header, 'Name: value'", repeatable: true),
             .value("until-event", "ID", "exit once every open stream has received the event with this id"),
             .value("timeout", "S", "exit after S seconds in any case (default 300)"),
+            .flag("ack", "acknowledge as Herald's acking clients do: open each stream with ack=1 and answer every event with POST /v1/stream/ack (same query)"),
         ],
         discussion: """
         Writes lines to standard output: `connected streaming=<n> failed=<n> statuses=<status:count,...>`
         once every connection has its status line (or failed), then, for --until-event,
         `event <id> count=<n> first=<t> p50=<t> p99=<t> last=<t> disconnects=<n>` with arrival
         times in CLOCK_MONOTONIC seconds (comparable with the server's on the same machine).
+        With --ack, the path's `/v1/stream` becomes `/v1/stream/ack` for the acknowledgements, and
+        the line goes on with `acked=<n> ack_failures=<n> ack_statuses=<status:count,...> ack_last=<t>`
+        (ack_last: when the last acknowledgement's answer arrived), written once every
+        acknowledgement was answered.
         """)
 
     static let client = HeraldCLI.Command(spec: clientSpec) { arguments, context throws(CLIError) in
@@ -46,10 +51,18 @@ enum StreamBench {
             guard let colon = h.firstIndex(of: ":") else { throw .usage("--header: expected 'Name: value', got \(h)", command: clientSpec.path) }
             headers.append((String(h[..<colon]), h[h.index(after: colon)...].trimmingWhitespace()))
         }
+        let acking = arguments.flag("ack")
         var targets: [StreamLoadClient.Target] = []
         for i in 0..<n {
-            guard let t = StreamLoadClient.Target(url: urls[i % urls.count], headers: headers) else {
+            guard var t = StreamLoadClient.Target(url: urls[i % urls.count], headers: headers) else {
                 throw .usage("--url: expected http://host:port/path, got \(urls[i % urls.count])", command: clientSpec.path)
+            }
+            if acking {
+                let query = t.path.firstIndex(of: "?")
+                let path = query.map { String(t.path[..<$0]) } ?? t.path
+                let rest = query.map { String(t.path[t.path.index(after: $0)...]) } ?? ""
+                t.path = path + "?" + (rest.isEmpty ? "ack=1" : rest + "&ack=1")
+                t.ackPath = path + "/ack" + (rest.isEmpty ? "" : "?" + rest)
             }
             targets.append(t)
         }
@@ -69,12 +82,18 @@ enum StreamBench {
                 context.console.out("connected streaming=\(c.streaming) failed=\(c.failedConnects) statuses=\(statuses)")
             }
             if StreamLoadClient.now() > end { return true }
-            return wanted != nil && reportedConnect && arrivals.count >= c.streaming
+            return wanted != nil && reportedConnect && arrivals.count >= c.streaming && c.acksPending == 0
         }
         if let wanted {
             let sorted = arrivals.sorted()
             func at(_ q: Double) -> String { sorted.isEmpty ? "-" : String(sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * q))]) }
-            context.console.out("event \(wanted) count=\(sorted.count) first=\(at(0)) p50=\(at(0.5)) p99=\(at(0.99)) last=\(at(1)) disconnects=\(client.counters.disconnects)")
+            let c = client.counters
+            var line = "event \(wanted) count=\(sorted.count) first=\(at(0)) p50=\(at(0.5)) p99=\(at(0.99)) last=\(at(1)) disconnects=\(c.disconnects)"
+            if acking {
+                let statuses = c.ackStatuses.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: ",")
+                line += " acked=\(c.ackStatuses[204] ?? 0) ack_failures=\(c.ackFailures) ack_statuses=\(statuses) ack_last=\(c.lastAckAnswer)"
+            }
+            context.console.out(line)
         }
         client.closeAll()
     }

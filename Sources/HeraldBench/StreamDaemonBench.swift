@@ -15,12 +15,13 @@ enum StreamDaemonBench {
     static let spec = CommandSpec(
         path: "stream",
         summary: "N live streams on one daemon: memory per stream, 202-to-client latency of one notification to all, /healthz meanwhile, close-to-absent time, ack round trip.",
-        usage: "stream [--n N] [--synchronous full|normal] [--batch-size B] [--work DIR] [--no-reference]",
+        usage: "stream [--n N] [--synchronous full|normal] [--batch-size B] [--work DIR] [--no-acks] [--no-reference]",
         options: [
             .value("n", "N", "streams, one user and device each (default 10000)"),
             .value("synchronous", "MODE", "the daemon's storage.synchronous (default full: each commit fsynced)"),
             .value("batch-size", "B", "the daemon's delivery.batchSize (default 500, the daemon's; the local transport takes up to 2000)"),
             .value("work", "DIR", "folder for the daemon's config, database and logs (default: a new folder under /tmp)"),
+            .flag("no-acks", "the N streams do not acknowledge (default: they open with ack=1 and acknowledge every event)"),
             .flag("no-reference", "skip the HTTP layer's own run (herald-bench stream-http)"),
         ],
         discussion: """
@@ -29,7 +30,9 @@ enum StreamDaemonBench {
         process cannot hold both ends under the descriptor limit), measures the daemon's resident
         memory before and with the streams, sends one notification to all N users with
         POST /v1/notifications, and reports when the clients had it (p50, p99, last) counted from the
-        API's 202, while a prober asks /healthz every 20 ms. Then, with every stream still open, it
+        API's 202, while a prober asks /healthz every 20 ms. The N clients acknowledge (ack=1, a
+        POST /v1/stream/ack per event) unless --no-acks; then the report adds when the last ack was
+        answered and when the daemon had recorded every delivery `delivered`. Then, with every stream still open, it
         opens 100 more streams and closes them one by one (FIN and RST in turn), timing each close
         until the daemon counts the device as absent, and times an acknowledging client (ack=1): the
         ack's round trip and the 202 to `delivered`. Targets: at most 16 KB per stream, p99 at most
@@ -43,7 +46,8 @@ enum StreamDaemonBench {
             let synchronous = arguments.value("synchronous") ?? "full"
             guard ["full", "normal"].contains(synchronous) else { throw CLIError.usage("--synchronous: expected full or normal", command: spec.path) }
             let batch = try arguments.int("batch-size", command: spec.path, in: 1...10_000) ?? 500
-            try await Run(n: n, console: context.console, work: work, synchronous: synchronous, batchSize: batch)
+            try await Run(n: n, console: context.console, work: work, synchronous: synchronous, batchSize: batch,
+                          acking: !arguments.flag("no-acks"))
                 .run(reference: !arguments.flag("no-reference"))
         } catch {
             throw .runtime("benchmark failed: \(error)")
@@ -61,6 +65,8 @@ enum StreamDaemonBench {
         let apiKey = "bench-key-" + UUIDSource.random().lowercasedString
         let synchronous: String
         let batchSize: Int
+        /// The N streams acknowledge every event.
+        let acking: Bool
 
         func run(reference: Bool) async throws {
             let dir = try work ?? makeTemporaryFolder()
@@ -94,7 +100,7 @@ enum StreamDaemonBench {
             try write(urls, to: "\(dir)/urls.txt")
             let clientLog = open("\(dir)/client.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
             let client = try Subprocess(bench, ["stream-client", "--url-file", "\(dir)/urls.txt", "--until-event", "1",
-                                                 "--timeout", "300"], output: clientLog)
+                                                 "--timeout", "300"] + (acking ? ["--ack"] : []), output: clientLog)
             close(clientLog)
             defer { client.stop() }
             let connected = try waitFor(file: "\(dir)/client.log", containing: "connected ", timeout: 180)
@@ -111,6 +117,9 @@ enum StreamDaemonBench {
             let closes = try closeToAbsent(port: port, open: n, count: 100)
             let (acks, delivered) = try ackRoundTrips(port: port, count: 50)
 
+            let deliveredBefore = try deliveredCount(port: port)
+            let watcher = DeliveredWatcher(port: port, apiKey: apiKey, target: deliveredBefore + Double(n))
+            if acking { watcher.start() }
             let prober = HealthProber(port: port)
             prober.start()
             let users = (0..<n).map { "\"u\($0)\"" }.joined(separator: ",")
@@ -119,6 +128,7 @@ enum StreamDaemonBench {
             guard status == 202 else { throw Failure(description: "POST /v1/notifications answered \(status)") }
             let arrivals = try waitFor(file: "\(dir)/client.log", containing: "event 1 ", timeout: 300)
             let health = prober.stop()
+            let allDelivered = acking ? watcher.wait(timeout: 60) : nil
             if ProcessInfo.processInfo.environment["HERALD_BENCH_METRICS"] != nil {
                 let (_, text) = try BenchHTTP.exchange(port: port, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(apiKey)\r\nConnection: close\r\n\r\n")
                 for line in text.split(separator: "\n") where !line.hasPrefix("#") && (line.contains("_sum") || line.contains("_count") || line.contains("stream")) {
@@ -131,7 +141,8 @@ enum StreamDaemonBench {
             let count = Int(field("count") ?? 0)
             let perStream = Double(withStreams - base) * 1024 / Double(n)
             let cores = ProcessInfo.processInfo.activeProcessorCount
-            console.out("== bench stream: \(n) streams on one daemon (\(cores) cores, storage.synchronous=\(synchronous), delivery.batchSize=\(batchSize))")
+            console.out("== bench stream: \(n) streams on one daemon (\(cores) cores, storage.synchronous=\(synchronous), delivery.batchSize=\(batchSize), "
+                        + (acking ? "acks on: every stream acknowledges)" : "acks off)"))
             let mb = { (kb: Int) in (Double(kb) / 1024).fixed(0) }
             console.out("memory: \(mb(base)) MB before, \(mb(withStreams)) MB with the streams: "
                         + "\((perStream / 1024).fixed(1)) KB per open stream (target ≤ 16 KB)")
@@ -139,6 +150,10 @@ enum StreamDaemonBench {
             let first = ms(field("first")), p50 = ms(field("p50")), p99 = ms(field("p99")), last = ms(field("last"))
             console.out("one notification to all \(n) users, from the 202: first \(first), p50 \(p50), p99 \(p99) (target ≤ 250 ms), "
                         + "last \(last); \(count) of \(n) clients had it, disconnects \(Int(field("disconnects") ?? 0))")
+            if acking {
+                console.out("  acks: \(Int(field("acked") ?? 0)) answered 204, \(Int(field("ack_failures") ?? 0)) failed; last ack answered \(ms(field("ack_last"))) "
+                            + "after the 202; every delivery recorded delivered \(ms(allDelivered)) after the 202")
+            }
             let h50 = (health.p50 * 1000).fixed(1), h99 = (health.p99 * 1000).fixed(1), hmax = (health.max * 1000).fixed(1)
             console.out("/healthz meanwhile: \(health.count) answers, p50 \(h50) ms, p99 \(h99) ms, max \(hmax) ms, failures \(health.failures)")
             console.out("a client's close to its device counting as absent, \(closes.count) closes with \(n) streams open: "
@@ -250,6 +265,66 @@ enum BenchHTTP {
         let text = String(decoding: answer, as: UTF8.self)
         let status = Int(text.split(separator: " ").dropFirst().first ?? "") ?? 0
         return (status, text)
+    }
+}
+
+extension StreamDaemonBench.Run {
+    /// The daemon's `delivered` outcomes so far (every transport and reason).
+    func deliveredCount(port: Int) throws -> Double {
+        try DeliveredWatcher(port: port, apiKey: apiKey, target: 0).count()
+    }
+}
+
+/// Polls the daemon's `herald_deliveries_total{outcome="delivered"}` every 10 ms on a thread of
+/// its own until it reaches a target; keeps when it did (CLOCK_MONOTONIC seconds).
+final class DeliveredWatcher: @unchecked Sendable {
+    private let port: Int
+    private let apiKey: String
+    private let target: Double
+    private let state = Locked<(running: Bool, reached: Double?)>((false, nil))
+    private let thread = BlockingThread(name: "delivered-watcher")
+    private var task: Task<Void, Never>?
+
+    init(port: Int, apiKey: String, target: Double) {
+        self.port = port
+        self.apiKey = apiKey
+        self.target = target
+    }
+
+    /// The sum of the delivered counters now.
+    func count() throws -> Double {
+        let (_, text) = try BenchHTTP.exchange(port: port, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(apiKey)\r\nConnection: close\r\n\r\n")
+        var sum = 0.0
+        for line in text.split(separator: "\n") where line.hasPrefix("herald_deliveries_total{") && line.contains("outcome=\"delivered\"") {
+            sum += Double(line.split(separator: " ").last ?? "") ?? 0
+        }
+        return sum
+    }
+
+    func start() {
+        state.withLock { $0.running = true }
+        let state = state, thread = thread
+        task = Task { [self] in
+            _ = try? await thread.run {
+                while state.withLock({ $0.running && $0.reached == nil }) {
+                    if let n = try? self.count(), n >= self.target {
+                        let now = StreamDaemonBench.monotonic()
+                        state.withLock { $0.reached = now }
+                    }
+                    usleep(10_000)
+                }
+            }
+        }
+    }
+
+    /// Waits up to `timeout` seconds for the target; when it was reached, or `nil`.
+    func wait(timeout: Double) -> Double? {
+        let end = StreamDaemonBench.monotonic() + timeout
+        while StreamDaemonBench.monotonic() < end, state.withLock({ $0.running && $0.reached == nil }) { usleep(10_000) }
+        state.withLock { $0.running = false }
+        usleep(50_000)
+        thread.stop()
+        return state.withLock { $0.reached }
     }
 }
 

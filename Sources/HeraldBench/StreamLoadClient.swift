@@ -8,6 +8,8 @@ import Glibc
 /// A load client for event streams: many HTTP/1.1 connections on one poll() thread, each sending
 /// one GET and reading a chunked `text/event-stream` answer. It parses only what a benchmark
 /// needs: the status line, the chunk framing and the SSE fields `id:`, `event:` and `data:`.
+/// A target with an ``Target/ackPath`` acknowledges each event it receives as Herald's acking
+/// clients do (`POST <ackPath>` with `{"id": <event id>}`, a connection each, from the same loop).
 ///
 /// - Important: a test client, not an HTTP client: no redirects, no TLS, no compression.
 public final class StreamLoadClient {
@@ -17,12 +19,16 @@ public final class StreamLoadClient {
         public var port: Int
         public var path: String
         public var headers: [(String, String)]
+        /// Where to acknowledge each event (`/v1/stream/ack?app=…&access_token=…`), or `nil`
+        /// for a client that does not acknowledge.
+        public var ackPath: String?
 
-        public init(host: String, port: Int, path: String, headers: [(String, String)] = []) {
+        public init(host: String, port: Int, path: String, headers: [(String, String)] = [], ackPath: String? = nil) {
             self.host = host
             self.port = port
             self.path = path
             self.headers = headers
+            self.ackPath = ackPath
         }
 
         /// A target from an `http://host:port/path?query` URL.
@@ -63,6 +69,14 @@ public final class StreamLoadClient {
         public var events = 0
         /// Connections open now with a 200 answer.
         public var streaming = 0
+        /// Acknowledgements answered, by status.
+        public var ackStatuses: [Int: Int] = [:]
+        /// Acknowledgements whose connection failed before an answer.
+        public var ackFailures = 0
+        /// Acknowledgements waiting for a connection or an answer.
+        public var acksPending = 0
+        /// When the last acknowledgement's answer arrived (CLOCK_MONOTONIC seconds).
+        public var lastAckAnswer: Double = 0
     }
 
     private enum Phase { case connecting, head, sizeLine, data(Int), dataEnd, closed }
@@ -79,7 +93,16 @@ public final class StreamLoadClient {
         var event: String?
         var data: [String] = []
         var status = 0
-        init(index: Int, request: [UInt8]) { self.index = index; self.request = request }
+        /// An acknowledgement's connection (answered once, then closed), not a stream.
+        let isAck: Bool
+        /// The target's index (a connection's `index` is its place in the poll set).
+        let target: Int
+        init(index: Int, target: Int, request: [UInt8], isAck: Bool = false) {
+            self.index = index
+            self.target = target
+            self.request = request
+            self.isAck = isAck
+        }
     }
 
     private let targets: [Target]
@@ -89,6 +112,11 @@ public final class StreamLoadClient {
     /// One entry per connection, by index (fd -1 once closed: poll() skips it).
     private var polls: [pollfd] = []
     private var next = 0
+    /// Acknowledgements to send: the stream's target and the event id.
+    private var ackBacklog: [(target: Int, id: String)] = []
+    private var ackNext = 0
+    private var acksInFlight = 0
+    private let maxAcksInFlight: Int
     /// Counters so far (read them from the thread that runs the client).
     public private(set) var counters = Counters()
 
@@ -97,9 +125,11 @@ public final class StreamLoadClient {
     ///   - maxPendingConnects: connections waiting for their status line at once (a server's
     ///     listen backlog drops SYNs past its size, and each retry costs a second).
     ///   - onEvent: called on the client's thread for each event.
-    public init(targets: [Target], maxPendingConnects: Int = 256, onEvent: @escaping (Event) -> Void) {
+    ///   - maxAcksInFlight: acknowledgements sent at once (each on a connection of its own).
+    public init(targets: [Target], maxPendingConnects: Int = 256, maxAcksInFlight: Int = 256, onEvent: @escaping (Event) -> Void) {
         self.targets = targets
         self.maxPendingConnects = maxPendingConnects
+        self.maxAcksInFlight = maxAcksInFlight
         self.onEvent = onEvent
     }
 
@@ -113,6 +143,7 @@ public final class StreamLoadClient {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while !done() {
             openMore()
+            openAcks()
             let n = poll(&polls, nfds_t(polls.count), Int32(tick * 1000))
             if n <= 0 { continue }
             for i in polls.indices where polls[i].revents != 0 {
@@ -141,28 +172,57 @@ public final class StreamLoadClient {
 
     private var pendingCount = 0
 
+    /// Opens a connection for each waiting acknowledgement, up to `maxAcksInFlight` at once.
+    private func openAcks() {
+        while ackNext < ackBacklog.count, acksInFlight < maxAcksInFlight {
+            let (index, id) = ackBacklog[ackNext]
+            ackNext += 1
+            let t = targets[index]
+            guard let path = t.ackPath else { continue }
+            let body = "{\"id\":\(id)}"
+            var head = "POST \(path) HTTP/1.1\r\nHost: \(t.host):\(t.port)\r\nContent-Type: application/json\r\n"
+            for (k, v) in t.headers { head += "\(k): \(v)\r\n" }
+            head += "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
+            let c = Connection(index: connections.count, target: index, request: Array(head.utf8), isAck: true)
+            connections.append(c)
+            polls.append(pollfd(fd: -1, events: 0, revents: 0))
+            acksInFlight += 1
+            guard connectSocket(c, t) else { fail(c); continue }
+        }
+        if ackNext == ackBacklog.count, ackNext > 0 {
+            ackBacklog.removeAll(keepingCapacity: true)
+            ackNext = 0
+        }
+    }
+
+    /// Starts a non-blocking connect for `c` to `t`; false when it failed at once.
+    private func connectSocket(_ c: Connection, _ t: Target) -> Bool {
+        c.fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard c.fd >= 0 else { return false }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(t.port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr(t.host)
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(c.fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        if rc != 0 && errno != EINPROGRESS { return false }
+        polls[c.index] = pollfd(fd: c.fd, events: Int16(POLLIN | POLLOUT), revents: 0)
+        return true
+    }
+
     private func openMore() {
         while next < targets.count, pendingCount < maxPendingConnects {
             let t = targets[next]
             var head = "GET \(t.path) HTTP/1.1\r\nHost: \(t.host):\(t.port)\r\nAccept: text/event-stream\r\n"
             for (k, v) in t.headers { head += "\(k): \(v)\r\n" }
             head += "\r\n"
-            let c = Connection(index: next, request: Array(head.utf8))
+            let c = Connection(index: connections.count, target: next, request: Array(head.utf8))
             connections.append(c)
             polls.append(pollfd(fd: -1, events: 0, revents: 0))
             next += 1
             pendingCount += 1
-            c.fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard c.fd >= 0 else { fail(c); continue }
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_port = in_port_t(UInt16(t.port).bigEndian)
-            addr.sin_addr.s_addr = inet_addr(t.host)
-            let rc = withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(c.fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            if rc != 0 && errno != EINPROGRESS { fail(c); continue }
-            polls[c.index] = pollfd(fd: c.fd, events: Int16(POLLIN | POLLOUT), revents: 0)
+            if !connectSocket(c, t) { fail(c) }
         }
     }
 
@@ -197,6 +257,12 @@ public final class StreamLoadClient {
 
     /// Ends a connection: a failed connect before its status line, else a stream that ended.
     private func fail(_ c: Connection) {
+        if c.isAck {
+            if case .closed = c.phase { return }
+            counters.ackFailures += 1
+            finishAck(c)
+            return
+        }
         switch c.phase {
         case .closed: return
         case .connecting, .head:
@@ -214,6 +280,17 @@ public final class StreamLoadClient {
         c.line = []
     }
 
+    /// Closes an acknowledgement's connection (answered or failed).
+    private func finishAck(_ c: Connection) {
+        if c.fd >= 0 { close(c.fd) }
+        c.fd = -1
+        polls[c.index].fd = -1
+        c.phase = .closed
+        c.input = []
+        acksInFlight -= 1
+        counters.acksPending -= 1
+    }
+
     private func parse(_ c: Connection, _ bytes: ArraySlice<UInt8>, arrival: Double) {
         var bytes = bytes
         if case .head = c.phase {
@@ -223,6 +300,12 @@ public final class StreamLoadClient {
             let statusLine = head.split(separator: "\r\n", maxSplits: 1).first ?? ""
             let parts = statusLine.split(separator: " ")
             c.status = parts.count >= 2 ? Int(parts[1]) ?? 0 : 0
+            if c.isAck {
+                counters.ackStatuses[c.status, default: 0] += 1
+                counters.lastAckAnswer = arrival
+                finishAck(c)
+                return
+            }
             counters.statuses[c.status, default: 0] += 1
             pendingCount -= 1
             guard c.status == 200 else {
@@ -283,7 +366,11 @@ public final class StreamLoadClient {
             // the blank line after a heartbeat comment must not count as the last event again.
             if !c.data.isEmpty {
                 counters.events += 1
-                onEvent(Event(connection: c.index, id: c.id, event: c.event, data: c.data.joined(separator: "\n"), arrival: arrival))
+                onEvent(Event(connection: c.target, id: c.id, event: c.event, data: c.data.joined(separator: "\n"), arrival: arrival))
+                if let id = c.id, targets[c.target].ackPath != nil {
+                    ackBacklog.append((c.target, id))
+                    counters.acksPending += 1
+                }
             }
             c.data = []
             c.event = nil
