@@ -221,20 +221,29 @@ public final class HTTPStream: @unchecked Sendable {
     /// suspended connection does not notice): no more writes, ``onClose(_:)`` runs now with
     /// ``CloseReason/clientGone``, and the connection is cut and resumed so that the server
     /// thread closes it and frees its slot.
+    ///
+    /// A stream the server already cut (``CloseReason/overflow``, or an abort while stopping) keeps
+    /// that reason: the cut shuts the socket down, which the watcher sees as a hang-up too.
     func hungUp() {
-        let handler: (@Sendable (CloseReason) -> Void)? = state.withLock { s in
-            guard !s.released, s.closedReason == nil else { return nil }
-            s.ending = .clientGone
-            s.closedReason = .clientGone
+        let (reason, handler): (CloseReason, (@Sendable (CloseReason) -> Void)?) = state.withLock { s in
+            guard !s.released, s.closedReason == nil else { return (.clientGone, nil) }
+            let reason: CloseReason
+            switch s.ending {
+            case .overflow?: reason = .overflow
+            case .serverStopping?: reason = .serverStopping
+            default: reason = .clientGone
+            }
+            s.ending = reason
+            s.closedReason = reason
             let handler = s.onClose
             s.onClose = nil
             s.onDrained = nil
             s.pending = []
             s.sent = 0
             abortConnection(&s)
-            return handler
+            return (reason, handler)
         }
-        handler?(.clientGone)
+        handler?(reason)
     }
 
     /// The connection is done with the stream (server thread, before its socket closes).
