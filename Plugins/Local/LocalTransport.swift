@@ -16,7 +16,7 @@ import HeraldCore
 /// ```json
 /// "live": {"type": "local"}
 /// ```
-public final class LocalTransport: TransportPlugin {
+public final class LocalTransport: TransportPlugin, InboxNumberingTransport {
     /// The `local` transport has no keys besides `type`.
     public struct Configuration: TransportConfiguration {
         public var summary: String { "live streams of the daemon (GET /v1/stream)" }
@@ -34,6 +34,9 @@ public final class LocalTransport: TransportPlugin {
         self.name = name
         self.streams = context.streams
     }
+
+    /// The stream hub numbers this transport's batches as they are claimed (one commit per batch).
+    public var inboxNumbering: (any InboxNumbering)? { streams as? any InboxNumbering }
 
     /// Large: a broadcast's cost is the commits per batch (claim, inbox, outcome), not the writes.
     public var preferredBatchSize: Int { 2000 }

@@ -12,7 +12,10 @@ import HeraldCore
 ///
 /// - Important: one daemon per database file. Claims left `sent` by a previous run are
 ///   treated as interrupted when the queue opens (see ``interrupted(transport:)``).
-public final class SQLiteDeliveryQueue: DeliveryQueue, Sendable {
+///
+/// It numbers claimed batches in the inbox in the claim's own transaction
+/// (``InboxNumberingQueue``) once the inbox sharing its writer is attached (the driver does).
+public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
     /// The one writer connection and thread (the inbox shares it).
     let writer: SQLiteGroupCommitWriter
     /// The reader connection, on its own thread: a read may wait for a lock (busyTimeout).
@@ -23,6 +26,8 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, Sendable {
     /// ``WriterStatements``): both confined to the writer thread.
     private let writerCache: ThreadConfined<NotificationCache>
     private let writerStatements = ThreadConfined(WriterStatements())
+    /// The inbox on this queue's writer, for numbered claims (``attach(inbox:)``).
+    private let inbox = Locked<SQLiteInboxStore?>(nil)
     private var cache: NotificationCache {
         get { writerCache.value }
         _modify { yield &writerCache.value }
@@ -188,25 +193,62 @@ public final class SQLiteDeliveryQueue: DeliveryQueue, Sendable {
 
     public func claim(transport: String, limit: Int, now: Date, leaseUntil: Date) async throws -> [ClaimedDelivery] {
         try await writer.perform { [self] db in
-            // A SELECT, then an UPDATE by row id for each: `UPDATE … WHERE id IN (SELECT …)
-            // RETURNING` builds two temporary tables per call, far costlier for small batches.
-            let due = try statements.due(db)
-            due.bind(1, transport).bind(2, now.millisecondsSince1970).bind(3, limit)
-            var rows = try Self.rows(due)
-            let mark = try statements.markSent(db)
-            for i in rows.indices {
-                mark.reset()
-                mark.bind(1, leaseUntil.millisecondsSince1970).bind(2, now.millisecondsSince1970).bind(3, rows[i].id)
-                try mark.run()
-                rows[i].attempts += 1
-            }
-            rows.sort { $0.id < $1.id }
-            let deliveries = try deliveries(rows, transport: transport, claiming: true, db: db)
+            let deliveries = try claimRows(transport: transport, limit: limit, now: now, leaseUntil: leaseUntil, db: db)
             let n = deliveries.count
             return (deliveries, { [self] in
                 if n > 0 { adjust([transport: (-n, n)]) }
             })
         }
+    }
+
+    /// Lets numbered claims append to `inbox`, which must share this queue's writer.
+    func attach(inbox store: SQLiteInboxStore) {
+        inbox.withLock { $0 = store }
+    }
+
+    /// The claim and its inbox numbering in one operation of the writer, so in one transaction:
+    /// when either fails, both are rolled back (the group commit retries the others alone).
+    public func claim(transport: String, limit: Int, now: Date, leaseUntil: Date, numbering: any InboxNumbering) async throws -> NumberedClaim {
+        guard let store = inbox.withLock({ $0 }) else {
+            throw StoreError("numbered claims need the inbox on the queue's writer (SQLiteStorageDriver attaches it)")
+        }
+        return try await writer.perform { [self] db in
+            let claimed = try claimRows(transport: transport, limit: limit, now: now, leaseUntil: leaseUntil, db: db)
+            let deliveries = claimed.map { c in
+                var d = c.delivery
+                d.acceptedAt = c.acceptedAt
+                return d
+            }
+            let wanted = numbering.entries(for: deliveries, now: now)
+            guard wanted.count == claimed.count else { throw StoreError("inbox numbering returned \(wanted.count) entries for \(claimed.count) deliveries") }
+            let indexes = wanted.indices.filter { wanted[$0] != nil }
+            let appended = try store.appendInTransaction(indexes.map { wanted[$0]! }, maxPerUser: numbering.inboxMaxPerUser, db: db)
+            var entries = [InboxEntry?](repeating: nil, count: claimed.count)
+            for (i, e) in zip(indexes, appended) { entries[i] = e }
+            let n = claimed.count
+            return (NumberedClaim(claimed: claimed, entries: entries), { [self] in
+                if n > 0 { adjust([transport: (-n, n)]) }
+            })
+        }
+    }
+
+    /// Selects up to `limit` due deliveries of `transport` and marks them `sent` with the lease
+    /// (on the writer thread, inside its transaction).
+    private func claimRows(transport: String, limit: Int, now: Date, leaseUntil: Date, db: SQLiteDatabase) throws -> [ClaimedDelivery] {
+        // A SELECT, then an UPDATE by row id for each: `UPDATE … WHERE id IN (SELECT …)
+        // RETURNING` builds two temporary tables per call, far costlier for small batches.
+        let due = try statements.due(db)
+        due.bind(1, transport).bind(2, now.millisecondsSince1970).bind(3, limit)
+        var rows = try Self.rows(due)
+        let mark = try statements.markSent(db)
+        for i in rows.indices {
+            mark.reset()
+            mark.bind(1, leaseUntil.millisecondsSince1970).bind(2, now.millisecondsSince1970).bind(3, rows[i].id)
+            try mark.run()
+            rows[i].attempts += 1
+        }
+        rows.sort { $0.id < $1.id }
+        return try deliveries(rows, transport: transport, claiming: true, db: db)
     }
 
     public func interrupted(transport: String) async throws -> [ClaimedDelivery] {

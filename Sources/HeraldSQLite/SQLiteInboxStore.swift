@@ -63,73 +63,85 @@ final class SQLiteInboxStore: InboxStore, Sendable {
         // multi-row upsert of the counters, and the entries go in multi-row inserts.
         let groups = InboxGroups(entries, maxPerUser: maxPerUser)
         return try await writer.perform { [self] db in
-            var seqs = [Int64](repeating: 0, count: entries.count)
-            var lastByGroup = [Int64](repeating: 0, count: groups.groups.count)
-            // The counters: one upsert per chunk of groups; RETURNING's row order is SQLite's,
-            // so each row is matched to its group by (app, user).
-            var next = 0
-            while next < groups.groups.count {
-                let chunk = next..<min(next + Statements.maxCounterRows, groups.groups.count)
-                let s = try statements.bump(chunk.count, db)
-                defer { s.reset() }
-                var p: Int32 = 1
-                var position: [InboxGroups.Key: Int] = [:]
-                position.reserveCapacity(chunk.count)
-                for (k, g) in zip(chunk, groups.groups[chunk]) {
-                    s.bind(p, g.app).bind(p + 1, g.user).bind(p + 2, Int64(g.indexes.count))
-                    position[InboxGroups.Key(app: g.app, user: g.user)] = k
-                    p += 3
-                }
-                var returned = 0
-                while try s.step() {
-                    guard let k = position[InboxGroups.Key(app: s.string(0), user: s.string(1))] else {
-                        throw StoreError("inbox: the sequence upsert returned a user it was not given")
-                    }
-                    lastByGroup[k] = s.int64(2)
-                    returned += 1
-                }
-                guard returned == chunk.count else { throw StoreError("inbox: the sequence upsert returned \(returned) rows for \(chunk.count) users") }
-                next = chunk.upperBound
-            }
-            // The entries kept, numbered; then the oldest past each group's limit dropped.
-            var kept: [Int] = []
-            kept.reserveCapacity(entries.count)
-            var trims: [(app: String, user: String, keepAbove: Int64)] = []
-            for (g, group) in groups.groups.enumerated() {
-                let last = lastByGroup[g]
-                let first = last - Int64(group.indexes.count) + 1
-                let keepAbove = last - Int64(group.keep)
-                for (k, i) in group.indexes.enumerated() {
-                    let seq = first + Int64(k)
-                    seqs[i] = seq
-                    if seq > keepAbove { kept.append(i) }   // else dropped at once: more in this call than the app keeps
-                }
-                if keepAbove >= 1 { trims.append((group.app, group.user, keepAbove)) }
-            }
-            next = 0
-            while next < kept.count {
-                let chunk = kept[next..<min(next + Statements.maxEntryRows, kept.count)]
-                let s = try statements.insert(chunk.count, db)
-                defer { s.reset() }
-                var p: Int32 = 1
-                for i in chunk {
-                    let e = entries[i]
-                    s.bind(p, e.app).bind(p + 1, e.user).bind(p + 2, seqs[i]).bind(p + 3, e.device).bind(p + 4, e.notificationID)
-                        .bind(p + 5, blob: e.event).bind(p + 6, e.createdAt.millisecondsSince1970)
-                    p += 7
-                }
-                try s.run()
-                next += chunk.count
-            }
-            for t in trims {
-                try db.withStatementReused(statements.trim(db)) { s in
-                    s.bind(1, t.app).bind(2, t.user).bind(3, t.keepAbove)
-                    try s.run()
-                }
-            }
-            let numbered = entries.enumerated().map { $0.element.numbered(seqs[$0.offset]) }
-            return (numbered, {})
+            (try append(entries, groups: groups, db: db), {})
         }
+    }
+
+    /// Appends `entries` inside the writer's current transaction (the queue's numbered claim
+    /// calls it in its own operation); runs on the writer thread.
+    func appendInTransaction(_ entries: [InboxEntry.New], maxPerUser: (String) -> Int, db: SQLiteDatabase) throws -> [InboxEntry] {
+        guard !entries.isEmpty else { return [] }
+        return try append(entries, groups: InboxGroups(entries, maxPerUser: maxPerUser), db: db)
+    }
+
+    /// The append's statements: numbers per (app, user) in multi-row upserts, entries in
+    /// multi-row inserts, then the trim. On the writer thread, inside its transaction.
+    private func append(_ entries: [InboxEntry.New], groups: InboxGroups, db: SQLiteDatabase) throws -> [InboxEntry] {
+        var seqs = [Int64](repeating: 0, count: entries.count)
+        var lastByGroup = [Int64](repeating: 0, count: groups.groups.count)
+        // The counters: one upsert per chunk of groups; RETURNING's row order is SQLite's,
+        // so each row is matched to its group by (app, user).
+        var next = 0
+        while next < groups.groups.count {
+            let chunk = next..<min(next + Statements.maxCounterRows, groups.groups.count)
+            let s = try statements.bump(chunk.count, db)
+            defer { s.reset() }
+            var p: Int32 = 1
+            var position: [InboxGroups.Key: Int] = [:]
+            position.reserveCapacity(chunk.count)
+            for (k, g) in zip(chunk, groups.groups[chunk]) {
+                s.bind(p, g.app).bind(p + 1, g.user).bind(p + 2, Int64(g.indexes.count))
+                position[InboxGroups.Key(app: g.app, user: g.user)] = k
+                p += 3
+            }
+            var returned = 0
+            while try s.step() {
+                guard let k = position[InboxGroups.Key(app: s.string(0), user: s.string(1))] else {
+                    throw StoreError("inbox: the sequence upsert returned a user it was not given")
+                }
+                lastByGroup[k] = s.int64(2)
+                returned += 1
+            }
+            guard returned == chunk.count else { throw StoreError("inbox: the sequence upsert returned \(returned) rows for \(chunk.count) users") }
+            next = chunk.upperBound
+        }
+        // The entries kept, numbered; then the oldest past each group's limit dropped.
+        var kept: [Int] = []
+        kept.reserveCapacity(entries.count)
+        var trims: [(app: String, user: String, keepAbove: Int64)] = []
+        for (g, group) in groups.groups.enumerated() {
+            let last = lastByGroup[g]
+            let first = last - Int64(group.indexes.count) + 1
+            let keepAbove = last - Int64(group.keep)
+            for (k, i) in group.indexes.enumerated() {
+                let seq = first + Int64(k)
+                seqs[i] = seq
+                if seq > keepAbove { kept.append(i) }   // else dropped at once: more in this call than the app keeps
+            }
+            if keepAbove >= 1 { trims.append((group.app, group.user, keepAbove)) }
+        }
+        next = 0
+        while next < kept.count {
+            let chunk = kept[next..<min(next + Statements.maxEntryRows, kept.count)]
+            let s = try statements.insert(chunk.count, db)
+            defer { s.reset() }
+            var p: Int32 = 1
+            for i in chunk {
+                let e = entries[i]
+                s.bind(p, e.app).bind(p + 1, e.user).bind(p + 2, seqs[i]).bind(p + 3, e.device).bind(p + 4, e.notificationID)
+                    .bind(p + 5, blob: e.event).bind(p + 6, e.createdAt.millisecondsSince1970)
+                p += 7
+            }
+            try s.run()
+            next += chunk.count
+        }
+        for t in trims {
+            try db.withStatementReused(statements.trim(db)) { s in
+                s.bind(1, t.app).bind(2, t.user).bind(3, t.keepAbove)
+                try s.run()
+            }
+        }
+        return entries.enumerated().map { $0.element.numbered(seqs[$0.offset]) }
     }
 
     func entries(app: String, user: String, device: String, after: Int64, limit: Int) async throws -> [InboxEntry] {

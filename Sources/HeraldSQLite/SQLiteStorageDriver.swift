@@ -21,6 +21,7 @@ public struct SQLiteStorageDriver: StorageDriver {
                 await queue.close()
                 throw error
             }
+            queue.attach(inbox: inbox)
             return OpenStorage(tokens: tokens, queue: queue, inbox: inbox) {
                 inbox.close()
                 await queue.close()

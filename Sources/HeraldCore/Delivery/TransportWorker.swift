@@ -10,6 +10,11 @@ import Glibc
 /// ambiguous, then claims batches and hands them to the transport with at most `concurrency`
 /// batches in flight. Every outcome goes through ``OutcomePolicy``.
 ///
+/// When the transport numbers its deliveries in the inbox (``InboxNumberingTransport``, the
+/// local transport) and the queue can do it in a claim (``InboxNumberingQueue``), each batch is
+/// claimed and numbered in one transaction, and its events are written (``InboxNumbering/numbered(_:entries:)``)
+/// before the next claim; the transport's answer and the outcome follow as for any batch.
+///
 /// - Important: a batch is never taken back from a transport that still holds it. A batch the
 ///   transport keeps past `deadline` is reported slow and its lease renewed until the transport
 ///   answers, and the answer is recorded however late: a slow peer cannot cause a second send.
@@ -20,7 +25,9 @@ public final class TransportWorker: Sendable {
         public var retry: RetryPolicy
         /// Most deliveries in one batch.
         public var batchSize: Int
-        /// Batches in flight at once.
+        /// Batches in flight at once. A batch numbered at its claim (``InboxNumbering``) holds
+        /// its slot until its events are written; then, while it waits for the transport's answer
+        /// (an acking client's ack), it counts among at most ``writtenBatchesPerSlot`` times as many.
         public var concurrency: Int
         /// A batch still with the transport after this long is logged as slow and its lease is
         /// renewed from then on.
@@ -75,6 +82,8 @@ public final class TransportWorker: Sendable {
     private struct State {
         var status: Status = .starting
         var inFlight = 0
+        /// Numbered batches whose events are written, waiting for the transport's answer.
+        var written = 0
         var stopping = false
         var probing = false
         var probeNow = false
@@ -101,6 +110,8 @@ public final class TransportWorker: Sendable {
     private let done = WakeSignal()
     /// The transport was started by the caller (a reload starts it before swapping).
     private let alreadyStarted: Bool
+    /// Numbered claims (the transport's numbering and the queue that does it), when both offer it.
+    private let numbering: (queue: any InboxNumberingQueue, numbering: any InboxNumbering)?
 
     /// - Parameters:
     ///   - configuration: the transport's configuration, which renders its payloads.
@@ -128,10 +139,20 @@ public final class TransportWorker: Sendable {
         self.onStatus = onStatus
         self.onReroute = onReroute
         self.settings = settings
+        if let q = queue as? any InboxNumberingQueue, let n = (transport as? any InboxNumberingTransport)?.inboxNumbering {
+            numbering = (q, n)
+        } else {
+            numbering = nil
+        }
     }
 
     public var status: Status { state.withLock { $0.status } }
-    public var batchesInFlight: Int { state.withLock { $0.inFlight } }
+    public var batchesInFlight: Int { state.withLock { $0.inFlight + $0.written } }
+
+    /// How many written batches (numbered at their claim, waiting for acks) may wait per slot of
+    /// ``Settings/concurrency``: a claim is not held back by acks of earlier batches, and the
+    /// deliveries claimed at once stay bounded.
+    public static let writtenBatchesPerSlot = 16
 
     /// Starts the worker's loop (once).
     public func start() {
@@ -211,7 +232,8 @@ public final class TransportWorker: Sendable {
                 let s = settings()
                 let (canClaim, paused, probeDue): (Bool, Bool, Bool) = state.withLock { st in
                     let paused = st.status.isPaused
-                    let free = paused ? (!st.probing) : st.inFlight < max(1, s.concurrency)
+                    let free = paused ? (!st.probing)
+                        : st.inFlight < max(1, s.concurrency) && st.written < max(1, s.concurrency) * Self.writtenBatchesPerSlot
                     return (free, paused, st.probeNow || clock.now >= st.nextProbe)
                 }
                 if !canClaim {
@@ -226,8 +248,15 @@ public final class TransportWorker: Sendable {
                 let now = clock.now
                 let limit = paused ? 1 : max(1, s.batchSize)
                 let claimed: [ClaimedDelivery]
+                let entries: [InboxEntry?]
                 do {
-                    claimed = try await queue.claim(transport: name, limit: limit, now: now, leaseUntil: now.addingTimeInterval(s.lease))
+                    if !paused, let numbering {
+                        let batch = try await numbering.queue.claim(transport: name, limit: limit, now: now, leaseUntil: now.addingTimeInterval(s.lease),
+                                                                    numbering: SendableNumbering(inner: numbering.numbering, renderer: renderer))
+                        (claimed, entries) = (batch.claimed, batch.entries)
+                    } else {
+                        (claimed, entries) = (try await queue.claim(transport: name, limit: limit, now: now, leaseUntil: now.addingTimeInterval(s.lease)), [])
+                    }
                 } catch {
                     logger.error("cannot claim deliveries", ["error": String(describing: error)])
                     await work.wait(until: clock.now.addingTimeInterval(1), clock: clock)
@@ -260,10 +289,24 @@ public final class TransportWorker: Sendable {
                     }
                 }
                 if paused { logger.info("paused: sending one delivery to see whether the setup was fixed") }
+                let written = numbering != nil && entries.contains { $0 != nil }
+                if let numbering, written {
+                    // Committed with the claim: written now, before the next claim numbers more.
+                    await numbering.numbering.numbered(claimed.map { c in
+                        var d = c.delivery
+                        d.acceptedAt = c.acceptedAt
+                        return d
+                    }, entries: entries)
+                    // What is left is waiting (acks), not work: the slot goes to the next claim.
+                    state.withLock { st in
+                        st.inFlight -= 1
+                        st.written += 1
+                    }
+                }
                 group.addTask { [self] in
                     await process(claimed, settings: s, probe: paused)
                     state.withLock { st in
-                        st.inFlight -= 1
+                        if written { st.written -= 1 } else { st.inFlight -= 1 }
                         if paused { st.probing = false }
                     }
                     slot.notify()
@@ -274,6 +317,37 @@ public final class TransportWorker: Sendable {
                     try? await clock.sleep(for: s.linger)
                 }
             }
+        }
+    }
+
+    /// The transport's numbering as the engine lends it to a claim: deliveries that cannot be
+    /// sent (their route cannot render them any more, or they expired) are not numbered; the
+    /// batch's own pass finishes them as for any transport.
+    private struct SendableNumbering: InboxNumbering {
+        let inner: any InboxNumbering
+        let renderer: PayloadRenderer
+
+        func entries(for deliveries: [Delivery], now: Date) -> [InboxEntry.New?] {
+            var sendable: [Int] = []
+            for (i, d) in deliveries.enumerated() {
+                var payload = d.payload
+                if payload == .unrendered {
+                    guard let p = try? renderer.payload(for: d) else { continue }
+                    payload = p
+                }
+                if !OutcomePolicy.hasExpired(payload, now: now) { sendable.append(i) }
+            }
+            var result = [InboxEntry.New?](repeating: nil, count: deliveries.count)
+            guard !sendable.isEmpty else { return result }
+            let given = inner.entries(for: sendable.map { deliveries[$0] }, now: now)
+            for (i, e) in zip(sendable, given) { result[i] = e }
+            return result
+        }
+
+        func inboxMaxPerUser(_ app: String) -> Int { inner.inboxMaxPerUser(app) }
+
+        func numbered(_ deliveries: [Delivery], entries: [InboxEntry?]) async {
+            await inner.numbered(deliveries, entries: entries)
         }
     }
 

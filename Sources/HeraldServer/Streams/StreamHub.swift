@@ -33,7 +33,11 @@ extension EventSink {
 /// no date (the delivery engine falls back at once), and the device stops counting as present
 /// until it acknowledges again or reconnects. A stream without acks keeps the old rule: written
 /// is delivered.
-public final class StreamHub: LocalStreams, Presence, Sendable {
+///
+/// It also numbers the local transport's batches as they are claimed (``InboxNumbering``): the
+/// queue appends the entries ``entries(for:now:)`` gives in the claim's own transaction, the
+/// events are written at ``numbered(_:entries:)``, and ``write(_:)`` then reports those writes.
+public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
     /// A device of one app.
     struct Key: Hashable, Sendable {
         var app: String
@@ -142,6 +146,18 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         var unresponsive: Set<Key> = []
         /// Batches waiting for acks, by device.
         var ackWaits: [Key: [AckBatch]] = [:]
+        /// Events numbered with their claim and written at ``numbered(_:entries:)``, by device and
+        /// notification, until ``write(_:)`` of the same delivery reports them.
+        var prewritten: [Key: [String: Prewritten]] = [:]
+    }
+
+    /// What ``numbered(_:entries:)`` did with one event.
+    struct Prewritten {
+        var seq: Int64
+        var frame: [UInt8]
+        var result: LocalWriteResult
+        /// Taken by acking streams only: how long it waits for the ack.
+        var ackTimeout: TimeInterval?
     }
 
     /// Most orphaned events remembered (beyond it, a rare reconnect may see one twice).
@@ -393,16 +409,21 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         await recoverNumbers(deliveries)
         var results = [LocalWriteResult](repeating: .notConnected(since: nil), count: deliveries.count)
         var waits: [AckWait] = []
-        /// Taken by acking streams only: wait for the ack (the longest of their timeouts).
-        func ackTimeout(_ takers: [Connection]) -> TimeInterval? {
-            guard !takers.isEmpty, takers.allSatisfy(\.acking) else { return nil }
-            return takers.map(\.ackTimeout).max()
-        }
+        let ackTimeout = Self.ackTimeout
         // Who is connected now; the rest need no inbox entry (they park and come back on connect).
         var candidates: [Int] = []
         state.withLock { s in
             for (i, d) in deliveries.enumerated() {
                 let key = Key(app: d.app, device: d.streamKey)
+                // Numbered with its claim and written then (``numbered(_:entries:)``): report that.
+                if let p = s.prewritten[key]?.removeValue(forKey: d.notificationID) {
+                    if s.prewritten[key]?.isEmpty == true { s.prewritten[key] = nil }
+                    results[i] = p.result
+                    if let timeout = p.ackTimeout {
+                        waits.append(AckWait(index: i, key: key, seq: p.seq, notificationID: d.notificationID, frame: p.frame, timeout: timeout))
+                    }
+                    continue
+                }
                 guard let list = s.connections[key], !list.isEmpty else {
                     results[i] = .notConnected(since: s.closedAt[key])
                     continue
@@ -455,16 +476,7 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
             for (i, entry) in zip(candidates, numbered) {
                 let key = Key(app: entry.app, device: entry.device)
                 let frame = ServerSentEvents.event(id: entry.seq, name: "notification", data: entry.event)
-                var takers: [Connection] = []
-                for c in s.unresponsive.contains(key) ? [] : s.connections[key] ?? [] {
-                    if c.replaying {
-                        c.held.append((entry.seq, frame))
-                        takers.append(c)
-                    } else if c.sink.send(frame) {
-                        c.lastSent = entry.seq
-                        takers.append(c)
-                    }
-                }
+                let takers = Self.send(&s, key: key, seq: entry.seq, frame: frame)
                 let any = !takers.isEmpty
                 results[i] = any ? .written(id: entry.seq) : .notConnected(since: s.closedAt[key] ?? now)
                 if let timeout = ackTimeout(takers) { waits.append(AckWait(index: i, key: key, seq: entry.seq, notificationID: entry.notificationID, frame: frame, timeout: timeout)) }
@@ -476,6 +488,90 @@ public final class StreamHub: LocalStreams, Presence, Sendable {
         }
         events.increment(by: Int64(written))
         return Written(results: results, waits: waits)
+    }
+
+    /// Taken by acking streams only: wait for the ack (the longest of their timeouts).
+    private static func ackTimeout(_ takers: [Connection]) -> TimeInterval? {
+        guard !takers.isEmpty, takers.allSatisfy(\.acking) else { return nil }
+        return takers.map(\.ackTimeout).max()
+    }
+
+    /// Sends a numbered event to the device's streams (held back for one still replaying);
+    /// returns the streams that took it. Under the hub's lock.
+    private static func send(_ s: inout State, key: Key, seq: Int64, frame: [UInt8]) -> [Connection] {
+        var takers: [Connection] = []
+        for c in s.unresponsive.contains(key) ? [] : s.connections[key] ?? [] {
+            if c.replaying {
+                c.held.append((seq, frame))
+                takers.append(c)
+            } else if c.sink.send(frame) {
+                c.lastSent = seq
+                takers.append(c)
+            }
+        }
+        return takers
+    }
+
+    // MARK: InboxNumbering
+
+    /// First attempts whose device has a stream open here and counts as present: their events.
+    /// The rest go through ``write(_:)``'s own path (numbered there, or not at all). Called on
+    /// the store's writer thread: a look-up under the hub's lock, the JSON outside it.
+    public func entries(for deliveries: [Delivery], now: Date) -> [InboxEntry.New?] {
+        let owners: [String?] = state.withLock { s in
+            deliveries.map { d in
+                let key = Key(app: d.app, device: d.streamKey)
+                guard d.attempt == 1, let list = s.connections[key], let first = list.first, !s.unresponsive.contains(key),
+                      s.orphans[key]?[d.notificationID] == nil, s.prewritten[key]?[d.notificationID] == nil else { return nil }
+                // A raw-token delivery has no user: the stream's owner is.
+                return d.user ?? first.user
+            }
+        }
+        var events: [String: [UInt8]] = [:]   // one event per notification
+        return zip(deliveries, owners).map { d, owner in
+            guard let owner else { return nil }
+            let event: [UInt8]
+            if let known = events[d.notificationID] { event = known } else {
+                event = Self.eventJSON(d)
+                events[d.notificationID] = event
+            }
+            return InboxEntry.New(app: d.app, user: owner, device: d.streamKey, notificationID: d.notificationID, event: event, createdAt: now)
+        }
+    }
+
+    public func inboxMaxPerUser(_ app: String) -> Int { maxPerUser(app) }
+
+    /// Writes the events numbered with their claim, in the devices' order (as ``write(_:)``
+    /// does), and keeps each result for ``write(_:)`` of the same delivery. An event no stream
+    /// took (its device closed meanwhile) keeps its number for the delivery's return.
+    public func numbered(_ deliveries: [Delivery], entries: [InboxEntry?]) async {
+        var keys: Set<Key> = []
+        for e in entries { if let e { keys.insert(Key(app: e.app, device: e.device)) } }
+        guard !keys.isEmpty else { return }
+        let written = await deviceOrder.run(keys) { () -> Int in
+            let now = clock.now
+            return state.withLock { s in
+                var written = 0
+                for e in entries {
+                    guard let e else { continue }
+                    let key = Key(app: e.app, device: e.device)
+                    let frame = ServerSentEvents.event(id: e.seq, name: "notification", data: e.event)
+                    let takers = Self.send(&s, key: key, seq: e.seq, frame: frame)
+                    let result: LocalWriteResult
+                    if takers.isEmpty {
+                        result = .notConnected(since: s.closedAt[key] ?? now)
+                        Self.keepNumber(&s, key: key, notificationID: e.notificationID, seq: e.seq, frame: frame)
+                    } else {
+                        result = .written(id: e.seq)
+                        written += 1
+                    }
+                    s.prewritten[key, default: [:]][e.notificationID] = Prewritten(seq: e.seq, frame: frame, result: result,
+                                                                                   ackTimeout: Self.ackTimeout(takers))
+                }
+                return written
+            }
+        }
+        events.increment(by: Int64(written))
     }
 
     // MARK: Acknowledgements

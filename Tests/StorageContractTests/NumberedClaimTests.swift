@@ -1,0 +1,159 @@
+import Foundation
+import HeraldAPNs
+import HeraldCore
+import HeraldSQLite
+import HeraldTestKit
+import Testing
+
+/// ``InboxNumberingQueue``: a claim that numbers its batch in the inbox in the same transaction
+/// (the local path's one commit per batch). SQLite offers it; PostgreSQL keeps the claim and the
+/// append apart (the engine then takes the transport's own path).
+struct NumberedClaimTests {
+    let t0 = Date(timeIntervalSince1970: 1_767_225_600)
+
+    /// Numbers the deliveries of the devices in `connected` (the stream hub's role), and records
+    /// what it was asked.
+    final class TestNumbering: InboxNumbering, @unchecked Sendable {
+        let connected: Set<String>
+        /// A wrong number of entries, to fail the transaction after the claim's own statements ran.
+        let miscount: Bool
+        let asked = Locked<[[String]]>([])
+        init(connected: Set<String>, miscount: Bool = false) {
+            self.connected = connected
+            self.miscount = miscount
+        }
+        func entries(for deliveries: [Delivery], now: Date) -> [InboxEntry.New?] {
+            asked.withLock { $0.append(deliveries.map(\.token)) }
+            let entries = deliveries.map { d -> InboxEntry.New? in
+                guard connected.contains(d.token) else { return nil }
+                return InboxEntry.New(app: d.app, user: d.user ?? "", device: d.token, notificationID: d.notificationID,
+                                      event: Array(#"{"id":"\#(d.notificationID)"}"#.utf8), createdAt: now)
+            }
+            return miscount ? Array(entries.dropLast()) : entries
+        }
+        func inboxMaxPerUser(_ app: String) -> Int { 100 }
+        func numbered(_ deliveries: [Delivery], entries: [InboxEntry?]) async {}
+    }
+
+    func notification(_ id: String, tokens: [String]) -> QueuedNotification {
+        QueuedNotification(id: id, app: "app", topic: "com.example.app", content: NotificationContent(alert: .text("hi")),
+                           idempotencyKey: nil, createdAt: t0,
+                           deliveries: tokens.enumerated().map { PlannedDelivery(token: $1, user: "u\($0)", transport: "t", messageID: UUID()) })
+    }
+
+    func numberingQueue(_ storage: OpenStorage) throws -> (any InboxNumberingQueue, SQLiteDeliveryQueue) {
+        let queue = try #require(storage.queue as? SQLiteDeliveryQueue)
+        return (try #require(storage.queue as? any InboxNumberingQueue), queue)
+    }
+
+    @Test func aNumberedBatchIsOneCommit() async throws {
+        try await withStorage(.sqlite) { storage, _ in
+            let (queue, sqlite) = try numberingQueue(storage)
+            _ = try await storage.queue.enqueue(notification("n1", tokens: ["aa01", "aa02", "aa03"]), idempotencySince: t0)
+            let numbering = TestNumbering(connected: ["aa01", "aa03"])
+            let before = sqlite.commitStatistics.commits
+            let batch = try await queue.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0 + 60, numbering: numbering)
+            // Claimed, numbered and marked sent: one transaction, one commit of the writer.
+            #expect(sqlite.commitStatistics.commits == before + 1)
+            #expect(batch.claimed.map(\.delivery.token) == ["aa01", "aa02", "aa03"])
+            #expect(batch.entries.map { $0?.seq } == [1, nil, 1])
+            #expect(batch.entries[0]?.user == "u0" && batch.entries[2]?.user == "u2")
+            #expect(numbering.asked.withLock { $0 } == [["aa01", "aa02", "aa03"]])
+            #expect(storage.queue.depth()["t"] == QueueDepth(queued: 0, inFlight: 3))
+            // Committed: the inbox's own reader sees the numbers, and the counters moved on.
+            let entry = try #require(try await storage.inbox.entry(app: "app", user: "u0", device: "aa01", notificationID: "n1"))
+            #expect(entry.seq == 1)
+            #expect(try await storage.inbox.entry(app: "app", user: "u1", device: "aa02", notificationID: "n1") == nil)
+            #expect(try await storage.inbox.lastSequence(app: "app", user: "u2") == 1)
+            let status = try #require(try await storage.queue.status(notificationID: "n1"))
+            #expect(status.deliveries.map(\.state) == [.sent, .sent, .sent])
+            // A plain append afterwards takes the next numbers.
+            let next = try await storage.inbox.append([InboxEntry.New(app: "app", user: "u0", device: "aa01", notificationID: "n2",
+                                                                      event: Array("{}".utf8), createdAt: t0)],
+                                                     maxPerUser: { _ in 100 }, now: t0)
+            #expect(next.map(\.seq) == [2])
+            // Nothing due: an empty claim numbers nothing.
+            let empty = try await queue.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0 + 60, numbering: numbering)
+            #expect(empty.claimed.isEmpty && empty.entries.isEmpty)
+        }
+    }
+
+    @Test func aNumberingThatFailsClaimsNothing() async throws {
+        try await withStorage(.sqlite) { storage, _ in
+            let (queue, _) = try numberingQueue(storage)
+            _ = try await storage.queue.enqueue(notification("n1", tokens: ["aa01", "aa02"]), idempotencySince: t0)
+            await #expect(throws: (any Error).self) {
+                _ = try await queue.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0 + 60,
+                                          numbering: TestNumbering(connected: ["aa01", "aa02"], miscount: true))
+            }
+            // The claim's UPDATEs ran before the numbering failed: rolled back with it.
+            #expect(storage.queue.depth()["t"] == QueueDepth(queued: 2, inFlight: 0))
+            #expect(try await storage.inbox.lastSequence(app: "app", user: "u0") == 0)
+            let again = try await queue.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0 + 60,
+                                              numbering: TestNumbering(connected: ["aa01", "aa02"]))
+            #expect(again.claimed.map(\.delivery.attempt) == [1, 1])
+            #expect(again.entries.map { $0?.seq } == [1, 1])
+        }
+    }
+
+    @Test func anInboxThatRefusesTheAppendLeavesTheBatchQueued() async throws {
+        let dir = try TemporaryDirectory(prefix: "herald-numbered")
+        defer { dir.remove() }
+        let configuration = try await Backend.sqlite.configuration(in: dir)
+        let storage = try await SQLiteStorageDriver().open(configuration, metrics: MetricsRegistry(), exclusive: false)
+        // Another connection makes every inbox insert fail (as a full disk or a damaged page
+        // would), after the claim and the counters' upsert have run in the same transaction.
+        let other = try SQLiteDatabase(path: dir.file("herald.db"), synchronous: "NORMAL")
+        do {
+            let (queue, _) = try numberingQueue(storage)
+            _ = try await storage.queue.enqueue(notification("n1", tokens: ["aa01", "aa02"]), idempotencySince: t0)
+            try other.execute("CREATE TRIGGER refuse_inbox BEFORE INSERT ON inbox BEGIN SELECT RAISE(ABORT, 'inbox refused'); END",
+                              operation: "refuse inbox inserts")
+            await #expect(throws: (any Error).self) {
+                _ = try await queue.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0 + 60,
+                                          numbering: TestNumbering(connected: ["aa01", "aa02"]))
+            }
+            #expect(storage.queue.depth()["t"] == QueueDepth(queued: 2, inFlight: 0))
+            #expect(try await storage.inbox.lastSequence(app: "app", user: "u0") == 0)
+            let status = try #require(try await storage.queue.status(notificationID: "n1"))
+            #expect(status.deliveries.map(\.state) == [.queued, .queued])
+            #expect(status.deliveries.map(\.attempts) == [0, 0])
+            try other.execute("DROP TRIGGER refuse_inbox", operation: "accept inbox inserts again")
+            let batch = try await queue.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0 + 60,
+                                              numbering: TestNumbering(connected: ["aa01", "aa02"]))
+            #expect(batch.entries.map { $0?.seq } == [1, 1])
+        } catch {
+            await storage.close()
+            throw error
+        }
+        await storage.close()
+    }
+
+    @Test func aCrashAfterTheCommitLeavesTheNumberForTheSecondAttempt() async throws {
+        let dir = try TemporaryDirectory(prefix: "herald-numbered")
+        defer { dir.remove() }
+        let configuration = try await Backend.sqlite.configuration(in: dir)
+        var storage = try await SQLiteStorageDriver().open(configuration, metrics: MetricsRegistry(), exclusive: false)
+        do {
+            let (queue, _) = try numberingQueue(storage)
+            _ = try await storage.queue.enqueue(notification("n1", tokens: ["aa01"]), idempotencySince: t0)
+            let batch = try await queue.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0 + 60,
+                                              numbering: TestNumbering(connected: ["aa01"]))
+            #expect(batch.entries.map { $0?.seq } == [1])
+            // The daemon dies here: no write, no outcome. What is on disk is what a kill -9 leaves.
+            await storage.close()
+            storage = try await SQLiteStorageDriver().open(configuration, metrics: MetricsRegistry(), exclusive: false)
+            let interrupted = try await storage.queue.interrupted(transport: "t")
+            #expect(interrupted.map(\.delivery.token) == ["aa01"])
+            // Claimed and numbered together: the interrupted claim has its number, which the
+            // second attempt finds (the stream hub's orphans) instead of taking a new one.
+            let entry = try #require(try await storage.inbox.entry(app: "app", user: "u0", device: "aa01", notificationID: "n1"))
+            #expect(entry.seq == 1)
+            #expect(try await storage.inbox.lastSequence(app: "app", user: "u0") == 1)
+        } catch {
+            await storage.close()
+            throw error
+        }
+        await storage.close()
+    }
+}
