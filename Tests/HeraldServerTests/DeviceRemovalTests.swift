@@ -11,7 +11,7 @@ import Testing
 /// `DELETE /v1/devices/{token}` takes any route's address, not only hex: a Web Push device is
 /// removed by its subscription (as the API returns it, percent-encoded in the path), and an
 /// APNs device still by its hex token in any spelling the route normalises.
-@Suite(.serialized) struct DeviceRemovalTests {
+@Suite(.serialized, .stopsDaemons) struct DeviceRemovalTests {
     static let app = "com.example.web"
 
     /// Percent-encodes everything but unreserved characters, as a client puts a token in a path.
@@ -27,8 +27,6 @@ import Testing
         let sim = try WebPushSimulator(configuration: simConfig)
         try sim.start()
         defer { sim.stop(); apns.stop() }
-        let dir = try TemporaryDirectory(prefix: "herald-device-removal")
-        defer { dir.remove() }
         var registry = TransportRegistry()
         registry.register(APNsHTTP2Transport.self)
         registry.register(WebPushTransport.self)
@@ -43,9 +41,7 @@ import Testing
              "api": {"keys": [{"id": "backend", "secret": "\(TestDaemon.key)", "scopes": ["send", "devices", "admin"]}], "listen": "127.0.0.1:0"},
              "server": {"batchLinger": 0, "maintenanceInterval": "1h"}}
             """
-        let configuration = try DaemonConfiguration.parse(Data(config.utf8), baseDirectory: dir.path, registry: registry, environment: [:])
-        let daemon = Daemon(configuration: configuration, registry: registry, storage: .embedded, logSink: RecordingLogHandler())
-        let port = try await daemon.start()
+        let port = try await TestDaemon.start(plugins: config, registry: registry, prefix: "herald-device-removal").port
         let c = HTTPTestClient(port: port, key: TestDaemon.key)
         do {
             for i in 0..<2 {
@@ -93,6 +89,5 @@ import Testing
         } catch {
             Issue.record(error)
         }
-        _ = await daemon.shutdown()
     }
 }

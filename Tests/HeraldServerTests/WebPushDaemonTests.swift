@@ -11,7 +11,7 @@ import Testing
 /// Web Push through the daemon: the public key for pages, subscriptions registered with an API
 /// key and with a page's client token, an app with iOS and web devices getting one delivery each
 /// (APNs and Web Push simulators), and what the service worker receives, decrypted.
-@Suite(.serialized) struct WebPushDaemonTests {
+@Suite(.serialized, .stopsDaemons) struct WebPushDaemonTests {
     static let app = "com.example.web"
     static let secret = "webpush-client-secret-0123456789abcdef"
 
@@ -24,8 +24,6 @@ import Testing
         try sim.start()
         defer { sim.stop(); apns.stop() }
         let vapid = try P256PrivateKey.generate()
-        let dir = try TemporaryDirectory(prefix: "herald-webpush-daemon")
-        defer { dir.remove() }
         var registry = TransportRegistry()
         registry.register(APNsHTTP2Transport.self)
         registry.register(WebPushTransport.self)
@@ -40,10 +38,7 @@ import Testing
              "api": {"keys": [{"id": "backend", "secret": "\(TestDaemon.key)", "scopes": ["send", "devices", "admin"]}], "listen": "127.0.0.1:0"},
              "server": {"batchLinger": 0, "maintenanceInterval": "1h"}}
             """
-        let configuration = try DaemonConfiguration.parse(Data(config.utf8), baseDirectory: dir.path, registry: registry,
-                                                          environment: ["VAPID_KEY": Base64URL.encode(vapid.rawRepresentation)])
-        let daemon = Daemon(configuration: configuration, registry: registry, storage: .embedded, logSink: RecordingLogHandler())
-        let port = try await daemon.start()
+        let port = try await TestDaemon.start(plugins: config, registry: registry, environment: ["VAPID_KEY": Base64URL.encode(vapid.rawRepresentation)], prefix: "herald-webpush-daemon").port
         let c = HTTPTestClient(port: port, key: TestDaemon.key)
         do {
             // The page's applicationServerKey, without a key.
@@ -89,7 +84,6 @@ import Testing
         } catch {
             Issue.record(error)
         }
-        _ = await daemon.shutdown()
     }
 
     @Test func aPushServiceThatRefusesTheKeyForEverySubscriptionMakesReadinessDegradedAndSaysWhy() async throws {
@@ -99,8 +93,6 @@ import Testing
         let sim = try WebPushSimulator(configuration: simConfig)
         try sim.start()
         defer { sim.stop() }
-        let dir = try TemporaryDirectory(prefix: "herald-webpush-refused")
-        defer { dir.remove() }
         var registry = TransportRegistry()
         registry.register(WebPushTransport.self)
         let key = Base64URL.encode(try P256PrivateKey.generate().rawRepresentation)
@@ -112,9 +104,7 @@ import Testing
              "api": {"keys": [{"id": "backend", "secret": "\(TestDaemon.key)", "scopes": ["send", "devices", "admin"]}], "listen": "127.0.0.1:0"},
              "server": {"batchLinger": 0, "maintenanceInterval": "1h"}}
             """
-        let configuration = try DaemonConfiguration.parse(Data(config.utf8), baseDirectory: dir.path, registry: registry, environment: [:])
-        let daemon = Daemon(configuration: configuration, registry: registry, storage: .embedded, logSink: RecordingLogHandler())
-        let port = try await daemon.start()
+        let port = try await TestDaemon.start(plugins: config, registry: registry, prefix: "herald-webpush-refused").port
         let c = HTTPTestClient(port: port, key: TestDaemon.key)
         do {
             for i in 0..<2 {
@@ -137,6 +127,5 @@ import Testing
         } catch {
             Issue.record(error)
         }
-        _ = await daemon.shutdown()
     }
 }
