@@ -5,7 +5,7 @@
 # COMMIT, with a manifest of exactly what they hold, for Tests/HeraldServerTests/UpgradeTests.swift
 # (a later Herald must open them, migrate in place and keep everything).
 #
-#   scripts/make-upgrade-fixtures.sh cefef4f                  # writes Tests/Fixtures/upgrade/
+#   scripts/make-upgrade-fixtures.sh cefef4f                  # writes Tests/Fixtures/upgrade/cefef4f/
 #   scripts/make-upgrade-fixtures.sh cefef4f /tmp/fixtures    # elsewhere
 #   DRIVERS=sqlite scripts/make-upgrade-fixtures.sh cefef4f   # one driver only
 #
@@ -41,9 +41,9 @@ set -euo pipefail
 
 COMMIT_ARG="${1:?usage: make-upgrade-fixtures.sh COMMIT [OUT]}"
 ROOT="$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)"
-OUT="$(realpath -m "${2:-$ROOT/Tests/Fixtures/upgrade}")"
 DRIVERS="${DRIVERS:-sqlite postgresql}"
 COMMIT="$(git -C "$ROOT" rev-parse --verify "$COMMIT_ARG^{commit}")"
+OUT="$(realpath -m "${2:-$ROOT/Tests/Fixtures/upgrade/${COMMIT:0:7}}")"
 
 KEY="upgrade-fixture-api-key-0123456789"
 LIVE_SECRET="upgrade-fixture-live-secret-0123456789abcdef"
@@ -187,6 +187,16 @@ rows() {
   fi
 }
 
+# has_column TABLE COLUMN: whether the run's database has it (the schema moved on: from SQLite
+# step 5 and PostgreSQL step 6 the environment is a device attribute and `apns_id` is `message_id`).
+has_column() {
+  if [ "$DRIVER" = sqlite ]; then
+    [ "$(sqlite3 "$RUN/herald.db" "SELECT count(*) FROM pragma_table_info('$1') WHERE name = '$2'")" = 1 ]
+  else
+    [ "$("$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U herald -d herald -At -c "SELECT count(*) FROM information_schema.columns WHERE table_name = '$1' AND column_name = '$2'")" = 1 ]
+  fi
+}
+
 generate() {
   DRIVER="$1"
   RUN="$WORK/run-$DRIVER"; mkdir -p "$RUN"
@@ -276,9 +286,17 @@ generate() {
   # The rows as stored.
   local q='"user"'; [ "$DRIVER" = sqlite ] && q='user'
   local parked_true='1'; [ "$DRIVER" = postgresql ] && parked_true='true'
-  rows "SELECT app, token, $q AS \"user\", transport, environment, created_at, updated_at, invalidated_at, invalidation_reason FROM devices ORDER BY app, token" >"$WORK/db-devices.json"
+  # The same fields from every schema (the manifest keeps the names of the first fixtures).
+  local env='environment' d_env='d.environment' d_id='d.apns_id'
+  if ! has_column devices environment; then
+    env="json_extract(attributes, '\$.environment') AS environment"
+    [ "$DRIVER" = postgresql ] && env="(attributes::json ->> 'environment') AS environment"
+    d_env='NULL AS environment'
+  fi
+  has_column deliveries apns_id || d_id='d.message_id AS apns_id'
+  rows "SELECT app, token, $q AS \"user\", transport, $env, created_at, updated_at, invalidated_at, invalidation_reason FROM devices ORDER BY app, token" >"$WORK/db-devices.json"
   rows "SELECT id, app, idempotency_key, deliveries, created_at FROM notifications ORDER BY seq" >"$WORK/db-notifications.json"
-  rows "SELECT n.id AS notification, d.token, d.$q AS \"user\", d.environment, d.transport, d.state, (d.parked = $parked_true) AS parked, d.fallback, d.attempts, d.next_attempt_at, d.lease_until, d.last_reason, d.apns_id FROM deliveries d JOIN notifications n ON n.seq = d.notification ORDER BY d.id" >"$WORK/db-deliveries.json"
+  rows "SELECT n.id AS notification, d.token, d.$q AS \"user\", $d_env, d.transport, d.state, (d.parked = $parked_true) AS parked, d.fallback, d.attempts, d.next_attempt_at, d.lease_until, d.last_reason, $d_id FROM deliveries d JOIN notifications n ON n.seq = d.notification ORDER BY d.id" >"$WORK/db-deliveries.json"
   rows "SELECT app, $q AS \"user\", seq, device, notification, created_at FROM inbox ORDER BY app, $q, seq" >"$WORK/db-inbox.json"
   rows "SELECT app, $q AS \"user\", seq FROM inbox_sequences ORDER BY app, $q" >"$WORK/db-inbox-sequences.json"
 

@@ -4,7 +4,7 @@ import HeraldSQLite
 import HeraldTestKit
 import Testing
 
-/// What an upgrade fixture holds (`Tests/Fixtures/upgrade/<driver>/manifest.json`, written by
+/// What an upgrade fixture holds (`Tests/Fixtures/upgrade/<commit>/<driver>/manifest.json`, written by
 /// `scripts/make-upgrade-fixtures.sh COMMIT` from the API and the rows of the database it made).
 struct UpgradeManifest: Decodable {
     struct Device: Decodable {
@@ -98,14 +98,18 @@ struct UpgradeManifest: Decodable {
     static let key = "upgrade-test-key-0123456789abcdef"
     static let liveSecret = "upgrade-test-live-secret-0123456789abcdef"
 
-    static func fixture(_ driver: String) -> String { "\(PackagePaths.root)/Tests/Fixtures/upgrade/\(driver)" }
+    /// The commits whose Herald wrote a fixture set: the first schema with fixtures, and the last
+    /// `main` before this version (each driver's schema steps since then run on its data).
+    static let commits = ["cefef4f", "7ddb8bc"]
 
-    @Test(.timeLimit(.minutes(2))) func sqliteFixtureOpensMigratesAndKeepsEverything() async throws {
-        try await upgrade(driver: "sqlite")
+    static func fixture(_ commit: String, _ driver: String) -> String { "\(PackagePaths.root)/Tests/Fixtures/upgrade/\(commit)/\(driver)" }
+
+    @Test(.timeLimit(.minutes(2)), arguments: commits) func sqliteFixtureOpensMigratesAndKeepsEverything(commit: String) async throws {
+        try await upgrade(commit: commit, driver: "sqlite")
     }
 
-    @Test(.timeLimit(.minutes(2))) func postgresqlFixtureOpensMigratesAndKeepsEverything() async throws {
-        try await upgrade(driver: "postgresql")
+    @Test(.timeLimit(.minutes(2)), arguments: commits) func postgresqlFixtureOpensMigratesAndKeepsEverything(commit: String) async throws {
+        try await upgrade(commit: commit, driver: "postgresql")
     }
 
     /// The fixture's config.json with one change: a stream heartbeat (60 s) longer than the test
@@ -123,11 +127,12 @@ struct UpgradeManifest: Decodable {
         return try JSONSerialization.data(withJSONObject: root, options: [.prettyPrinted, .sortedKeys])
     }
 
-    func upgrade(driver: String) async throws {
+    func upgrade(commit: String, driver: String) async throws {
         #expect(FileManager.default.isExecutableFile(atPath: PackagePaths.heraldBinary), "build herald first: swift build")
-        let fixture = Self.fixture(driver)
+        let fixture = Self.fixture(commit, driver)
         let manifest = try UpgradeManifest.load("\(fixture)/manifest.json")
         #expect(manifest.driver == driver)
+        #expect(manifest.heraldCommit.hasPrefix(commit))
         let dir = try TemporaryDirectory(prefix: "herald-upgrade-\(driver)")
         defer { dir.remove() }
 
