@@ -282,7 +282,10 @@ import Testing
             down.withLock { $0 = false }
             try await server.restart()
             let before = accepted.withLock { $0 }
-            #expect(await eventually(timeout: 30) { accepted.withLock { $0 } >= before + 200 }, "accepts did not resume")
+            // Resumed: a few accepts in a row. (The load is one request at a time to a node under
+            // strace, ~30 accepts/s on an idle machine and a quarter of that beside the other
+            // suites that load the machine, so 200 of them once took longer than this bound.)
+            #expect(await eventually(timeout: 30) { accepted.withLock { $0 } >= before + 20 }, "accepts did not resume")
             load.cancel()
             await load.value
             #expect(other.withLock { $0 }.isEmpty, "answers other than 202 and 503: \(other.withLock { $0 }.prefix(3))")
