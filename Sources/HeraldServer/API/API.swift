@@ -201,7 +201,7 @@ public final class API: Sendable {
     }
 
     /// Answers at once (on the server thread) what needs no store or queue (errors, `/healthz`,
-    /// `/metrics`); `nil` otherwise.
+    /// `/metrics`, stream acks); `nil` otherwise.
     public func immediate(_ request: HTTPRequest) -> HTTPResponse? {
         if let frontEnd = frontEnd(for: request) { return immediate(request, frontEnd: frontEnd, ownListener: false) }
         return immediate(request, checked: check(request))
@@ -255,6 +255,7 @@ public final class API: Sendable {
             case .demoServiceWorker:
                 response = deps.snapshot().configuration.api.demo ? DemoPage.serviceWorkerResponse()
                     : APIError.notFound("the demo page is off; set \"api\": {\"demo\": true} in the config to serve it").response
+            case .streamAck: response = streamAck(request)
             default: return nil
             }
             metrics.request(route: route.label, status: response.status)
@@ -272,7 +273,6 @@ public final class API: Sendable {
         do {
             switch route {
             case .stream: response = await openStream(request)
-            case .streamAck: response = await streamAck(request)
             case .registerDevice: response = try await registerDevice(request)
             case .removeDevice(let token): response = try await removeDevice(token, request)
             case .userDevices(let user): response = try await userDevices(user, request)
@@ -282,7 +282,7 @@ public final class API: Sendable {
             case .streamSubscription: response = try await registerStreamSubscription(request)
             case .publicClientKey(let kind, let app): response = publicClientKey(kind: kind, appID: app)
             case .ready: response = await ready()
-            case .health, .metrics, .demo, .demoServiceWorker: response = APIError.notFound("unreachable").response
+            case .health, .metrics, .demo, .demoServiceWorker, .streamAck: response = APIError.notFound("unreachable").response
             }
         } catch let e as APIError {
             response = e.response

@@ -11,7 +11,10 @@ extension API {
     /// this server (nothing waits for its acks here; an ack must go to the server holding its
     /// stream). A body that is not `{"id": <whole number ≥ 0>}` is 400 naming `id`; the id may
     /// also be a string of digits, as a browser's `EventSource` gives `lastEventId`.
-    func streamAck(_ request: HTTPRequest) async -> HTTPResponse {
+    ///
+    /// Answered on the server thread (``immediate(_:)``): nothing in it waits, and an ack that
+    /// suspended its connection would cost libmicrohttpd a walk of every open stream.
+    func streamAck(_ request: HTTPRequest) -> HTTPResponse {
         guard let hub = deps.streams else {
             return APIError(status: 503, code: "streams_unavailable", message: "this server has no live streams").response
         }
@@ -32,7 +35,7 @@ extension API {
         case .success(let n): id = n
         case .failure(let e): return e.response
         }
-        await hub.acknowledge(app: appID, user: claims.user, device: device, id: id)
+        hub.acknowledgeAtOnce(app: appID, user: claims.user, device: device, id: id)
         return HTTPResponse(status: 204)
     }
 

@@ -303,8 +303,9 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
         catchUps.spawn { [self] in await catchUp(connection, after: after) }
     }
 
-    /// Waits for the catch-ups started with ``startCatchUp(_:after:)`` (the daemon calls it when
-    /// it stops, once its HTTP server has closed the streams).
+    /// Waits for the catch-ups started with ``startCatchUp(_:after:)`` and the unparks started by
+    /// ``acknowledgeAtOnce(app:user:device:id:)`` (the daemon calls it when it stops, once its
+    /// HTTP server has closed the streams).
     public func finishCatchUps() async {
         await catchUps.finish()
     }
@@ -578,10 +579,28 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
 
     /// Records that `device` (of `user`) has every event up to `id` (cumulative). Deliveries
     /// waiting for it end acknowledged; a device whose ack had timed out counts as present
-    /// again (its parked deliveries are made due). An id beyond what was sent acknowledges
-    /// everything up to it: a client only fools itself.
+    /// again (its parked deliveries are made due before this returns). An id beyond what was
+    /// sent acknowledges everything up to it: a client only fools itself.
     @discardableResult
     public func acknowledge(app: String, user: String, device: String, id: Int64) async -> AckResult {
+        let (result, revived) = record(app: app, user: user, device: device, id: id)
+        if revived { await unpark(app, device) }
+        return result
+    }
+
+    /// ``acknowledge(app:user:device:id:)`` without waiting: for the HTTP server's own thread,
+    /// so an ack is answered without suspending its connection (a suspension and resume of one
+    /// connection costs libmicrohttpd a walk of every suspended one, that is of every open
+    /// stream). A revived device's parked deliveries are made due in a task the hub owns.
+    @discardableResult
+    public func acknowledgeAtOnce(app: String, user: String, device: String, id: Int64) -> AckResult {
+        let (result, revived) = record(app: app, user: user, device: device, id: id)
+        if revived { catchUps.spawn { [self] in await unpark(app, device) } }
+        return result
+    }
+
+    /// The ack's effect on the hub's state; `revived`: the device counts as present again.
+    private func record(app: String, user: String, device: String, id: Int64) -> (AckResult, revived: Bool) {
         let key = Key(app: app, device: device)
         var complete: [AckBatch] = []
         let (result, revived): (AckResult, Bool) = state.withLock { s in
@@ -605,9 +624,8 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
         if result == .recorded { acks.increment() }
         if revived {
             logger.info("a device acknowledged again after an ack timeout; it counts as in the foreground", ["app": app, "device": Redact.token(device)])
-            await unpark(app, device)
         }
-        return result
+        return (result, revived)
     }
 
     /// The event id of `notificationID` when it was written to `device`'s stream and waits for
