@@ -157,3 +157,90 @@ struct NumberedClaimTests {
         await storage.close()
     }
 }
+
+/// The delivery engine over numbered claims: the next claim runs while the previous batch's
+/// events are written (one batch ahead, no more), and each batch's writes start only once the
+/// previous batch's have ended, so a device's events go out in number order.
+@Suite struct NumberedClaimPipelineTests {
+    /// Numbers every delivery; holds the first batch's writes until ``release()``.
+    final class HeldNumbering: InboxNumbering, @unchecked Sendable {
+        struct Log { var claims: [[String]] = []; var writes: [String] = []; var released = false }
+        let log = Locked(Log())
+        func release() { log.withLock { $0.released = true } }
+        func entries(for deliveries: [Delivery], now: Date) -> [InboxEntry.New?] {
+            log.withLock { $0.claims.append(deliveries.map(\.token)) }
+            return deliveries.map { d in
+                InboxEntry.New(app: d.app, user: d.user ?? "", device: d.token, notificationID: d.notificationID,
+                               event: Array("{}".utf8), createdAt: now)
+            }
+        }
+        func inboxMaxPerUser(_ app: String) -> Int { 100 }
+        func numbered(_ deliveries: [Delivery], entries: [InboxEntry?]) async {
+            let batch = deliveries.map(\.token).joined(separator: ",")
+            let first = log.withLock { l in
+                l.writes.append("start \(batch)")
+                return l.writes.count == 1
+            }
+            if first {
+                while !log.withLock({ $0.released }) { try? await Task.sleep(nanoseconds: 1_000_000) }
+            }
+            log.withLock { $0.writes.append("end \(batch)") }
+        }
+    }
+
+    final class NumberingTransport: InboxNumberingTransport {
+        let name = "t"
+        let numbering = HeldNumbering()
+        let delivered = Locked<[String]>([])
+        var inboxNumbering: (any InboxNumbering)? { numbering }
+        var impairment: String? { nil }
+        func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] {
+            delivered.withLock { $0 += batch.map(\.token) }
+            return batch.map { _ in .delivered(receipt: nil, evidence: "written (test)") }
+        }
+    }
+
+    @Test func theNextClaimOverlapsTheWritesAndTheWritesKeepTheirOrder() async throws {
+        try await withStorage(.sqlite) { storage, _ in
+            let clock = TestClock()
+            let transport = NumberingTransport()
+            let worker = TransportWorker(
+                name: "t", transport: transport, configuration: ScriptedTransport.Configuration(), queue: storage.queue,
+                invalidator: TokenInvalidator(store: storage.tokens, logger: .disabled, metrics: MetricsRegistry()),
+                clock: clock, logger: .disabled, metrics: DeliveryMetrics(registry: MetricsRegistry()), alreadyStarted: true,
+                random: { 0 },
+                settings: { .init(retry: RetryPolicy(), batchSize: 2, concurrency: 1, deadline: 30, lease: 30) })
+            let tokens = (1...6).map { String(format: "aa%02d", $0) }
+            _ = try await storage.queue.enqueue(QueuedNotification(
+                id: "n1", app: "app", topic: "app", content: NotificationContent(alert: .text("hi")), idempotencyKey: nil, createdAt: clock.now,
+                deliveries: tokens.map { PlannedDelivery(token: $0, user: "u-\($0)", transport: "t", messageID: UUIDSource.random()) }),
+                idempotencySince: clock.now)
+            worker.start()
+            worker.wake()
+            let log = transport.numbering.log
+            // The first batch's writes are held: the second batch is claimed meanwhile, not the third.
+            #expect(await within { log.withLock { $0.claims.count == 2 } })
+            try await Task.sleep(nanoseconds: 200_000_000)
+            #expect(log.withLock { $0.claims } == [["aa01", "aa02"], ["aa03", "aa04"]])
+            #expect(log.withLock { $0.writes } == ["start aa01,aa02"])
+            #expect(transport.delivered.withLock { $0 }.isEmpty)
+            transport.numbering.release()
+            #expect(await within { transport.delivered.withLock { $0.count } == 6 })
+            #expect(log.withLock { $0.writes } == ["start aa01,aa02", "end aa01,aa02", "start aa03,aa04", "end aa03,aa04",
+                                                    "start aa05,aa06", "end aa05,aa06"])
+            await worker.stop(deadline: 5)
+            let status = try #require(try await storage.queue.status(notificationID: "n1"))
+            #expect(status.deliveries.map(\.state) == Array(repeating: .delivered, count: 6))
+        }
+    }
+}
+
+/// Waits (real time, up to a minute: the machine is shared) until `condition` holds.
+private func within(_ condition: () -> Bool) async -> Bool {
+    let end = Date().addingTimeInterval(60)
+    while Date() < end {
+        if condition() { return true }
+        try? await Task.sleep(nanoseconds: 2_000_000)
+    }
+    return condition()
+}

@@ -13,7 +13,8 @@ import Glibc
 /// When the transport numbers its deliveries in the inbox (``InboxNumberingTransport``, the
 /// local transport) and the queue can do it in a claim (``InboxNumberingQueue``), each batch is
 /// claimed and numbered in one transaction, and its events are written (``InboxNumbering/numbered(_:entries:)``)
-/// before the next claim; the transport's answer and the outcome follow as for any batch.
+/// while the next batch is claimed (one batch ahead, batches written in claim order); the
+/// transport's answer and the outcome follow as for any batch.
 ///
 /// - Important: a batch is never taken back from a transport that still holds it. A batch the
 ///   transport keeps past `deadline` is reported slow and its lease renewed until the transport
@@ -82,8 +83,10 @@ public final class TransportWorker: Sendable {
     private struct State {
         var status: Status = .starting
         var inFlight = 0
-        /// Numbered batches whose events are written, waiting for the transport's answer.
+        /// Numbered batches whose events are written or being written, waiting for the transport's answer.
         var written = 0
+        /// Numbered batches whose events are not all written yet.
+        var writing = 0
         var stopping = false
         var probing = false
         var probeNow = false
@@ -153,6 +156,11 @@ public final class TransportWorker: Sendable {
     /// ``Settings/concurrency``: a claim is not held back by acks of earlier batches, and the
     /// deliveries claimed at once stay bounded.
     public static let writtenBatchesPerSlot = 16
+
+    /// How many numbered batches may still be having their events written while the next claim
+    /// runs: one, so a claim overlaps the previous batch's writes and numbered events do not
+    /// pile up in memory ahead of the streams.
+    public static let batchesWrittenDuringAClaim = 1
 
     /// Starts the worker's loop (once).
     public func start() {
@@ -228,12 +236,15 @@ public final class TransportWorker: Sendable {
         guard await startTransport() else { return }
         await settleInterrupted()
         await withDiscardingTaskGroup { group in
+            /// Signalled when the last numbered batch's events are written (the next waits for it).
+            var previousWrite: WakeSignal? = nil
             while !isStopping {
                 let s = settings()
                 let (canClaim, paused, probeDue): (Bool, Bool, Bool) = state.withLock { st in
                     let paused = st.status.isPaused
                     let free = paused ? (!st.probing)
                         : st.inFlight < max(1, s.concurrency) && st.written < max(1, s.concurrency) * Self.writtenBatchesPerSlot
+                            && st.writing <= Self.batchesWrittenDuringAClaim
                     return (free, paused, st.probeNow || clock.now >= st.nextProbe)
                 }
                 if !canClaim {
@@ -291,25 +302,41 @@ public final class TransportWorker: Sendable {
                 if paused { logger.info("paused: sending one delivery to see whether the setup was fixed") }
                 let written = numbering != nil && entries.contains { $0 != nil }
                 if let numbering, written {
-                    // Committed with the claim: written now, before the next claim numbers more.
-                    await numbering.numbering.numbered(claimed.map { c in
-                        var d = c.delivery
-                        d.acceptedAt = c.acceptedAt
-                        return d
-                    }, entries: entries)
-                    // What is left is waiting (acks), not work: the slot goes to the next claim.
+                    // Committed with the claim. Its events are written while the next claim runs
+                    // (one batch ahead at most), each batch's after the one before, so every
+                    // device gets its events in number order.
+                    let after = previousWrite, done = WakeSignal()
+                    previousWrite = done
                     state.withLock { st in
                         st.inFlight -= 1
                         st.written += 1
+                        st.writing += 1
                     }
-                }
-                group.addTask { [self] in
-                    await process(claimed, settings: s, probe: paused)
-                    state.withLock { st in
-                        if written { st.written -= 1 } else { st.inFlight -= 1 }
-                        if paused { st.probing = false }
+                    let deliveries = claimed.map { c in
+                        var d = c.delivery
+                        d.acceptedAt = c.acceptedAt
+                        return d
                     }
-                    slot.notify()
+                    group.addTask { [self] in
+                        if let after { await after.wait() }
+                        await numbering.numbering.numbered(deliveries, entries: entries)
+                        done.notify()
+                        // What is left is waiting (acks), not work: the next claim may go ahead.
+                        state.withLock { $0.writing -= 1 }
+                        slot.notify()
+                        await process(claimed, settings: s, probe: paused)
+                        state.withLock { $0.written -= 1 }
+                        slot.notify()
+                    }
+                } else {
+                    group.addTask { [self] in
+                        await process(claimed, settings: s, probe: paused)
+                        state.withLock { st in
+                            st.inFlight -= 1
+                            if paused { st.probing = false }
+                        }
+                        slot.notify()
+                    }
                 }
                 if !paused && claimed.count < s.batchSize && s.linger > 0 {
                     // A partial batch: let deliveries gather for a moment rather than pay the

@@ -9,7 +9,8 @@ import FoundationEssentials
 /// then the inbox append). When the transport offers numbering (``InboxNumberingTransport``) and
 /// the queue can number inside a claim (``InboxNumberingQueue``), the delivery engine claims,
 /// numbers and marks the batch `sent` in one transaction, then hands the numbered events to
-/// ``numbered(_:entries:)`` before it claims again; the transport's `deliver` later reports what
+/// ``numbered(_:entries:)`` while it claims the next batch (one batch ahead at most, each batch's
+/// call after the previous one's has returned); the transport's `deliver` later reports what
 /// became of them (written, acknowledged, not connected) and the outcome is recorded as before.
 ///
 /// - Important: a delivery counts as written only after its number is committed: a failed
@@ -28,10 +29,11 @@ public protocol InboxNumbering: Sendable {
     /// The app's `inbox.maxPerUser` (the append keeps that many entries per (app, user)).
     func inboxMaxPerUser(_ app: String) -> Int
 
-    /// Called once the claim has committed, before the next claim, with each delivery's numbered
-    /// entry (`nil` where ``entries(for:now:)`` gave none). The implementation writes the events
-    /// to their streams now (claims are sequential, so each device gets its events in number
-    /// order) and remembers the results for the transport's `deliver` of the same deliveries.
+    /// Called once the claim has committed, with each delivery's numbered entry (`nil` where
+    /// ``entries(for:now:)`` gave none), while the next claim may run. Calls come one at a time,
+    /// in claim order (a batch's after the previous batch's has returned), so writing the events
+    /// to their streams now gives each device its events in number order. The implementation
+    /// remembers the results for the transport's `deliver` of the same deliveries.
     func numbered(_ deliveries: [Delivery], entries: [InboxEntry?]) async
 }
 
