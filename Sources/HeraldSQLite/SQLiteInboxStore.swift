@@ -255,6 +255,8 @@ struct InboxGroups: Sendable {
 
     init(_ entries: [InboxEntry.New], maxPerUser: (String) -> Int) {
         var position: [Key: Int] = [:]
+        position.reserveCapacity(entries.count)
+        groups.reserveCapacity(entries.count)
         var keep: [String: Int] = [:]
         for (i, e) in entries.enumerated() {
             let key = Key(app: e.app, user: e.user)

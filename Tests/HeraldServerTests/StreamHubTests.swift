@@ -78,6 +78,13 @@ final class RecordingSink: EventSink, Sendable {
         let lines = ServerSentEvents.event(id: 1, name: "x", data: Array("a\r\nb\rc\nd".utf8))
         #expect(String(decoding: lines, as: UTF8.self) == "id: 1\nevent: x\ndata: a\ndata: b\ndata: c\ndata: d\n\n")
         #expect(ServerSentEvents.heartbeat == Array(": heartbeat\n\n".utf8))
+        // An empty payload and a trailing line break still give a data line each.
+        #expect(String(decoding: ServerSentEvents.event(id: 2, name: "x", data: []), as: UTF8.self) == "id: 2\nevent: x\ndata: \n\n")
+        #expect(String(decoding: ServerSentEvents.event(id: 3, name: "x", data: Array("a\n".utf8)), as: UTF8.self)
+                == "id: 3\nevent: x\ndata: a\ndata: \n\n")
+        // Split once, framed per id: the same bytes.
+        let prepared = ServerSentEvents.dataLines(Array("a\r\nb".utf8))
+        #expect(ServerSentEvents.event(id: 9, name: "x", dataLines: prepared) == ServerSentEvents.event(id: 9, name: "x", data: Array("a\r\nb".utf8)))
     }
 
     @Test func aConnectedDeviceGetsTheEventAndOthersAreNotConnected() async throws {

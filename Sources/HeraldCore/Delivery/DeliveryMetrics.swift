@@ -98,6 +98,15 @@ public final class DeliveryMetrics: Sendable {
     /// The first word of a reason (Apple's reason code), so label sets stay small.
     public static func reasonLabel(_ reason: String?) -> String {
         guard let reason, !reason.isEmpty else { return "" }
-        return String(reason.prefix { $0.isLetter || $0.isNumber || $0 == "_" }.prefix(40))
+        // ASCII first (every reason Herald and the platforms give): the same label without
+        // Unicode property look-ups per character, once per finished delivery.
+        var ascii = 0
+        for b in reason.utf8 {
+            guard b < 0x80 else { return String(reason.prefix { $0.isLetter || $0.isNumber || $0 == "_" }.prefix(40)) }
+            let wordByte = (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x5F
+            if !wordByte || ascii == 40 { break }
+            ascii += 1
+        }
+        return String(decoding: reason.utf8.prefix(ascii), as: UTF8.self)
     }
 }

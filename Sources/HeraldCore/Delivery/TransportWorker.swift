@@ -366,7 +366,8 @@ public final class TransportWorker: Sendable {
             }
             var result = [InboxEntry.New?](repeating: nil, count: deliveries.count)
             guard !sendable.isEmpty else { return result }
-            let given = inner.entries(for: sendable.map { deliveries[$0] }, now: now)
+            // Usually all of them: then the batch as it is, not a copy of each delivery.
+            let given = inner.entries(for: sendable.count == deliveries.count ? deliveries : sendable.map { deliveries[$0] }, now: now)
             for (i, e) in zip(sendable, given) { result[i] = e }
             return result
         }

@@ -91,25 +91,34 @@ extension UUID {
     /// Parses the canonical text (`8-4-4-4-12` hex digits, either case) without `sscanf`, as
     /// Foundation's `UUID(uuidString:)` does on Linux; `nil` for anything else.
     public init?(lowercasedString text: String) {
-        var bytes = [UInt8](repeating: 0, count: 16)
-        var n = 0
-        var high: UInt8? = nil
-        for (i, c) in text.utf8.enumerated() {
-            if i == 8 || i == 13 || i == 18 || i == 23 {
-                guard c == UInt8(ascii: "-") else { return nil }
-                continue
+        var text = text
+        // Over the contiguous UTF-8 bytes: a claim parses one per delivery.
+        let parsed: uuid_t? = text.withUTF8 { p -> uuid_t? in
+            guard p.count == 36 else { return nil }
+            var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+            let ok = withUnsafeMutableBytes(of: &value) { out -> Bool in
+                var n = 0
+                var high: UInt8? = nil
+                for i in 0..<36 {
+                    let c = p[i]
+                    if i == 8 || i == 13 || i == 18 || i == 23 {
+                        guard c == UInt8(ascii: "-") else { return false }
+                        continue
+                    }
+                    let v: UInt8
+                    switch c {
+                    case UInt8(ascii: "0")...UInt8(ascii: "9"): v = c - UInt8(ascii: "0")
+                    case UInt8(ascii: "a")...UInt8(ascii: "f"): v = c - UInt8(ascii: "a") + 10
+                    case UInt8(ascii: "A")...UInt8(ascii: "F"): v = c - UInt8(ascii: "A") + 10
+                    default: return false
+                    }
+                    if let h = high { out[n] = h << 4 | v; n += 1; high = nil } else { high = v }
+                }
+                return n == 16 && high == nil
             }
-            let v: UInt8
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): v = c - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): v = c - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): v = c - UInt8(ascii: "A") + 10
-            default: return nil
-            }
-            guard n < 16 else { return nil }
-            if let h = high { bytes[n] = h << 4 | v; n += 1; high = nil } else { high = v }
+            return ok ? value : nil
         }
-        guard n == 16, high == nil, text.utf8.count == 36 else { return nil }
-        self = bytes.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
+        guard let parsed else { return nil }
+        self = UUID(uuid: parsed)
     }
 }

@@ -6,23 +6,43 @@ enum ServerSentEvents {
     /// `id: <id>\nevent: <event>\ndata: <line>\n…\n\n`; a payload with line breaks (CR, LF or
     /// CRLF) becomes one `data:` line per line, as the standard's parser joins them with LF.
     static func event(id: Int64, name: String, data: [UInt8]) -> [UInt8] {
+        event(id: id, name: name, dataLines: dataLines(data))
+    }
+
+    /// ``event(id:name:data:)`` from the `data:` lines ``dataLines(_:)`` made: an event written to
+    /// many streams is split into lines once.
+    static func event(id: Int64, name: String, dataLines: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(data.count + 48)
-        out += Array("id: \(id)\nevent: \(name)\n".utf8)
-        var line: [UInt8] = []
+        out.reserveCapacity(dataLines.count + 40)
+        out += "id: ".utf8
+        out += String(id).utf8
+        out += "\nevent: ".utf8
+        out += name.utf8
+        out.append(0x0A)
+        out += dataLines
+        return out
+    }
+
+    /// `data: <line>\n` for each line of `data` (CR, LF or CRLF ends a line), then the empty line
+    /// that ends the event.
+    static func dataLines(_ data: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(data.count + 8)
+        var lineStart = true
         var previousCR = false
-        func flush() {
-            out += Array("data: ".utf8)
-            out += line
-            out.append(0x0A)
-            line.removeAll(keepingCapacity: true)
-        }
         for b in data {
             if b == 0x0A && previousCR { previousCR = false; continue }
             previousCR = b == 0x0D
-            if b == 0x0A || b == 0x0D { flush() } else { line.append(b) }
+            if lineStart { out += "data: ".utf8; lineStart = false }
+            if b == 0x0A || b == 0x0D {
+                out.append(0x0A)
+                lineStart = true
+            } else {
+                out.append(b)
+            }
         }
-        flush()
+        if lineStart { out += "data: ".utf8 }
+        out.append(0x0A)
         out.append(0x0A)
         return out
     }

@@ -551,12 +551,17 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
         guard !keys.isEmpty else { return }
         let written = await deviceOrder.run(keys) { () -> Int in
             let now = clock.now
+            // One notification's event, split into data lines once for all its streams.
+            var lines: [String: [UInt8]] = [:]
+            for e in entries {
+                if let e, lines[e.notificationID] == nil { lines[e.notificationID] = ServerSentEvents.dataLines(e.event) }
+            }
             return state.withLock { s in
                 var written = 0
                 for e in entries {
                     guard let e else { continue }
                     let key = Key(app: e.app, device: e.device)
-                    let frame = ServerSentEvents.event(id: e.seq, name: "notification", data: e.event)
+                    let frame = ServerSentEvents.event(id: e.seq, name: "notification", dataLines: lines[e.notificationID]!)
                     let takers = Self.send(&s, key: key, seq: e.seq, frame: frame)
                     let result: LocalWriteResult
                     if takers.isEmpty {
