@@ -551,34 +551,48 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
         guard !keys.isEmpty else { return }
         let written = await deviceOrder.run(keys) { () -> Int in
             let now = clock.now
-            // One notification's event, split into data lines once for all its streams.
+            // Framed outside the lock, one notification's data lines split once for all its streams.
             var lines: [String: [UInt8]] = [:]
+            var framed: [(entry: InboxEntry, frame: [UInt8])] = []
+            framed.reserveCapacity(entries.count)
             for e in entries {
-                if let e, lines[e.notificationID] == nil { lines[e.notificationID] = ServerSentEvents.dataLines(e.event) }
+                guard let e else { continue }
+                if lines[e.notificationID] == nil { lines[e.notificationID] = ServerSentEvents.dataLines(e.event) }
+                framed.append((e, ServerSentEvents.event(id: e.seq, name: "notification", dataLines: lines[e.notificationID]!)))
             }
-            return state.withLock { s in
-                var written = 0
-                for e in entries {
-                    guard let e else { continue }
-                    let key = Key(app: e.app, device: e.device)
-                    let frame = ServerSentEvents.event(id: e.seq, name: "notification", dataLines: lines[e.notificationID]!)
-                    let takers = Self.send(&s, key: key, seq: e.seq, frame: frame)
-                    let result: LocalWriteResult
-                    if takers.isEmpty {
-                        result = .notConnected(since: s.closedAt[key] ?? now)
-                        Self.keepNumber(&s, key: key, notificationID: e.notificationID, seq: e.seq, frame: frame)
-                    } else {
-                        result = .written(id: e.seq)
-                        written += 1
+            // The lock in slices: a claim's look-up, an ack or a close on the server thread waits
+            // for one slice, not for the whole batch (the device lock keeps each device's order).
+            var written = 0
+            var start = 0
+            while start < framed.count {
+                let slice = framed[start..<min(start + Self.writesPerLock, framed.count)]
+                written += state.withLock { s in
+                    var written = 0
+                    for (e, frame) in slice {
+                        let key = Key(app: e.app, device: e.device)
+                        let takers = Self.send(&s, key: key, seq: e.seq, frame: frame)
+                        let result: LocalWriteResult
+                        if takers.isEmpty {
+                            result = .notConnected(since: s.closedAt[key] ?? now)
+                            Self.keepNumber(&s, key: key, notificationID: e.notificationID, seq: e.seq, frame: frame)
+                        } else {
+                            result = .written(id: e.seq)
+                            written += 1
+                        }
+                        s.prewritten[key, default: [:]][e.notificationID] = Prewritten(seq: e.seq, frame: frame, result: result,
+                                                                                       ackTimeout: Self.ackTimeout(takers))
                     }
-                    s.prewritten[key, default: [:]][e.notificationID] = Prewritten(seq: e.seq, frame: frame, result: result,
-                                                                                   ackTimeout: Self.ackTimeout(takers))
+                    return written
                 }
-                return written
+                start = slice.endIndex
             }
+            return written
         }
         events.increment(by: Int64(written))
     }
+
+    /// Numbered events written per hold of the hub's lock (``numbered(_:entries:)``).
+    static let writesPerLock = 128
 
     // MARK: Acknowledgements
 
