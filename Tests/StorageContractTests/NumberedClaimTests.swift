@@ -219,13 +219,13 @@ struct NumberedClaimTests {
             worker.wake()
             let log = transport.numbering.log
             // The first batch's writes are held: the second batch is claimed meanwhile, not the third.
-            #expect(await within { log.withLock { $0.claims.count == 2 } })
+            #expect(await eventually { log.withLock { $0.claims.count == 2 } })
             try await Task.sleep(nanoseconds: 200_000_000)
             #expect(log.withLock { $0.claims } == [["aa01", "aa02"], ["aa03", "aa04"]])
             #expect(log.withLock { $0.writes } == ["start aa01,aa02"])
             #expect(transport.delivered.withLock { $0 }.isEmpty)
             transport.numbering.release()
-            #expect(await within { transport.delivered.withLock { $0.count } == 6 })
+            #expect(await eventually { transport.delivered.withLock { $0.count } == 6 })
             #expect(log.withLock { $0.writes } == ["start aa01,aa02", "end aa01,aa02", "start aa03,aa04", "end aa03,aa04",
                                                     "start aa05,aa06", "end aa05,aa06"])
             await worker.stop(deadline: 5)
@@ -233,14 +233,4 @@ struct NumberedClaimTests {
             #expect(status.deliveries.map(\.state) == Array(repeating: .delivered, count: 6))
         }
     }
-}
-
-/// Waits (real time, up to a minute: the machine is shared) until `condition` holds.
-private func within(_ condition: () -> Bool) async -> Bool {
-    let end = Date().addingTimeInterval(60)
-    while Date() < end {
-        if condition() { return true }
-        try? await Task.sleep(nanoseconds: 2_000_000)
-    }
-    return condition()
 }
