@@ -291,8 +291,16 @@ public final class TransportWorker: Sendable {
                     await work.wait(until: min(due ?? idle, idle), clock: clock)
                     continue
                 }
+                // Numbered at its claim: its events are written, then it waits (acks) as written,
+                // not in flight. Anything else holds a slot until the transport answers.
+                let written = numbering != nil && entries.contains { $0 != nil }
                 state.withLock { st in
-                    st.inFlight += 1
+                    if written {
+                        st.written += 1
+                        st.writing += 1
+                    } else {
+                        st.inFlight += 1
+                    }
                     if paused {
                         st.probing = true
                         st.probeNow = false
@@ -300,18 +308,12 @@ public final class TransportWorker: Sendable {
                     }
                 }
                 if paused { logger.info("paused: sending one delivery to see whether the setup was fixed") }
-                let written = numbering != nil && entries.contains { $0 != nil }
                 if let numbering, written {
                     // Committed with the claim. Its events are written while the next claim runs
                     // (one batch ahead at most), each batch's after the one before, so every
                     // device gets its events in number order.
                     let after = previousWrite, done = WakeSignal()
                     previousWrite = done
-                    state.withLock { st in
-                        st.inFlight -= 1
-                        st.written += 1
-                        st.writing += 1
-                    }
                     let deliveries = claimed.map { c in
                         var d = c.delivery
                         d.acceptedAt = c.acceptedAt
