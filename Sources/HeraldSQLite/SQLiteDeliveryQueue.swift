@@ -28,6 +28,8 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
     private let writerStatements = ThreadConfined(WriterStatements())
     /// The inbox on this queue's writer, for numbered claims (``attach(inbox:)``).
     private let inbox = Locked<SQLiteInboxStore?>(nil)
+    /// Transports whose deliveries accepts number and claim (``numberAtAccept(transport:_:)``).
+    private let acceptNumbering = Locked<[String: AcceptNumbering]>([:])
     private var cache: NotificationCache {
         get { writerCache.value }
         _modify { yield &writerCache.value }
@@ -135,6 +137,7 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
         }
         let waiting = added.values.reduce(0) { $0 + $1.queued }
         let created = n.createdAt.millisecondsSince1970
+        let takers = acceptTakers(for: n)
         return try await writer.perform(isAccept: true) { [self, added] db in
             if let key = n.idempotencyKey {
                 let s = try db.statement("SELECT seq, id, deliveries, created_at FROM notifications WHERE app = ? AND idempotency_key = ?")
@@ -151,11 +154,14 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
                     try clear.run()
                 }
             }
+            var rows = rows
+            var taken = try takers.map { try $0.number(&rows, db: db) }
             let insert = try statements.insertNotification(db)
             insert.bind(1, n.id).bind(2, n.app).bind(3, n.topic).bind(4, contentJSON).bind(5, n.idempotencyKey)
                 .bind(6, n.deliveries.count).bind(7, created)
             try insert.run()
             let seq = db.lastInsertRowID
+            var ids = [Int64](repeating: 0, count: rows.count)
             var next = 0
             while next < rows.count {
                 let chunk = rows[next..<min(next + WriterStatements.maxRowsPerInsert, rows.count)]
@@ -165,17 +171,101 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
                     s.bind(p, seq).bind(p + 1, r.token).bind(p + 2, r.user).bind(p + 3, r.transport)
                         .bind(p + 4, r.state).bind(p + 5, r.queued ? created : nil).bind(p + 6, r.reason)
                         .bind(p + 7, r.messageID).bind(p + 8, created).bind(p + 9, r.fallback).bind(p + 10, r.streamDevice)
+                        .bind(p + 11, Int64(r.leaseUntil == nil ? 0 : 1)).bind(p + 12, r.leaseUntil)
                     p += WriterStatements.deliveryColumns
                 }
                 try s.run()
+                // The rows of one INSERT take consecutive ids, the last one reported.
+                let last = db.lastInsertRowID
+                for (k, i) in chunk.indices.enumerated() { ids[i] = last - Int64(chunk.count - 1 - k) }
                 next += chunk.count
+            }
+            var added = added
+            var claimedAtAccept = 0
+            for i in taken.indices {
+                taken[i].assign(ids)
+                let k = taken[i].count
+                added[taken[i].transport, default: (0, 0)].queued -= k
+                added[taken[i].transport, default: (0, 0)].inFlight += k
+                claimedAtAccept += k
             }
             let receipt = EnqueueReceipt(id: n.id, deliveries: n.deliveries.count, replayed: false)
             // Cached now, not after the commit: a claim in the same group commit reads it. A
             // rollback clears the cache (row ids can be reused after one).
             cache.insert(seq, CachedNotification(id: n.id, app: n.app, topic: n.topic, content: n.content,
-                                                 createdAt: n.createdAt), unclaimed: waiting)
-            return (receipt, { [self] in adjust(added) })
+                                                 createdAt: n.createdAt), unclaimed: waiting - claimedAtAccept)
+            return (receipt, { [self, added, taken] in
+                adjust(added)
+                for t in taken where t.count > 0 { t.numbering.committed(t.batch) }
+            })
+        }
+    }
+
+    /// The transports that number this notification's deliveries at accept, each with the
+    /// deliveries it may take (first attempts, built off the writer thread).
+    private func acceptTakers(for n: QueuedNotification) -> [AcceptTaker] {
+        let registered = acceptNumbering.withLock { $0 }
+        guard !registered.isEmpty else { return [] }
+        var candidates: [String: [Int]] = [:]
+        for (i, d) in n.deliveries.enumerated() where d.state == .queued {
+            if let t = d.transport, registered[t] != nil { candidates[t, default: []].append(i) }
+        }
+        guard let store = inbox.withLock({ $0 }) else { return [] }
+        return candidates.map { transport, indexes in
+            let numbering = registered[transport]!
+            let deliveries: [Delivery] = indexes.map { i in
+                let d = n.deliveries[i]
+                var delivery = Delivery(id: 0, notificationID: n.id, app: n.app, topic: n.topic, token: d.token, user: d.user,
+                                        transport: transport, attempt: 1, messageID: d.messageID, content: n.content,
+                                        fallback: d.fallback, streamDevice: d.streamDevice)
+                delivery.acceptedAt = n.createdAt
+                return delivery
+            }
+            let leaseUntil = n.createdAt.addingTimeInterval(numbering.lease()).millisecondsSince1970
+            return AcceptTaker(transport: transport, numbering: numbering.numbering, store: store, indexes: indexes, deliveries: deliveries,
+                               createdAt: n.createdAt, leaseUntil: leaseUntil)
+        }
+    }
+
+    /// One transport's share of an accept: the deliveries it may take, then (on the writer
+    /// thread) the ones it numbered, claimed in the accept's rows.
+    private struct AcceptTaker: Sendable {
+        let transport: String
+        let numbering: any InboxNumbering
+        let store: SQLiteInboxStore
+        /// Indexes into the notification's deliveries (and rows).
+        let indexes: [Int]
+        var deliveries: [Delivery]
+        let createdAt: Date
+        let leaseUntil: Int64
+        /// Of `indexes`/`deliveries`, the positions numbered, with their entries.
+        private(set) var numbered: [(position: Int, entry: InboxEntry)] = []
+        var count: Int { numbered.count }
+
+        /// Numbers the candidates (inside the accept's transaction) and marks their rows claimed.
+        func number(_ rows: inout [DeliveryRow], db: SQLiteDatabase) throws -> AcceptTaker {
+            let wanted = numbering.entries(for: deliveries, now: createdAt)
+            guard wanted.count == deliveries.count else {
+                throw StoreError("inbox numbering returned \(wanted.count) entries for \(deliveries.count) deliveries")
+            }
+            let positions = wanted.indices.filter { wanted[$0] != nil }
+            var result = self
+            guard !positions.isEmpty else { return result }
+            let appended = try store.appendInTransaction(positions.map { wanted[$0]! }, maxPerUser: numbering.inboxMaxPerUser, db: db)
+            result.numbered = Array(zip(positions, appended)).map { (position: $0.0, entry: $0.1) }
+            for p in positions { rows[indexes[p]].claim(leaseUntil: leaseUntil) }
+            return result
+        }
+
+        /// Gives the numbered deliveries their row ids (known once inserted).
+        mutating func assign(_ ids: [Int64]) {
+            for (p, _) in numbered { deliveries[p].id = ids[indexes[p]] }
+        }
+
+        /// The numbered deliveries as a claimed batch.
+        var batch: NumberedClaim {
+            NumberedClaim(claimed: numbered.map { ClaimedDelivery(delivery: deliveries[$0.position], acceptedAt: createdAt) },
+                          entries: numbered.map { $0.entry }, atAccept: true)
         }
     }
 
@@ -199,6 +289,14 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
                 if n > 0 { adjust([transport: (-n, n)]) }
             })
         }
+    }
+
+    public func numberAtAccept(transport: String, _ numbering: AcceptNumbering) {
+        acceptNumbering.withLock { $0[transport] = numbering }
+    }
+
+    public func stopNumberingAtAccept(transport: String, _ numbering: AcceptNumbering) {
+        acceptNumbering.withLock { if $0[transport]?.id == numbering.id { $0[transport] = nil } }
     }
 
     /// Lets numbered claims append to `inbox`, which must share this queue's writer.
@@ -226,8 +324,10 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
             var entries = [InboxEntry?](repeating: nil, count: claimed.count)
             for (i, e) in zip(indexes, appended) { entries[i] = e }
             let n = claimed.count
-            return (NumberedClaim(claimed: claimed, entries: entries), { [self] in
+            let batch = NumberedClaim(claimed: claimed, entries: entries)
+            return (batch, { [self] in
                 if n > 0 { adjust([transport: (-n, n)]) }
+                if !appended.isEmpty { numbering.committed(batch) }
             })
         }
     }

@@ -13,6 +13,9 @@ struct DeliveryRow: Sendable {
     var messageID: String
     var fallback: String?
     var streamDevice: String?
+    /// Set for a delivery claimed at accept (``InboxNumberingQueue/numberAtAccept(transport:_:)``):
+    /// stored `sent`, attempt 1, leased until then.
+    var leaseUntil: Int64?
 
     init(_ d: PlannedDelivery) {
         token = d.token
@@ -25,6 +28,12 @@ struct DeliveryRow: Sendable {
         fallback = d.fallback
         streamDevice = d.streamDevice
     }
+
+    /// Claims the row at accept: `sent`, attempt 1, leased until `leaseUntil`.
+    mutating func claim(leaseUntil: Int64) {
+        state = DeliveryState.sent.rawValue
+        self.leaseUntil = leaseUntil
+    }
 }
 
 /// The queue writer's frequent statements, kept at hand rather than looked up by their SQL
@@ -33,7 +42,7 @@ struct DeliveryRow: Sendable {
 /// - Important: only for the writer thread's connection.
 struct WriterStatements {
     /// Parameters per row of ``insertDeliveries(_:_:)``.
-    static let deliveryColumns: Int32 = 11
+    static let deliveryColumns: Int32 = 13
     /// Most rows in one `INSERT` (a notification's deliveries go in chunks of this size).
     static let maxRowsPerInsert = 16
 
@@ -55,12 +64,14 @@ struct WriterStatements {
 
     /// `INSERT INTO deliveries` of `rows` rows (1…``maxRowsPerInsert``), ``deliveryColumns``
     /// parameters each: notification, token, user, transport, state,
-    /// next_attempt_at, last_reason, message_id, updated_at, fallback, stream_device.
+    /// next_attempt_at, last_reason, message_id, updated_at, fallback, stream_device, attempts, lease_until.
+    /// Rows get consecutive ids (`id INTEGER PRIMARY KEY`: each row takes the largest id plus
+    /// one, and nothing else writes between the rows of one statement).
     mutating func insertDeliveries(_ rows: Int, _ db: SQLiteDatabase) throws -> SQLiteStatement {
-        let values = Array(repeating: "(?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
+        let values = Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
         return try Self.reuse(&deliveries[rows], db, """
-            INSERT INTO deliveries (notification, token, user, transport, state, attempts,
-                                    next_attempt_at, last_reason, message_id, updated_at, fallback, stream_device)
+            INSERT INTO deliveries (notification, token, user, transport, state,
+                                    next_attempt_at, last_reason, message_id, updated_at, fallback, stream_device, attempts, lease_until)
             VALUES \(values)
             """)
     }

@@ -33,6 +33,9 @@ struct NumberedClaimTests {
         }
         func inboxMaxPerUser(_ app: String) -> Int { 100 }
         func numbered(_ deliveries: [Delivery], entries: [InboxEntry?]) async {}
+        /// Batches handed over after their commit, in commit order.
+        let committedBatches = Locked<[NumberedClaim]>([])
+        func committed(_ batch: NumberedClaim) { committedBatches.withLock { $0.append(batch) } }
     }
 
     func notification(_ id: String, tokens: [String]) -> QueuedNotification {
@@ -164,7 +167,7 @@ struct NumberedClaimTests {
 @Suite struct NumberedClaimPipelineTests {
     /// Numbers every delivery; holds the first batch's writes until ``release()``.
     final class HeldNumbering: InboxNumbering, @unchecked Sendable {
-        struct Log { var claims: [[String]] = []; var writes: [String] = []; var released = false }
+        struct Log { var claims: [[String]] = []; var writes: [String] = []; var numbers: [Int64] = []; var released = false }
         let log = Locked(Log())
         func release() { log.withLock { $0.released = true } }
         func entries(for deliveries: [Delivery], now: Date) -> [InboxEntry.New?] {
@@ -179,6 +182,7 @@ struct NumberedClaimTests {
             let batch = deliveries.map(\.token).joined(separator: ",")
             let first = log.withLock { l in
                 l.writes.append("start \(batch)")
+                l.numbers += entries.compactMap { $0?.seq }
                 return l.writes.count == 1
             }
             if first {
@@ -231,6 +235,50 @@ struct NumberedClaimTests {
             await worker.stop(deadline: 5)
             let status = try #require(try await storage.queue.status(notificationID: "n1"))
             #expect(status.deliveries.map(\.state) == Array(repeating: .delivered, count: 6))
+        }
+    }
+
+    /// An accept that numbers its deliveries (``InboxNumberingQueue/numberAtAccept(transport:_:)``)
+    /// hands them to the engine in commit order with the claims: written after the batch a claim
+    /// numbered before it, in batches of the batch size, with no claim of their own.
+    @Test func anAcceptsDeliveriesAreWrittenInCommitOrderAfterAClaimsWithoutAClaim() async throws {
+        try await withStorage(.sqlite) { storage, _ in
+            let clock = TestClock()
+            let transport = NumberingTransport()
+            let worker = TransportWorker(
+                name: "t", transport: transport, configuration: ScriptedTransport.Configuration(), queue: storage.queue,
+                invalidator: TokenInvalidator(store: storage.tokens, logger: .disabled, metrics: MetricsRegistry()),
+                clock: clock, logger: .disabled, metrics: DeliveryMetrics(registry: MetricsRegistry()), alreadyStarted: true,
+                random: { 0 },
+                settings: { .init(retry: RetryPolicy(), batchSize: 2, concurrency: 1, deadline: 30, lease: 30) })
+            func notification(_ id: String, _ tokens: [String]) -> QueuedNotification {
+                QueuedNotification(id: id, app: "app", topic: "app", content: NotificationContent(alert: .text(id)), idempotencyKey: nil,
+                                   createdAt: clock.now,
+                                   deliveries: tokens.map { PlannedDelivery(token: $0, user: "u-\($0)", transport: "t", messageID: UUIDSource.random()) })
+            }
+            _ = try await storage.queue.enqueue(notification("n1", ["aa01"]), idempotencySince: clock.now)
+            worker.start()
+            worker.wake()
+            let log = transport.numbering.log
+            // n1 claimed and numbered; its writes are held.
+            #expect(await eventually { log.withLock { $0.writes } == ["start aa01"] })
+            let tokens = (1...5).map { String(format: "aa%02d", $0) }
+            _ = try await storage.queue.enqueue(notification("n2", tokens), idempotencySince: clock.now)
+            // Numbered by the accept itself (asked once, all five), lined up behind n1's batch.
+            #expect(log.withLock { $0.claims } == [["aa01"], tokens])
+            try await Task.sleep(nanoseconds: 200_000_000)
+            #expect(log.withLock { $0.writes } == ["start aa01"])
+            transport.numbering.release()
+            #expect(await eventually { transport.delivered.withLock { $0.count } == 6 })
+            #expect(log.withLock { $0.writes } == ["start aa01", "end aa01", "start aa01,aa02", "end aa01,aa02",
+                                                    "start aa03,aa04", "end aa03,aa04", "start aa05", "end aa05"])
+            // aa01's user had number 1 from the claim, then 2 from the accept: written in that order.
+            #expect(log.withLock { $0.numbers } == [1, 2, 1, 1, 1, 1])
+            #expect(log.withLock { $0.claims }.count == 2)
+            await worker.stop(deadline: 5)
+            let status = try #require(try await storage.queue.status(notificationID: "n2"))
+            #expect(status.deliveries.map(\.state) == Array(repeating: .delivered, count: 5))
+            #expect(status.deliveries.map(\.attempts) == Array(repeating: 1, count: 5))
         }
     }
 }

@@ -13,7 +13,11 @@ import Glibc
 /// When the transport numbers its deliveries in the inbox (``InboxNumberingTransport``, the
 /// local transport) and the queue can do it in a claim (``InboxNumberingQueue``), each batch is
 /// claimed and numbered in one transaction, and its events are written (``InboxNumbering/numbered(_:entries:)``)
-/// while the next batch is claimed (one batch ahead, batches written in claim order); the
+/// while the next batch is claimed (one batch ahead). The worker also lends the numbering to the
+/// queue's accepts (``InboxNumberingQueue/numberAtAccept(transport:_:)``): a delivery whose device
+/// has a stream open here is numbered and claimed in its accept's own transaction and reaches
+/// the worker with no claim. Batches of both kinds are written one at a time in commit order
+/// (``InboxNumbering/committed(_:)``), so each device gets its events in number order; the
 /// transport's answer and the outcome follow as for any batch.
 ///
 /// - Important: a batch is never taken back from a transport that still holds it. A batch the
@@ -85,6 +89,9 @@ public final class TransportWorker: Sendable {
         var inFlight = 0
         /// Numbered batches whose events are written or being written, waiting for the transport's answer.
         var written = 0
+        /// Of those, the batches accepts took (bounded by the accepts, not by the claims' limit:
+        /// a client slow to ack does not hold the claims back).
+        var writtenAtAccept = 0
         /// Numbered batches whose events are not all written yet.
         var writing = 0
         var stopping = false
@@ -107,14 +114,16 @@ public final class TransportWorker: Sendable {
     private let random: @Sendable () -> Double
     private let onStatus: (@Sendable (Status) -> Void)?
     private let onReroute: (@Sendable (Set<String>) -> Void)?
-    private let state = Locked(State())
+    private let state: Locked<State>
     private let work = WakeSignal()
     private let slot = WakeSignal()
     private let done = WakeSignal()
     /// The transport was started by the caller (a reload starts it before swapping).
     private let alreadyStarted: Bool
     /// Numbered claims (the transport's numbering and the queue that does it), when both offer it.
-    private let numbering: (queue: any InboxNumberingQueue, numbering: any InboxNumbering)?
+    private let numbering: (queue: any InboxNumberingQueue, numbering: any InboxNumbering, lent: SendableNumbering)?
+    /// Numbered batches in commit order (claims' and accepts'), for their writes: see ``writeNumbered(_:)``.
+    private let numberedBatches = AsyncStream.makeStream(of: NumberedClaim.self)
 
     /// - Parameters:
     ///   - configuration: the transport's configuration, which renders its payloads.
@@ -142,8 +151,40 @@ public final class TransportWorker: Sendable {
         self.onStatus = onStatus
         self.onReroute = onReroute
         self.settings = settings
+        let state = Locked(State())
+        self.state = state
         if let q = queue as? any InboxNumberingQueue, let n = (transport as? any InboxNumberingTransport)?.inboxNumbering {
-            numbering = (q, n)
+            let batches = numberedBatches.continuation
+            // On the store's writer thread, in commit order: counted, then lined up for the writes.
+            // An accept's batch (any size) goes in batches of at most `batchSize`.
+            let lent = SendableNumbering(inner: n, renderer: renderer) { batch in
+                let size = max(1, settings().batchSize)
+                var parts: [NumberedClaim] = []
+                var start = 0
+                while start < batch.claimed.count {
+                    let end = min(start + size, batch.claimed.count)
+                    parts.append(NumberedClaim(claimed: Array(batch.claimed[start..<end]), entries: Array(batch.entries[start..<end]),
+                                               atAccept: batch.atAccept))
+                    start = end
+                }
+                state.withLock { st in
+                    st.written += parts.count
+                    st.writing += parts.count
+                    if batch.atAccept { st.writtenAtAccept += parts.count }
+                }
+                for part in parts {
+                    if case .terminated = batches.yield(part) {
+                        // The worker stopped: the deliveries stay `sent` until their lease ends
+                        // (housekeeping hands them out again) or the next start settles them.
+                        state.withLock { st in
+                            st.written -= 1
+                            st.writing -= 1
+                            if batch.atAccept { st.writtenAtAccept -= 1 }
+                        }
+                    }
+                }
+            }
+            numbering = (q, n, lent)
         } else {
             numbering = nil
         }
@@ -236,14 +277,21 @@ public final class TransportWorker: Sendable {
         guard await startTransport() else { return }
         await settleInterrupted()
         await withDiscardingTaskGroup { group in
-            /// Signalled when the last numbered batch's events are written (the next waits for it).
-            var previousWrite: WakeSignal? = nil
+            let atAccept = numbering.map { n in AcceptNumbering(numbering: n.lent, lease: { [settings] in settings().lease }) }
+            if let numbering, let atAccept {
+                group.addTask { [self] in await writeNumbered(numbering.numbering) }
+                numbering.queue.numberAtAccept(transport: name, atAccept)
+            }
+            defer {
+                if let numbering, let atAccept { numbering.queue.stopNumberingAtAccept(transport: name, atAccept) }
+                numberedBatches.continuation.finish()
+            }
             while !isStopping {
                 let s = settings()
                 let (canClaim, paused, probeDue): (Bool, Bool, Bool) = state.withLock { st in
                     let paused = st.status.isPaused
                     let free = paused ? (!st.probing)
-                        : st.inFlight < max(1, s.concurrency) && st.written < max(1, s.concurrency) * Self.writtenBatchesPerSlot
+                        : st.inFlight < max(1, s.concurrency) && st.written - st.writtenAtAccept < max(1, s.concurrency) * Self.writtenBatchesPerSlot
                             && st.writing <= Self.batchesWrittenDuringAClaim
                     return (free, paused, st.probeNow || clock.now >= st.nextProbe)
                 }
@@ -263,7 +311,7 @@ public final class TransportWorker: Sendable {
                 do {
                     if !paused, let numbering {
                         let batch = try await numbering.queue.claim(transport: name, limit: limit, now: now, leaseUntil: now.addingTimeInterval(s.lease),
-                                                                    numbering: SendableNumbering(inner: numbering.numbering, renderer: renderer))
+                                                                    numbering: numbering.lent)
                         (claimed, entries) = (batch.claimed, batch.entries)
                     } else {
                         (claimed, entries) = (try await queue.claim(transport: name, limit: limit, now: now, leaseUntil: now.addingTimeInterval(s.lease)), [])
@@ -273,8 +321,13 @@ public final class TransportWorker: Sendable {
                     await work.wait(until: clock.now.addingTimeInterval(1), clock: clock)
                     continue
                 }
+                // Numbered at its claim: committed() has lined it up for its writes, then its
+                // transport's answer (``writeNumbered(_:)``), and counted it as written.
+                let written = numbering != nil && entries.contains { $0 != nil }
                 if isStopping {
-                    // Claimed while stopping: hand them back at once rather than leave them leased.
+                    // Claimed while stopping: hand them back at once rather than leave them leased
+                    // (a numbered batch is written and answered as lined up).
+                    if written { break }
                     try? await queue.complete(claimed.map { .requeued($0.delivery, at: now, reason: "the daemon stopped before sending",
                                                                       countsAttempt: false) }, now: now)
                     break
@@ -291,46 +344,18 @@ public final class TransportWorker: Sendable {
                     await work.wait(until: min(due ?? idle, idle), clock: clock)
                     continue
                 }
-                // Numbered at its claim: its events are written, then it waits (acks) as written,
-                // not in flight. Anything else holds a slot until the transport answers.
-                let written = numbering != nil && entries.contains { $0 != nil }
-                state.withLock { st in
-                    if written {
-                        st.written += 1
-                        st.writing += 1
-                    } else {
-                        st.inFlight += 1
-                    }
-                    if paused {
-                        st.probing = true
-                        st.probeNow = false
-                        st.nextProbe = now.addingTimeInterval(s.probeInterval)
-                    }
-                }
-                if paused { logger.info("paused: sending one delivery to see whether the setup was fixed") }
-                if let numbering, written {
-                    // Committed with the claim. Its events are written while the next claim runs
-                    // (one batch ahead at most), each batch's after the one before, so every
-                    // device gets its events in number order.
-                    let after = previousWrite, done = WakeSignal()
-                    previousWrite = done
-                    let deliveries = claimed.map { c in
-                        var d = c.delivery
-                        d.acceptedAt = c.acceptedAt
-                        return d
-                    }
-                    group.addTask { [self] in
-                        if let after { await after.wait() }
-                        await numbering.numbering.numbered(deliveries, entries: entries)
-                        done.notify()
-                        // What is left is waiting (acks), not work: the next claim may go ahead.
-                        state.withLock { $0.writing -= 1 }
-                        slot.notify()
-                        await process(claimed, settings: s, probe: paused)
-                        state.withLock { $0.written -= 1 }
-                        slot.notify()
-                    }
+                if written {
+                    // Lined up by committed() (counted there): nothing more to do here.
                 } else {
+                    state.withLock { st in
+                        st.inFlight += 1
+                        if paused {
+                            st.probing = true
+                            st.probeNow = false
+                            st.nextProbe = now.addingTimeInterval(s.probeInterval)
+                        }
+                    }
+                    if paused { logger.info("paused: sending one delivery to see whether the setup was fixed") }
                     group.addTask { [self] in
                         await process(claimed, settings: s, probe: paused)
                         state.withLock { st in
@@ -355,6 +380,8 @@ public final class TransportWorker: Sendable {
     private struct SendableNumbering: InboxNumbering {
         let inner: any InboxNumbering
         let renderer: PayloadRenderer
+        /// Lines a committed batch up for its writes (on the store's writer thread).
+        let lineUp: @Sendable (NumberedClaim) -> Void
 
         func entries(for deliveries: [Delivery], now: Date) -> [InboxEntry.New?] {
             var sendable: [Int] = []
@@ -378,6 +405,37 @@ public final class TransportWorker: Sendable {
 
         func numbered(_ deliveries: [Delivery], entries: [InboxEntry?]) async {
             await inner.numbered(deliveries, entries: entries)
+        }
+
+        func committed(_ batch: NumberedClaim) { lineUp(batch) }
+    }
+
+    /// Writes the numbered batches (``InboxNumbering/numbered(_:entries:)``) one at a time in
+    /// commit order, which keeps each device's events in number order, then has each answered
+    /// by the transport beside the next batch's writes. A batch's writes are work (at most
+    /// ``batchesWrittenDuringAClaim`` behind a claim); its answer is waiting (an acking client's ack).
+    /// Ends when the loop has stopped and every batch lined up is written.
+    private func writeNumbered(_ numbering: any InboxNumbering) async {
+        await withDiscardingTaskGroup { group in
+            for await batch in numberedBatches.stream {
+                let deliveries = batch.claimed.map { c in
+                    var d = c.delivery
+                    d.acceptedAt = c.acceptedAt
+                    return d
+                }
+                await numbering.numbered(deliveries, entries: batch.entries)
+                state.withLock { $0.writing -= 1 }
+                slot.notify()
+                let s = settings()
+                group.addTask { [self] in
+                    await process(batch.claimed, settings: s, probe: false)
+                    state.withLock { st in
+                        st.written -= 1
+                        if batch.atAccept { st.writtenAtAccept -= 1 }
+                    }
+                    slot.notify()
+                }
+            }
         }
     }
 

@@ -12,6 +12,9 @@ import FoundationEssentials
 /// ``numbered(_:entries:)`` while it claims the next batch (one batch ahead at most, each batch's
 /// call after the previous one's has returned); the transport's `deliver` later reports what
 /// became of them (written, acknowledged, not connected) and the outcome is recorded as before.
+/// The queue's accepts can number too (``InboxNumberingQueue/numberAtAccept(transport:_:)``):
+/// then a delivery to a device with an open stream is claimed by the accept that stores it, and
+/// nothing is claimed after the 202 for it.
 ///
 /// - Important: a delivery counts as written only after its number is committed: a failed
 ///   claim numbers nothing and claims nothing (one transaction), and a crash after the commit
@@ -35,6 +38,17 @@ public protocol InboxNumbering: Sendable {
     /// to their streams now gives each device its events in number order. The implementation
     /// remembers the results for the transport's `deliver` of the same deliveries.
     func numbered(_ deliveries: [Delivery], entries: [InboxEntry?]) async
+
+    /// Called on the store's writer thread right after the commit of a batch this numbering
+    /// numbered (a claim's, or an accept's: ``InboxNumberingQueue/numberAtAccept(transport:_:)``),
+    /// one batch at a time in commit order: where the delivery engine lines the batches up for
+    /// ``numbered(_:entries:)``, so a device's events are written in number order whichever path
+    /// numbered them. Must be quick and must neither block nor await. The default does nothing.
+    func committed(_ batch: NumberedClaim)
+}
+
+extension InboxNumbering {
+    public func committed(_ batch: NumberedClaim) {}
 }
 
 /// A transport that can have its deliveries numbered in the inbox at claim time (``InboxNumbering``).
@@ -53,6 +67,40 @@ public protocol InboxNumberingQueue: DeliveryQueue {
     /// - Returns: the claimed deliveries and, per delivery, its numbered entry (or `nil`).
     /// - Throws: when the transaction failed: then nothing was claimed and nothing numbered.
     func claim(transport: String, limit: Int, now: Date, leaseUntil: Date, numbering: any InboxNumbering) async throws -> NumberedClaim
+
+    /// From now on (until ``stopNumberingAtAccept(transport:_:)``), ``DeliveryQueue/enqueue(_:idempotencySince:)``
+    /// claims at accept the deliveries of `transport` that `numbering` numbers: in the accept's
+    /// own transaction they are stored `sent` (attempt 1, leased as `numbering` says) with
+    /// their inbox entries, and after the commit the batch goes to
+    /// ``InboxNumbering/committed(_:)``, in commit order with the numbered claims. The engine
+    /// then writes and records them as a claimed batch, with no claim of its own: no row is
+    /// read back and none is marked a second time.
+    ///
+    /// - Important: the rest of the accept is unchanged: a delivery `numbering` does not number
+    ///   is stored `queued`, and a failed accept stores and numbers nothing (one transaction).
+    ///   A crash after the commit leaves the taken deliveries `sent` with their numbers, as a
+    ///   numbered claim does.
+    func numberAtAccept(transport: String, _ numbering: AcceptNumbering)
+
+    /// Accepts stop numbering for `transport`, if `numbering` is still the one they use (a
+    /// reload's new worker may have replaced it).
+    func stopNumberingAtAccept(transport: String, _ numbering: AcceptNumbering)
+}
+
+/// A transport's numbering as the delivery engine lends it to accepts
+/// (``InboxNumberingQueue/numberAtAccept(transport:_:)``).
+public struct AcceptNumbering: Sendable {
+    /// Numbers the deliveries an accept may take; its ``InboxNumbering/committed(_:)`` receives them.
+    public var numbering: any InboxNumbering
+    /// The lease of a delivery taken at accept, from the accept's time (read at each accept).
+    public var lease: @Sendable () -> TimeInterval
+    /// Tells one lending from another (``InboxNumberingQueue/stopNumberingAtAccept(transport:_:)``).
+    public let id = UUIDSource.random()
+
+    public init(numbering: any InboxNumbering, lease: @escaping @Sendable () -> TimeInterval) {
+        self.numbering = numbering
+        self.lease = lease
+    }
 }
 
 /// What ``InboxNumberingQueue/claim(transport:limit:now:leaseUntil:numbering:)`` returns.
@@ -60,10 +108,13 @@ public struct NumberedClaim: Sendable {
     public var claimed: [ClaimedDelivery]
     /// One per claimed delivery: its inbox entry, committed with the claim, or `nil`.
     public var entries: [InboxEntry?]
+    /// Claimed by an accept (``InboxNumberingQueue/numberAtAccept(transport:_:)``), not by a claim.
+    public var atAccept: Bool
 
-    public init(claimed: [ClaimedDelivery], entries: [InboxEntry?]) {
+    public init(claimed: [ClaimedDelivery], entries: [InboxEntry?], atAccept: Bool = false) {
         precondition(claimed.count == entries.count, "one entry (or nil) per claimed delivery")
         self.claimed = claimed
         self.entries = entries
+        self.atAccept = atAccept
     }
 }

@@ -1,0 +1,134 @@
+import Foundation
+import HeraldCore
+import HeraldSQLite
+import HeraldTestKit
+import Testing
+
+/// ``InboxNumberingQueue/numberAtAccept(transport:_:)``: an accept that claims and numbers, in its
+/// own transaction, the deliveries whose device has a stream here, so nothing is claimed after
+/// the 202 for them. SQLite offers it; PostgreSQL stores every delivery `queued` as before.
+struct AcceptNumberingTests {
+    typealias TestNumbering = NumberedClaimTests.TestNumbering
+    let t0 = Date(timeIntervalSince1970: 1_767_225_600)
+
+    func notification(_ id: String, tokens: [String], key: String? = nil) -> QueuedNotification {
+        QueuedNotification(id: id, app: "app", topic: "com.example.app", content: NotificationContent(alert: .text("hi")),
+                           idempotencyKey: key, createdAt: t0,
+                           deliveries: tokens.enumerated().map { PlannedDelivery(token: $1, user: "u\($0)", transport: "t", messageID: UUID()) })
+    }
+
+    func numberingQueue(_ storage: OpenStorage) throws -> (any InboxNumberingQueue, SQLiteDeliveryQueue) {
+        let queue = try #require(storage.queue as? SQLiteDeliveryQueue)
+        return (try #require(storage.queue as? any InboxNumberingQueue), queue)
+    }
+
+    /// More than one multi-row INSERT's worth (16 rows), so the row ids of later chunks are checked too.
+    let tokens = (0..<40).map { String(format: "aa%02d", $0) }
+
+    @Test func anAcceptTakesWhatItsNumberingNumbersInItsOwnCommit() async throws {
+        try await withStorage(.sqlite) { storage, _ in
+            let (queue, sqlite) = try numberingQueue(storage)
+            let connected = Set(tokens.enumerated().filter { $0.offset % 3 != 1 }.map(\.element))
+            let numbering = TestNumbering(connected: connected)
+            queue.numberAtAccept(transport: "t", AcceptNumbering(numbering: numbering, lease: { 60 }))
+            let before = sqlite.commitStatistics.commits
+            _ = try await storage.queue.enqueue(notification("n1", tokens: tokens), idempotencySince: t0)
+            #expect(sqlite.commitStatistics.commits == before + 1)
+            #expect(numbering.asked.withLock { $0 } == [tokens])
+            // Handed over after the commit: the numbered deliveries only, with their rows' ids.
+            let batches = numbering.committedBatches.withLock { $0 }
+            try #require(batches.count == 1)
+            let batch = batches[0]
+            let taken = tokens.filter { connected.contains($0) }
+            #expect(batch.claimed.map(\.delivery.token) == taken)
+            #expect(batch.claimed.allSatisfy { $0.delivery.attempt == 1 && $0.delivery.notificationID == "n1" && $0.acceptedAt == t0 })
+            #expect(batch.entries.map { $0?.seq } == Array(repeating: 1, count: taken.count))
+            let status = try #require(try await storage.queue.status(notificationID: "n1"))
+            let rowIDs = Dictionary(uniqueKeysWithValues: status.deliveries.map { ($0.token, $0.id) })
+            #expect(batch.claimed.map(\.delivery.id) == taken.map { rowIDs[$0]! })
+            #expect(batch.claimed.map(\.delivery.messageID.lowercasedString) == taken.map { t in status.deliveries.first { $0.token == t }!.messageID })
+            for d in status.deliveries {
+                #expect(d.state == (connected.contains(d.token) ? .sent : .queued), "\(d.token)")
+                #expect(d.attempts == (connected.contains(d.token) ? 1 : 0), "\(d.token)")
+            }
+            #expect(storage.queue.depth()["t"] == QueueDepth(queued: tokens.count - taken.count, inFlight: taken.count))
+            let entry = try #require(try await storage.inbox.entry(app: "app", user: "u0", device: "aa00", notificationID: "n1"))
+            #expect(entry.seq == 1)
+            #expect(try await storage.inbox.entry(app: "app", user: "u1", device: "aa01", notificationID: "n1") == nil)
+            // The rest is claimed as before; what was taken is not claimed again.
+            let rest = try await storage.queue.claim(transport: "t", limit: 100, now: t0, leaseUntil: t0 + 60)
+            #expect(rest.map(\.delivery.token) == tokens.filter { !connected.contains($0) })
+            // The taken deliveries are completed by the attempt they were handed over with.
+            try await storage.queue.complete(batch.claimed.map { .finished($0.delivery, .delivered, reason: "acknowledged (test)") }, now: t0)
+            let after = try #require(try await storage.queue.status(notificationID: "n1"))
+            #expect(after.deliveries.filter { $0.state == .delivered }.map(\.token) == taken)
+        }
+    }
+
+    @Test func anAcceptWhoseNumberingFailsStoresAndNumbersNothing() async throws {
+        try await withStorage(.sqlite) { storage, _ in
+            let (queue, _) = try numberingQueue(storage)
+            let failing = TestNumbering(connected: ["aa00", "aa01"], miscount: true)
+            queue.numberAtAccept(transport: "t", AcceptNumbering(numbering: failing, lease: { 60 }))
+            await #expect(throws: (any Error).self) {
+                _ = try await storage.queue.enqueue(notification("n1", tokens: ["aa00", "aa01"]), idempotencySince: t0)
+            }
+            #expect(try await storage.queue.status(notificationID: "n1") == nil)
+            #expect(try await storage.inbox.lastSequence(app: "app", user: "u0") == 0)
+            #expect(storage.queue.depth()["t", default: QueueDepth()] == QueueDepth())
+            #expect(failing.committedBatches.withLock { $0 }.isEmpty)
+            // Another lending replaces it; a stale one's stop leaves the new one in place.
+            let working = TestNumbering(connected: ["aa00"])
+            let lending = AcceptNumbering(numbering: working, lease: { 60 })
+            queue.numberAtAccept(transport: "t", lending)
+            queue.stopNumberingAtAccept(transport: "t", AcceptNumbering(numbering: failing, lease: { 60 }))
+            _ = try await storage.queue.enqueue(notification("n2", tokens: ["aa00", "aa01"]), idempotencySince: t0)
+            #expect(working.committedBatches.withLock { $0 }.map { $0.claimed.map(\.delivery.token) } == [["aa00"]])
+            // Stopped: accepts store `queued` again.
+            queue.stopNumberingAtAccept(transport: "t", lending)
+            _ = try await storage.queue.enqueue(notification("n3", tokens: ["aa00"]), idempotencySince: t0)
+            #expect(working.committedBatches.withLock { $0 }.count == 1)
+            let status = try #require(try await storage.queue.status(notificationID: "n3"))
+            #expect(status.deliveries.map(\.state) == [.queued])
+        }
+    }
+
+    @Test func aReplayedAcceptNumbersNothing() async throws {
+        try await withStorage(.sqlite) { storage, _ in
+            let (queue, _) = try numberingQueue(storage)
+            let numbering = TestNumbering(connected: ["aa00"])
+            queue.numberAtAccept(transport: "t", AcceptNumbering(numbering: numbering, lease: { 60 }))
+            let first = try await storage.queue.enqueue(notification("n1", tokens: ["aa00"], key: "k"), idempotencySince: t0)
+            let again = try await storage.queue.enqueue(notification("n2", tokens: ["aa00"], key: "k"), idempotencySince: t0)
+            #expect(!first.replayed && again.replayed && again.id == "n1")
+            #expect(numbering.committedBatches.withLock { $0 }.count == 1)
+            #expect(try await storage.inbox.lastSequence(app: "app", user: "u0") == 1)
+        }
+    }
+
+    @Test func aCrashAfterAnAcceptLeavesWhatItTookInterruptedWithItsNumbers() async throws {
+        let dir = try TemporaryDirectory(prefix: "herald-accept-numbering")
+        defer { dir.remove() }
+        let configuration = try await Backend.sqlite.configuration(in: dir)
+        var storage = try await SQLiteStorageDriver().open(configuration, metrics: MetricsRegistry(), exclusive: false)
+        do {
+            let (queue, _) = try numberingQueue(storage)
+            queue.numberAtAccept(transport: "t", AcceptNumbering(numbering: TestNumbering(connected: ["aa00"]), lease: { 60 }))
+            _ = try await storage.queue.enqueue(notification("n1", tokens: ["aa00", "aa01"]), idempotencySince: t0)
+            // The daemon dies before the events are written: what is on disk is what a kill -9 leaves.
+            await storage.close()
+            storage = try await SQLiteStorageDriver().open(configuration, metrics: MetricsRegistry(), exclusive: false)
+            let interrupted = try await storage.queue.interrupted(transport: "t")
+            #expect(interrupted.map(\.delivery.token) == ["aa00"])
+            #expect(interrupted.map(\.delivery.attempt) == [1])
+            let entry = try #require(try await storage.inbox.entry(app: "app", user: "u0", device: "aa00", notificationID: "n1"))
+            #expect(entry.seq == 1)
+            let queued = try await storage.queue.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0 + 60)
+            #expect(queued.map(\.delivery.token) == ["aa01"])
+        } catch {
+            await storage.close()
+            throw error
+        }
+        await storage.close()
+    }
+}
