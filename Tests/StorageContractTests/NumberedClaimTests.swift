@@ -196,10 +196,12 @@ struct NumberedClaimTests {
         let name = "t"
         let numbering = HeldNumbering()
         let delivered = Locked<[String]>([])
+        let batches = Locked<[[String]]>([])
         var inboxNumbering: (any InboxNumbering)? { numbering }
         var impairment: String? { nil }
         func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] {
             delivered.withLock { $0 += batch.map(\.token) }
+            batches.withLock { $0.append(batch.map(\.token)) }
             return batch.map { _ in .delivered(receipt: nil, evidence: "written (test)") }
         }
     }
@@ -240,7 +242,7 @@ struct NumberedClaimTests {
 
     /// An accept that numbers its deliveries (``InboxNumberingQueue/numberAtAccept(transport:_:)``)
     /// hands them to the engine in commit order with the claims: written after the batch a claim
-    /// numbered before it, in batches of the batch size, with no claim of their own.
+    /// numbered before it, with no claim of their own, in parts of the batch size.
     @Test func anAcceptsDeliveriesAreWrittenInCommitOrderAfterAClaimsWithoutAClaim() async throws {
         try await withStorage(.sqlite) { storage, _ in
             let clock = TestClock()
@@ -274,6 +276,7 @@ struct NumberedClaimTests {
                                                     "start aa03,aa04", "end aa03,aa04", "start aa05", "end aa05"])
             // aa01's user had number 1 from the claim, then 2 from the accept: written in that order.
             #expect(log.withLock { $0.numbers } == [1, 2, 1, 1, 1, 1])
+            #expect(Set(transport.batches.withLock { $0 }) == [["aa01"], ["aa01", "aa02"], ["aa03", "aa04"], ["aa05"]])
             #expect(log.withLock { $0.claims }.count == 2)
             await worker.stop(deadline: 5)
             let status = try #require(try await storage.queue.status(notificationID: "n2"))

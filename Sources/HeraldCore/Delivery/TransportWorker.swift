@@ -155,32 +155,21 @@ public final class TransportWorker: Sendable {
         self.state = state
         if let q = queue as? any InboxNumberingQueue, let n = (transport as? any InboxNumberingTransport)?.inboxNumbering {
             let batches = numberedBatches.continuation
-            // On the store's writer thread, in commit order: counted, then lined up for the writes.
-            // An accept's batch (any size) goes in batches of at most `batchSize`.
+            // On the store's writer thread, in commit order (and before the accept's 202): counted,
+            // then lined up for the writes, nothing more.
             let lent = SendableNumbering(inner: n, renderer: renderer) { batch in
-                let size = max(1, settings().batchSize)
-                var parts: [NumberedClaim] = []
-                var start = 0
-                while start < batch.claimed.count {
-                    let end = min(start + size, batch.claimed.count)
-                    parts.append(NumberedClaim(claimed: Array(batch.claimed[start..<end]), entries: Array(batch.entries[start..<end]),
-                                               atAccept: batch.atAccept))
-                    start = end
-                }
                 state.withLock { st in
-                    st.written += parts.count
-                    st.writing += parts.count
-                    if batch.atAccept { st.writtenAtAccept += parts.count }
+                    st.written += 1
+                    st.writing += 1
+                    if batch.atAccept { st.writtenAtAccept += 1 }
                 }
-                for part in parts {
-                    if case .terminated = batches.yield(part) {
-                        // The worker stopped: the deliveries stay `sent` until their lease ends
-                        // (housekeeping hands them out again) or the next start settles them.
-                        state.withLock { st in
-                            st.written -= 1
-                            st.writing -= 1
-                            if batch.atAccept { st.writtenAtAccept -= 1 }
-                        }
+                if case .terminated = batches.yield(batch) {
+                    // The worker stopped: the deliveries stay `sent` until their lease ends
+                    // (housekeeping hands them out again) or the next start settles them.
+                    state.withLock { st in
+                        st.written -= 1
+                        st.writing -= 1
+                        if batch.atAccept { st.writtenAtAccept -= 1 }
                     }
                 }
             }
@@ -413,27 +402,44 @@ public final class TransportWorker: Sendable {
     /// Writes the numbered batches (``InboxNumbering/numbered(_:entries:)``) one at a time in
     /// commit order, which keeps each device's events in number order, then has each answered
     /// by the transport beside the next batch's writes. A batch's writes are work (at most
-    /// ``batchesWrittenDuringAClaim`` behind a claim); its answer is waiting (an acking client's ack).
+    /// ``batchesWrittenDuringAClaim`` behind a claim); its answer is waiting (an acking client's
+    /// ack). An accept's batch (any size) goes in parts of at most `batchSize`, each written and
+    /// then answered while the next part is written.
     /// Ends when the loop has stopped and every batch lined up is written.
     private func writeNumbered(_ numbering: any InboxNumbering) async {
         await withDiscardingTaskGroup { group in
             for await batch in numberedBatches.stream {
-                let deliveries = batch.claimed.map { c in
-                    var d = c.delivery
-                    d.acceptedAt = c.acceptedAt
-                    return d
-                }
-                await numbering.numbered(deliveries, entries: batch.entries)
-                state.withLock { $0.writing -= 1 }
-                slot.notify()
                 let s = settings()
-                group.addTask { [self] in
-                    await process(batch.claimed, settings: s, probe: false)
-                    state.withLock { st in
-                        st.written -= 1
-                        if batch.atAccept { st.writtenAtAccept -= 1 }
+                let size = max(1, s.batchSize)
+                let parts = batch.claimed.count <= size ? [batch]
+                    : stride(from: 0, to: batch.claimed.count, by: size).map { start in
+                        let end = min(start + size, batch.claimed.count)
+                        return NumberedClaim(claimed: Array(batch.claimed[start..<end]), entries: Array(batch.entries[start..<end]),
+                                             atAccept: batch.atAccept)
                     }
+                // Counted as one batch when it was lined up: now as its parts.
+                state.withLock { st in
+                    st.written += parts.count - 1
+                    st.writing += parts.count - 1
+                    if batch.atAccept { st.writtenAtAccept += parts.count - 1 }
+                }
+                for part in parts {
+                    let deliveries = part.claimed.map { c in
+                        var d = c.delivery
+                        d.acceptedAt = c.acceptedAt
+                        return d
+                    }
+                    await numbering.numbered(deliveries, entries: part.entries)
+                    state.withLock { $0.writing -= 1 }
                     slot.notify()
+                    group.addTask { [self] in
+                        await process(part.claimed, settings: s, probe: false)
+                        state.withLock { st in
+                            st.written -= 1
+                            if part.atAccept { st.writtenAtAccept -= 1 }
+                        }
+                        slot.notify()
+                    }
                 }
             }
         }
