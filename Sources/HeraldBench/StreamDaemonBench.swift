@@ -30,7 +30,8 @@ enum StreamDaemonBench {
         process cannot hold both ends under the descriptor limit), measures the daemon's resident
         memory before and with the streams, sends one notification to all N users with
         POST /v1/notifications, and reports when the clients had it (p50, p99, last) counted from the
-        API's 202, while a prober asks /healthz every 20 ms. The N clients acknowledge (ack=1, a
+        API's 202 and from the POST (the accept's own time printed beside them), with the daemon's CPU
+        time over the broadcast (from /proc), while a prober asks /healthz every 20 ms. The N clients acknowledge (ack=1, a
         POST /v1/stream/ack per event) unless --no-acks; then the report adds when the last ack was
         answered and when the daemon had recorded every delivery `delivered`. Then, with every stream still open, it
         opens 100 more streams and closes them one by one (FIN and RST in turn), timing each close
@@ -124,10 +125,12 @@ enum StreamDaemonBench {
             prober.start()
             let users = (0..<n).map { "\"u\($0)\"" }.joined(separator: ",")
             let body = #"{"app":"\#(app)","users":[\#(users)],"alert":{"title":"bench","body":"to everyone"}}"#
+            let cpuBefore = cpuMilliseconds(daemon.pid)
             let posted = StreamDaemonBench.monotonic()
             let (status, accepted) = try post(port: port, path: "/v1/notifications", body: body)
             guard status == 202 else { throw Failure(description: "POST /v1/notifications answered \(status)") }
             let arrivals = try waitFor(file: "\(dir)/client.log", containing: "event 1 ", timeout: 300)
+            let broadcastCPU = cpuMilliseconds(daemon.pid) - cpuBefore
             let health = prober.stop()
             let allDelivered = acking ? watcher.wait(timeout: 60) : nil
             if ProcessInfo.processInfo.environment["HERALD_BENCH_METRICS"] != nil {
@@ -156,6 +159,8 @@ enum StreamDaemonBench {
             let fromPost = { (t: Double?) -> String in t.map { "\((($0 - posted) * 1000).fixed(0)) ms" } ?? "-" }
             console.out("  the accept (POST sent to 202 read): \(((accepted - posted) * 1000).fixed(0)) ms; from the POST: "
                         + "p50 \(fromPost(field("p50"))), p99 \(fromPost(field("p99"))), last \(fromPost(field("last")))")
+            console.out("  daemon CPU from the POST to the client's report: \(broadcastCPU.fixed(0)) ms, "
+                        + "\((broadcastCPU * 1000 / Double(n)).fixed(0)) µs per delivery")
             if acking {
                 console.out("  acks: \(Int(field("acked") ?? 0)) answered 204, \(Int(field("ack_failures") ?? 0)) failed; last ack answered \(ms(field("ack_last"))) "
                             + "after the 202; every delivery recorded delivered \(ms(allDelivered)) after the 202")
@@ -224,6 +229,18 @@ extension StreamDaemonBench.Run {
         }
         let tail = FileManager.default.contents(atPath: file).map { String(decoding: $0.suffix(2000), as: UTF8.self) } ?? ""
         throw StreamDaemonBench.Failure(description: "no \"\(text)\" in \(file) after \(Int(timeout)) s: \(tail)")
+    }
+
+    /// CPU time (user and system) the process has used, from `/proc/<pid>/stat` (clock ticks).
+    func cpuMilliseconds(_ pid: pid_t) -> Double {
+        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/stat") else { return 0 }
+        let text = String(decoding: data, as: UTF8.self)
+        // Fields after the command (which may hold spaces) start after its closing parenthesis.
+        guard let close = text.lastIndex(of: ")") else { return 0 }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        // utime and stime are fields 14 and 15 of the line: 12 and 13 after the state (field 3).
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) * 1000 / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
     /// VmRSS of a process, in KB.
