@@ -91,17 +91,20 @@ extension StreamDaemonBench.Run {
     /// An acknowledging stream beside the bench's: `count` notifications to its user, each
     /// acknowledged as soon as it arrives. - Returns: per notification the ack's round trip
     /// (POST to 204) and the time from the 202 until the status API says `delivered`.
-    func ackRoundTrips(port: Int, count: Int) throws -> (ack: [Double], delivered: [Double]) {
+    /// - Returns: per notification, the ack's round trip, the 202 to `delivered`, and the POST
+    ///   (sent) to its event read on the stream.
+    func ackRoundTrips(port: Int, count: Int) throws -> (ack: [Double], delivered: [Double], toClient: [Double]) {
         let user = "acker", device = device(2_000_000)
         var stream = try openStream(port: port, user: user, device: device, ack: true)
         defer { close(stream.fd) }
         usleep(200_000)
-        var acks: [Double] = [], delivered: [Double] = []
+        var acks: [Double] = [], delivered: [Double] = [], toClient: [Double] = []
         let token = clientToken(user: user, device: device)
         for _ in 0..<count {
             let body = #"{"app":"\#(app)","users":["\#(user)"],"alert":"ack"}"#
             let request = "POST /v1/notifications HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(apiKey)\r\nContent-Type: application/json\r\n"
                 + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
+            let posted = StreamDaemonBench.monotonic()
             let (status, text) = try BenchHTTP.exchange(port: port, request)
             let accepted = StreamDaemonBench.monotonic()
             guard status == 202, let idRange = text.firstRange(of: #""id":""#) else { throw StreamDaemonBench.Failure(description: "send answered \(status)") }
@@ -110,6 +113,7 @@ extension StreamDaemonBench.Run {
             try readUntil(&stream, Array("\nid: ".utf8))
             if let start = stream.buffered.firstRange(of: Array("\nid: ".utf8)) { stream.buffered.removeSubrange(..<start.lowerBound) }
             try readUntil(&stream, [10, 10])
+            toClient.append(StreamDaemonBench.monotonic() - posted)
             let textSoFar = String(decoding: stream.buffered, as: UTF8.self)
             guard let line = textSoFar.split(separator: "\n").last(where: { $0.hasPrefix("id: ") }), let id = Int64(line.dropFirst(4)) else {
                 throw StreamDaemonBench.Failure(description: "no event id on the acknowledging stream")
@@ -129,7 +133,7 @@ extension StreamDaemonBench.Run {
             }
             delivered.append(StreamDaemonBench.monotonic() - accepted)
         }
-        return (acks, delivered)
+        return (acks, delivered, toClient)
     }
 
     /// "p50 X ms, p99 Y ms, max Z ms" of `values` (seconds).

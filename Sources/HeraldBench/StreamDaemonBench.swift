@@ -116,7 +116,7 @@ enum StreamDaemonBench {
             // With every stream open (the client exits once it has the broadcast): closes (FIN and
             // RST in turn), and an acknowledging client.
             let closes = try closeToAbsent(port: port, open: n, count: 100)
-            let (acks, delivered) = try ackRoundTrips(port: port, count: 50)
+            let (acks, delivered, toClient) = try ackRoundTrips(port: port, count: 50)
 
             let deliveredBefore = try deliveredCount(port: port)
             let watcher = DeliveredWatcher(port: port, apiKey: apiKey, target: deliveredBefore + Double(n))
@@ -170,7 +170,7 @@ enum StreamDaemonBench {
             console.out("a client's close to its device counting as absent, \(closes.count) closes with \(n) streams open: "
                         + "\(Self.summary(closes)) (target p99 ≤ 100 ms)")
             console.out("an acknowledging client (ack=1) beside them, \(acks.count) notifications: ack round trip (POST /v1/stream/ack to 204) "
-                        + "\(Self.summary(acks)); 202 to delivered \(Self.summary(delivered))")
+                        + "\(Self.summary(acks)); 202 to delivered \(Self.summary(delivered)); POST to the event at the client \(Self.summary(toClient))")
             if reference {
                 let (code, output) = try Subprocess.run(bench, ["stream-http", "--n", String(n)])
                 console.out("reference (same run): the HTTP layer alone, one event written to \(n) streams:")
