@@ -222,7 +222,8 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
                 return delivery
             }
             let leaseUntil = n.createdAt.addingTimeInterval(numbering.lease()).millisecondsSince1970
-            return AcceptTaker(transport: transport, numbering: numbering.numbering, store: store, indexes: indexes, deliveries: deliveries,
+            return AcceptTaker(queue: self, lending: numbering.id, transport: transport, numbering: numbering.numbering, store: store,
+                               indexes: indexes, deliveries: deliveries,
                                createdAt: n.createdAt, leaseUntil: leaseUntil)
         }
     }
@@ -230,6 +231,9 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
     /// One transport's share of an accept: the deliveries it may take, then (on the writer
     /// thread) the ones it numbered, claimed in the accept's rows.
     private struct AcceptTaker: Sendable {
+        let queue: SQLiteDeliveryQueue
+        /// The lending it was read from (checked again on the writer thread).
+        let lending: UUID
         let transport: String
         let numbering: any InboxNumbering
         let store: SQLiteInboxStore
@@ -243,7 +247,10 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
         var count: Int { numbered.count }
 
         /// Numbers the candidates (inside the accept's transaction) and marks their rows claimed.
+        /// Numbers nothing when the lending was withdrawn since the accept read it (its worker
+        /// is stopping and would not write them): then the rows stay `queued`.
         func number(_ rows: inout [DeliveryRow], db: SQLiteDatabase) throws -> AcceptTaker {
+            guard queue.stillLent(lending, transport: transport) else { return self }
             let wanted = numbering.entries(for: deliveries, now: createdAt)
             guard wanted.count == deliveries.count else {
                 throw StoreError("inbox numbering returned \(wanted.count) entries for \(deliveries.count) deliveries")
@@ -295,8 +302,20 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
         acceptNumbering.withLock { $0[transport] = numbering }
     }
 
-    public func stopNumberingAtAccept(transport: String, _ numbering: AcceptNumbering) {
+    public func stopNumberingAtAccept(transport: String, _ numbering: AcceptNumbering) async {
+        // On the writer thread, after every operation queued before it: an accept checks its
+        // lending there too (``AcceptTaker/number(_:db:)``), so once this returns, the accepts
+        // that used it have committed and handed their batches over.
+        _ = try? await writer.perform { [self] _ in
+            acceptNumbering.withLock { if $0[transport]?.id == numbering.id { $0[transport] = nil } }
+            return ((), {})
+        }
         acceptNumbering.withLock { if $0[transport]?.id == numbering.id { $0[transport] = nil } }
+    }
+
+    /// Whether `lending` is still the numbering accepts use for `transport`.
+    fileprivate func stillLent(_ lending: UUID, transport: String) -> Bool {
+        acceptNumbering.withLock { $0[transport]?.id == lending }
     }
 
     /// Lets numbered claims append to `inbox`, which must share this queue's writer.

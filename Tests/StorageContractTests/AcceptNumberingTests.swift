@@ -81,11 +81,11 @@ struct AcceptNumberingTests {
             let working = TestNumbering(connected: ["aa00"])
             let lending = AcceptNumbering(numbering: working, lease: { 60 })
             queue.numberAtAccept(transport: "t", lending)
-            queue.stopNumberingAtAccept(transport: "t", AcceptNumbering(numbering: failing, lease: { 60 }))
+            await queue.stopNumberingAtAccept(transport: "t", AcceptNumbering(numbering: failing, lease: { 60 }))
             _ = try await storage.queue.enqueue(notification("n2", tokens: ["aa00", "aa01"]), idempotencySince: t0)
             #expect(working.committedBatches.withLock { $0 }.map { $0.claimed.map(\.delivery.token) } == [["aa00"]])
             // Stopped: accepts store `queued` again.
-            queue.stopNumberingAtAccept(transport: "t", lending)
+            await queue.stopNumberingAtAccept(transport: "t", lending)
             _ = try await storage.queue.enqueue(notification("n3", tokens: ["aa00"]), idempotencySince: t0)
             #expect(working.committedBatches.withLock { $0 }.count == 1)
             let status = try #require(try await storage.queue.status(notificationID: "n3"))
@@ -130,5 +130,68 @@ struct AcceptNumberingTests {
             throw error
         }
         await storage.close()
+    }
+}
+
+/// Withdrawing a lending (``InboxNumberingQueue/stopNumberingAtAccept(transport:_:)``) waits for
+/// the accepts that already took it: none hands a batch over after the withdrawal returned (its
+/// worker's line would be closed, and the deliveries left `sent` and never written).
+struct AcceptNumberingWithdrawalTests {
+    /// Numbers every delivery; its first call blocks the store's writer thread until released.
+    final class BlockingNumbering: InboxNumbering, @unchecked Sendable {
+        let gate = DispatchSemaphore(value: 0)
+        struct Log { var calls = 0; var handedOver: [(notification: String, afterWithdrawal: Bool)] = []; var withdrawn = false }
+        let log = Locked(Log())
+        func entries(for deliveries: [Delivery], now: Date) -> [InboxEntry.New?] {
+            if log.withLock({ $0.calls += 1; return $0.calls == 1 }) { gate.wait() }
+            return deliveries.map { d in
+                InboxEntry.New(app: d.app, user: d.user ?? "", device: d.token, notificationID: d.notificationID,
+                               event: Array("{}".utf8), createdAt: now)
+            }
+        }
+        func inboxMaxPerUser(_ app: String) -> Int { 100 }
+        func numbered(_ deliveries: [Delivery], entries: [InboxEntry?]) async {}
+        func committed(_ batch: NumberedClaim) {
+            log.withLock { l in l.handedOver.append((batch.claimed[0].delivery.notificationID, l.withdrawn)) }
+        }
+    }
+
+    @Test func anAcceptThatTookTheLendingHandsItsBatchOverBeforeTheWithdrawalReturns() async throws {
+        try await withStorage(.sqlite) { storage, _ in
+            let queue = try #require(storage.queue as? any InboxNumberingQueue)
+            let sqlite = try #require(storage.queue as? SQLiteDeliveryQueue)
+            let t0 = Date(timeIntervalSince1970: 1_767_225_600)
+            func notification(_ id: String) -> QueuedNotification {
+                QueuedNotification(id: id, app: "app", topic: "app", content: NotificationContent(alert: .text(id)), idempotencyKey: nil,
+                                   createdAt: t0, deliveries: [PlannedDelivery(token: "aa\(id)", user: "u", transport: "t", messageID: UUID())])
+            }
+            let numbering = BlockingNumbering()
+            let lending = AcceptNumbering(numbering: numbering, lease: { 60 })
+            queue.numberAtAccept(transport: "t", lending)
+            // n1 holds the writer thread inside its numbering; n2 has read the lending and waits behind it.
+            let first = Task { try await storage.queue.enqueue(notification("n1"), idempotencySince: t0) }
+            #expect(await eventually { numbering.log.withLock { $0.calls } == 1 })
+            let waiting = sqlite.waitingAccepts
+            let second = Task { try await storage.queue.enqueue(notification("n2"), idempotencySince: t0) }
+            #expect(await eventually { sqlite.waitingAccepts == waiting + 1 })
+            let withdrawal = Task {
+                await queue.stopNumberingAtAccept(transport: "t", lending)
+                numbering.log.withLock { $0.withdrawn = true }
+            }
+            try await Task.sleep(nanoseconds: 100_000_000)
+            #expect(!numbering.log.withLock { $0.withdrawn })   // it waits for the accepts ahead of it
+            numbering.gate.signal()
+            _ = try await first.value
+            _ = try await second.value
+            await withdrawal.value
+            let handedOver = numbering.log.withLock { $0.handedOver }
+            #expect(handedOver.map(\.notification) == ["n1", "n2"])
+            #expect(handedOver.allSatisfy { !$0.afterWithdrawal })
+            // After it: accepts store `queued` and hand nothing over.
+            _ = try await storage.queue.enqueue(notification("n3"), idempotencySince: t0)
+            #expect(numbering.log.withLock { $0.handedOver.count } == 2)
+            let status = try #require(try await storage.queue.status(notificationID: "n3"))
+            #expect(status.deliveries.map(\.state) == [.queued])
+        }
     }
 }

@@ -164,8 +164,8 @@ public final class TransportWorker: Sendable {
                     if batch.atAccept { st.writtenAtAccept += 1 }
                 }
                 if case .terminated = batches.yield(batch) {
-                    // The worker stopped: the deliveries stay `sent` until their lease ends
-                    // (housekeeping hands them out again) or the next start settles them.
+                    // Cannot happen for an accept's batch (the loop withdraws the lending before it
+                    // ends the line) nor a claim's (claims end with the loop); kept as a guard.
                     state.withLock { st in
                         st.written -= 1
                         st.writing -= 1
@@ -271,10 +271,6 @@ public final class TransportWorker: Sendable {
                 group.addTask { [self] in await writeNumbered(numbering.numbering) }
                 numbering.queue.numberAtAccept(transport: name, atAccept)
             }
-            defer {
-                if let numbering, let atAccept { numbering.queue.stopNumberingAtAccept(transport: name, atAccept) }
-                numberedBatches.continuation.finish()
-            }
             while !isStopping {
                 let s = settings()
                 let (canClaim, paused, probeDue): (Bool, Bool, Bool) = state.withLock { st in
@@ -360,6 +356,10 @@ public final class TransportWorker: Sendable {
                     try? await clock.sleep(for: s.linger)
                 }
             }
+            // Accepts stop handing batches over (every one that took some has handed them over
+            // when this returns), then the line ends once its last batch is written.
+            if let numbering, let atAccept { await numbering.queue.stopNumberingAtAccept(transport: name, atAccept) }
+            numberedBatches.continuation.finish()
         }
     }
 

@@ -84,7 +84,11 @@ public protocol InboxNumberingQueue: DeliveryQueue {
 
     /// Accepts stop numbering for `transport`, if `numbering` is still the one they use (a
     /// reload's new worker may have replaced it).
-    func stopNumberingAtAccept(transport: String, _ numbering: AcceptNumbering)
+    ///
+    /// - Important: returns once no accept can hand `numbering` a batch any more: every accept
+    ///   that numbered with it has committed and called ``InboxNumbering/committed(_:)``, and
+    ///   later ones store their deliveries `queued`.
+    func stopNumberingAtAccept(transport: String, _ numbering: AcceptNumbering) async
 }
 
 /// A transport's numbering as the delivery engine lends it to accepts
