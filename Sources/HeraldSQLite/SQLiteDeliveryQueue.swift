@@ -155,7 +155,7 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
                 }
             }
             var rows = rows
-            var taken = try takers.map { try $0.number(&rows, db: db) }
+            var taken = try number(takers, &rows, db: db)
             let insert = try statements.insertNotification(db)
             insert.bind(1, n.id).bind(2, n.app).bind(3, n.topic).bind(4, contentJSON).bind(5, n.idempotencyKey)
                 .bind(6, n.deliveries.count).bind(7, created)
@@ -198,6 +198,26 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
                 adjust(added)
                 for t in taken where t.count > 0 { t.numbering.committed(t.batch) }
             })
+        }
+    }
+
+    /// Numbers what `takers` take (inside the accept's transaction, under a savepoint of its
+    /// own). When numbering fails (the inbox refuses its rows), the accept goes on without it:
+    /// its deliveries are stored `queued` and claimed as before, so a broken inbox never refuses
+    /// a notification.
+    private func number(_ takers: [AcceptTaker], _ rows: inout [DeliveryRow], db: SQLiteDatabase) throws -> [AcceptTaker] {
+        guard !takers.isEmpty else { return [] }
+        try db.execute("SAVEPOINT accept_numbering", operation: "number an accept's deliveries")
+        var numberedRows = rows
+        do {
+            let taken = try takers.map { try $0.number(&numberedRows, db: db) }
+            try db.execute("RELEASE accept_numbering", operation: "number an accept's deliveries")
+            rows = numberedRows
+            return taken
+        } catch {
+            try db.execute("ROLLBACK TO accept_numbering", operation: "undo an accept's numbering")
+            try db.execute("RELEASE accept_numbering", operation: "undo an accept's numbering")
+            return []
         }
     }
 

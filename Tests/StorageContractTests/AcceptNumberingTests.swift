@@ -65,17 +65,19 @@ struct AcceptNumberingTests {
         }
     }
 
-    @Test func anAcceptWhoseNumberingFailsStoresAndNumbersNothing() async throws {
+    @Test func anAcceptWhoseNumberingFailsIsStoredQueuedWithNothingNumbered() async throws {
         try await withStorage(.sqlite) { storage, _ in
             let (queue, _) = try numberingQueue(storage)
             let failing = TestNumbering(connected: ["aa00", "aa01"], miscount: true)
             queue.numberAtAccept(transport: "t", AcceptNumbering(numbering: failing, lease: { 60 }))
-            await #expect(throws: (any Error).self) {
-                _ = try await storage.queue.enqueue(notification("n1", tokens: ["aa00", "aa01"]), idempotencySince: t0)
-            }
-            #expect(try await storage.queue.status(notificationID: "n1") == nil)
+            // The numbering fails inside the accept's transaction: the accept goes on without it.
+            let receipt = try await storage.queue.enqueue(notification("n1", tokens: ["aa00", "aa01"]), idempotencySince: t0)
+            #expect(receipt.deliveries == 2 && !receipt.replayed)
+            let stored = try #require(try await storage.queue.status(notificationID: "n1"))
+            #expect(stored.deliveries.map(\.state) == [.queued, .queued])
+            #expect(stored.deliveries.map(\.attempts) == [0, 0])
             #expect(try await storage.inbox.lastSequence(app: "app", user: "u0") == 0)
-            #expect(storage.queue.depth()["t", default: QueueDepth()] == QueueDepth())
+            #expect(storage.queue.depth()["t"] == QueueDepth(queued: 2, inFlight: 0))
             #expect(failing.committedBatches.withLock { $0 }.isEmpty)
             // Another lending replaces it; a stale one's stop leaves the new one in place.
             let working = TestNumbering(connected: ["aa00"])
@@ -84,6 +86,7 @@ struct AcceptNumberingTests {
             await queue.stopNumberingAtAccept(transport: "t", AcceptNumbering(numbering: failing, lease: { 60 }))
             _ = try await storage.queue.enqueue(notification("n2", tokens: ["aa00", "aa01"]), idempotencySince: t0)
             #expect(working.committedBatches.withLock { $0 }.map { $0.claimed.map(\.delivery.token) } == [["aa00"]])
+            #expect(try await storage.inbox.lastSequence(app: "app", user: "u0") == 1)
             // Stopped: accepts store `queued` again.
             await queue.stopNumberingAtAccept(transport: "t", lending)
             _ = try await storage.queue.enqueue(notification("n3", tokens: ["aa00"]), idempotencySince: t0)
@@ -91,6 +94,35 @@ struct AcceptNumberingTests {
             let status = try #require(try await storage.queue.status(notificationID: "n3"))
             #expect(status.deliveries.map(\.state) == [.queued])
         }
+    }
+
+    @Test func anInboxThatRefusesItsRowsLeavesTheAcceptQueuedAndAccepted() async throws {
+        let dir = try TemporaryDirectory(prefix: "herald-accept-numbering")
+        defer { dir.remove() }
+        let configuration = try await Backend.sqlite.configuration(in: dir)
+        let storage = try await SQLiteStorageDriver().open(configuration, metrics: MetricsRegistry(), exclusive: false)
+        let other = try SQLiteDatabase(path: dir.file("herald.db"), synchronous: "NORMAL")
+        do {
+            let (queue, _) = try numberingQueue(storage)
+            let numbering = TestNumbering(connected: ["aa00", "aa01"])
+            queue.numberAtAccept(transport: "t", AcceptNumbering(numbering: numbering, lease: { 60 }))
+            // Every inbox insert fails (as a full disk or a damaged page would), after the
+            // counters' upsert ran in the same transaction.
+            try other.execute("CREATE TRIGGER refuse_inbox BEFORE INSERT ON inbox BEGIN SELECT RAISE(ABORT, 'inbox refused'); END",
+                              operation: "refuse inbox inserts")
+            _ = try await storage.queue.enqueue(notification("n1", tokens: ["aa00", "aa01"]), idempotencySince: t0)
+            let status = try #require(try await storage.queue.status(notificationID: "n1"))
+            #expect(status.deliveries.map(\.state) == [.queued, .queued])
+            #expect(try await storage.inbox.lastSequence(app: "app", user: "u0") == 0)
+            #expect(numbering.committedBatches.withLock { $0 }.isEmpty)
+            try other.execute("DROP TRIGGER refuse_inbox", operation: "accept inbox inserts again")
+            _ = try await storage.queue.enqueue(notification("n2", tokens: ["aa00", "aa01"]), idempotencySince: t0)
+            #expect(numbering.committedBatches.withLock { $0 }.map { $0.entries.map { $0?.seq } } == [[1, 1]])
+        } catch {
+            await storage.close()
+            throw error
+        }
+        await storage.close()
     }
 
     @Test func aReplayedAcceptNumbersNothing() async throws {

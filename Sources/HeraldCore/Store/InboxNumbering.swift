@@ -77,9 +77,10 @@ public protocol InboxNumberingQueue: DeliveryQueue {
     /// read back and none is marked a second time.
     ///
     /// - Important: the rest of the accept is unchanged: a delivery `numbering` does not number
-    ///   is stored `queued`, and a failed accept stores and numbers nothing (one transaction).
-    ///   A crash after the commit leaves the taken deliveries `sent` with their numbers, as a
-    ///   numbered claim does.
+    ///   is stored `queued`; a numbering that fails (the inbox refuses its rows) is undone and
+    ///   the accept goes on with every delivery `queued`; a failed accept stores and numbers
+    ///   nothing (one transaction). A crash after the commit leaves the taken deliveries `sent`
+    ///   with their numbers, as a numbered claim does.
     func numberAtAccept(transport: String, _ numbering: AcceptNumbering)
 
     /// Accepts stop numbering for `transport`, if `numbering` is still the one they use (a
