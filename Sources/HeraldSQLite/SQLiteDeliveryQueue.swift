@@ -30,6 +30,8 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
     private let inbox = Locked<SQLiteInboxStore?>(nil)
     /// Transports whose deliveries accepts number and claim (``numberAtAccept(transport:_:)``).
     private let acceptNumbering = Locked<[String: AcceptNumbering]>([:])
+    /// Appends of accepts' entries queued and not yet handed over, per lending.
+    private let pendingAppends = Locked<[UUID: Int]>([:])
     private var cache: NotificationCache {
         get { writerCache.value }
         _modify { yield &writerCache.value }
@@ -196,21 +198,20 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
                                                  createdAt: n.createdAt), unclaimed: waiting - claimedAtAccept)
             return (receipt, { [self, added, taken] in
                 adjust(added)
-                for t in taken where t.count > 0 { t.numbering.committed(t.batch) }
+                for t in taken where t.count > 0 { appendEntries(of: t) }
             })
         }
     }
 
-    /// Numbers what `takers` take (inside the accept's transaction, under a savepoint of its
-    /// own). When numbering fails (the inbox refuses its rows), the accept goes on without it:
-    /// its deliveries are stored `queued` and claimed as before, so a broken inbox never refuses
-    /// a notification.
+    /// Takes what `takers` take (inside the accept's transaction, under a savepoint of its
+    /// own). When that fails, the accept goes on without it: its deliveries are stored `queued`
+    /// and claimed as before, so a broken numbering never refuses a notification.
     private func number(_ takers: [AcceptTaker], _ rows: inout [DeliveryRow], db: SQLiteDatabase) throws -> [AcceptTaker] {
         guard !takers.isEmpty else { return [] }
         try db.execute("SAVEPOINT accept_numbering", operation: "number an accept's deliveries")
         var numberedRows = rows
         do {
-            let taken = try takers.map { try $0.number(&numberedRows, db: db) }
+            let taken = try takers.map { try $0.take(&numberedRows) }
             try db.execute("RELEASE accept_numbering", operation: "number an accept's deliveries")
             rows = numberedRows
             return taken
@@ -243,13 +244,13 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
             }
             let leaseUntil = n.createdAt.addingTimeInterval(numbering.lease()).millisecondsSince1970
             return AcceptTaker(queue: self, lending: numbering.id, transport: transport, numbering: numbering.numbering, store: store,
-                               indexes: indexes, deliveries: deliveries,
-                               createdAt: n.createdAt, leaseUntil: leaseUntil)
+                               indexes: indexes, deliveries: deliveries, createdAt: n.createdAt, leaseUntil: leaseUntil,
+                               batchSize: numbering.batchSize())
         }
     }
 
     /// One transport's share of an accept: the deliveries it may take, then (on the writer
-    /// thread) the ones it numbered, claimed in the accept's rows.
+    /// thread) the ones it took, claimed in the accept's rows, with their entries to append.
     private struct AcceptTaker: Sendable {
         let queue: SQLiteDeliveryQueue
         /// The lending it was read from (checked again on the writer thread).
@@ -262,38 +263,73 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
         var deliveries: [Delivery]
         let createdAt: Date
         let leaseUntil: Int64
-        /// Of `indexes`/`deliveries`, the positions numbered, with their entries.
-        private(set) var numbered: [(position: Int, entry: InboxEntry)] = []
-        var count: Int { numbered.count }
+        /// Most deliveries appended and handed over at once.
+        let batchSize: Int
+        /// Of `indexes`/`deliveries`, the positions taken, with their entries to append.
+        private(set) var taken: [(position: Int, entry: InboxEntry.New)] = []
+        var count: Int { taken.count }
 
-        /// Numbers the candidates (inside the accept's transaction) and marks their rows claimed.
-        /// Numbers nothing when the lending was withdrawn since the accept read it (its worker
-        /// is stopping and would not write them): then the rows stay `queued`.
-        func number(_ rows: inout [DeliveryRow], db: SQLiteDatabase) throws -> AcceptTaker {
+        /// Looks up the candidates' entries (inside the accept's transaction) and marks the
+        /// rows of those with one claimed. Takes nothing when the lending was withdrawn since the
+        /// accept read it (its worker is stopping and would not write them): then the rows stay
+        /// `queued`.
+        func take(_ rows: inout [DeliveryRow]) throws -> AcceptTaker {
             guard queue.stillLent(lending, transport: transport) else { return self }
             let wanted = numbering.entries(for: deliveries, now: createdAt)
             guard wanted.count == deliveries.count else {
                 throw StoreError("inbox numbering returned \(wanted.count) entries for \(deliveries.count) deliveries")
             }
-            let positions = wanted.indices.filter { wanted[$0] != nil }
             var result = self
-            guard !positions.isEmpty else { return result }
-            let appended = try store.appendInTransaction(positions.map { wanted[$0]! }, maxPerUser: numbering.inboxMaxPerUser, db: db)
-            result.numbered = Array(zip(positions, appended)).map { (position: $0.0, entry: $0.1) }
-            for p in positions { rows[indexes[p]].claim(leaseUntil: leaseUntil) }
+            for (p, entry) in wanted.enumerated() {
+                guard let entry else { continue }
+                result.taken.append((position: p, entry: entry))
+                rows[indexes[p]].claim(leaseUntil: leaseUntil)
+            }
             return result
         }
 
-        /// Gives the numbered deliveries their row ids (known once inserted).
+        /// Gives the taken deliveries their row ids (known once inserted).
         mutating func assign(_ ids: [Int64]) {
-            for (p, _) in numbered { deliveries[p].id = ids[indexes[p]] }
+            for (p, _) in taken { deliveries[p].id = ids[indexes[p]] }
         }
 
-        /// The numbered deliveries as a claimed batch.
-        var batch: NumberedClaim {
-            NumberedClaim(claimed: numbered.map { ClaimedDelivery(delivery: deliveries[$0.position], acceptedAt: createdAt) },
-                          entries: numbered.map { $0.entry }, atAccept: true)
+        /// The taken deliveries and their entries to append, in batches of `size`.
+        func parts(of size: Int) -> [(claimed: [ClaimedDelivery], entries: [InboxEntry.New])] {
+            stride(from: 0, to: taken.count, by: max(1, size)).map { start in
+                let slice = taken[start..<min(start + max(1, size), taken.count)]
+                return (slice.map { ClaimedDelivery(delivery: deliveries[$0.position], acceptedAt: createdAt) }, slice.map(\.entry))
+            }
         }
+    }
+
+    /// Appends the inbox entries of what an accept took, in batches, each in a writer operation
+    /// and a commit of its own: the first is queued now (on the writer thread, right after the
+    /// accept's commit), each next one once the previous has committed, so the group commit does
+    /// not fold them into one and the first batch's writes overlap the next batch's append.
+    /// Each batch is handed over once its entries are committed; one whose append fails is
+    /// handed over without numbers (its deliveries are `sent`; the transport's own path numbers
+    /// them or reports them not written).
+    private func appendEntries(of t: AcceptTaker) {
+        let parts = t.parts(of: t.batchSize)
+        guard !parts.isEmpty else { return }
+        pendingAppends.withLock { $0[t.lending, default: 0] += parts.count }
+        appendEntries(of: t, parts: parts, at: 0)
+    }
+
+    private func appendEntries(of t: AcceptTaker, parts: [(claimed: [ClaimedDelivery], entries: [InboxEntry.New])], at index: Int) {
+        let part = parts[index]
+        let handOver = { [self] (entries: [InboxEntry?]) in
+            t.numbering.committed(NumberedClaim(claimed: part.claimed, entries: entries, atAccept: true))
+            pendingAppends.withLock { p in
+                p[t.lending, default: 1] -= 1
+                if p[t.lending] == 0 { p[t.lending] = nil }
+            }
+            if index + 1 < parts.count { appendEntries(of: t, parts: parts, at: index + 1) }
+        }
+        writer.submit(.init(isAccept: false, run: { db in
+            let appended = try t.store.appendInTransaction(part.entries, maxPerUser: t.numbering.inboxMaxPerUser, db: db)
+            return { handOver(appended.map { Optional($0) }) }
+        }, fail: { _ in handOver([InboxEntry?](repeating: nil, count: part.claimed.count)) }))
     }
 
     public func receipt(app: String, idempotencyKey: String, since: Date) async throws -> EnqueueReceipt? {
@@ -324,13 +360,16 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
 
     public func stopNumberingAtAccept(transport: String, _ numbering: AcceptNumbering) async {
         // On the writer thread, after every operation queued before it: an accept checks its
-        // lending there too (``AcceptTaker/number(_:db:)``), so once this returns, the accepts
-        // that used it have committed and handed their batches over.
-        _ = try? await writer.perform { [self] _ in
+        // lending there too (``AcceptTaker/take(_:)``), so after this operation no accept takes
+        // more. The appends those accepts queued after their commits run after it: wait for
+        // them too (each hands its batch over before it counts as done).
+        repeat {
+            _ = try? await writer.perform { [self] _ in
+                acceptNumbering.withLock { if $0[transport]?.id == numbering.id { $0[transport] = nil } }
+                return ((), {})
+            }
             acceptNumbering.withLock { if $0[transport]?.id == numbering.id { $0[transport] = nil } }
-            return ((), {})
-        }
-        acceptNumbering.withLock { if $0[transport]?.id == numbering.id { $0[transport] = nil } }
+        } while pendingAppends.withLock({ $0[numbering.id] != nil }) && !writer.isClosed
     }
 
     /// Whether `lending` is still the numbering accepts use for `transport`.

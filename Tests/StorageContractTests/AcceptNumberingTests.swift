@@ -25,21 +25,26 @@ struct AcceptNumberingTests {
     /// More than one multi-row INSERT's worth (16 rows), so the row ids of later chunks are checked too.
     let tokens = (0..<40).map { String(format: "aa%02d", $0) }
 
-    @Test func anAcceptTakesWhatItsNumberingNumbersInItsOwnCommit() async throws {
+    @Test func anAcceptTakesWhatItsNumberingNumbersAndAppendsTheirEntriesInBatchesRightAfter() async throws {
         try await withStorage(.sqlite) { storage, _ in
             let (queue, sqlite) = try numberingQueue(storage)
             let connected = Set(tokens.enumerated().filter { $0.offset % 3 != 1 }.map(\.element))
             let numbering = TestNumbering(connected: connected)
-            queue.numberAtAccept(transport: "t", AcceptNumbering(numbering: numbering, lease: { 60 }))
+            queue.numberAtAccept(transport: "t", AcceptNumbering(numbering: numbering, lease: { 60 }, batchSize: { 16 }))
             let before = sqlite.commitStatistics.commits
             _ = try await storage.queue.enqueue(notification("n1", tokens: tokens), idempotencySince: t0)
-            #expect(sqlite.commitStatistics.commits == before + 1)
             #expect(numbering.asked.withLock { $0 } == [tokens])
-            // Handed over after the commit: the numbered deliveries only, with their rows' ids.
-            let batches = numbering.committedBatches.withLock { $0 }
-            try #require(batches.count == 1)
-            let batch = batches[0]
+            // Handed over once their entries are committed, in batches of 16: the taken deliveries
+            // only, with their rows' ids.
             let taken = tokens.filter { connected.contains($0) }
+            #expect(await eventually { numbering.committedBatches.withLock { $0 }.count == 2 })
+            let batches = numbering.committedBatches.withLock { $0 }
+            #expect(batches.map(\.claimed.count) == [16, taken.count - 16])
+            #expect(batches.allSatisfy { $0.atAccept })
+            // The accept's commit, then one per batch (each queued once the previous one has
+            // committed, so the group commit cannot fold them into one).
+            #expect(sqlite.commitStatistics.commits == before + 3)
+            let batch = NumberedClaim(claimed: batches.flatMap(\.claimed), entries: batches.flatMap(\.entries))
             #expect(batch.claimed.map(\.delivery.token) == taken)
             #expect(batch.claimed.allSatisfy { $0.delivery.attempt == 1 && $0.delivery.notificationID == "n1" && $0.acceptedAt == t0 })
             #expect(batch.entries.map { $0?.seq } == Array(repeating: 1, count: taken.count))
@@ -85,6 +90,7 @@ struct AcceptNumberingTests {
             queue.numberAtAccept(transport: "t", lending)
             await queue.stopNumberingAtAccept(transport: "t", AcceptNumbering(numbering: failing, lease: { 60 }))
             _ = try await storage.queue.enqueue(notification("n2", tokens: ["aa00", "aa01"]), idempotencySince: t0)
+            #expect(await eventually { working.committedBatches.withLock { $0 }.count == 1 })
             #expect(working.committedBatches.withLock { $0 }.map { $0.claimed.map(\.delivery.token) } == [["aa00"]])
             #expect(try await storage.inbox.lastSequence(app: "app", user: "u0") == 1)
             // Stopped: accepts store `queued` again.
@@ -96,7 +102,7 @@ struct AcceptNumberingTests {
         }
     }
 
-    @Test func anInboxThatRefusesItsRowsLeavesTheAcceptQueuedAndAccepted() async throws {
+    @Test func anInboxThatRefusesTheAppendHandsTheTakenDeliveriesOverUnnumbered() async throws {
         let dir = try TemporaryDirectory(prefix: "herald-accept-numbering")
         defer { dir.remove() }
         let configuration = try await Backend.sqlite.configuration(in: dir)
@@ -110,14 +116,18 @@ struct AcceptNumberingTests {
             // counters' upsert ran in the same transaction.
             try other.execute("CREATE TRIGGER refuse_inbox BEFORE INSERT ON inbox BEGIN SELECT RAISE(ABORT, 'inbox refused'); END",
                               operation: "refuse inbox inserts")
+            // The accept stands (taken, `sent`); its batch comes without numbers, for the
+            // transport's own path (which numbers them, or reports them not written).
             _ = try await storage.queue.enqueue(notification("n1", tokens: ["aa00", "aa01"]), idempotencySince: t0)
             let status = try #require(try await storage.queue.status(notificationID: "n1"))
-            #expect(status.deliveries.map(\.state) == [.queued, .queued])
+            #expect(status.deliveries.map(\.state) == [.sent, .sent])
+            #expect(await eventually { numbering.committedBatches.withLock { $0 }.count == 1 })
+            #expect(numbering.committedBatches.withLock { $0 }.map { $0.entries.map { $0?.seq } } == [[nil, nil]])
             #expect(try await storage.inbox.lastSequence(app: "app", user: "u0") == 0)
-            #expect(numbering.committedBatches.withLock { $0 }.isEmpty)
             try other.execute("DROP TRIGGER refuse_inbox", operation: "accept inbox inserts again")
             _ = try await storage.queue.enqueue(notification("n2", tokens: ["aa00", "aa01"]), idempotencySince: t0)
-            #expect(numbering.committedBatches.withLock { $0 }.map { $0.entries.map { $0?.seq } } == [[1, 1]])
+            #expect(await eventually { numbering.committedBatches.withLock { $0 }.count == 2 })
+            #expect(numbering.committedBatches.withLock { $0 }.map { $0.entries.map { $0?.seq } } == [[nil, nil], [1, 1]])
         } catch {
             await storage.close()
             throw error
@@ -131,8 +141,10 @@ struct AcceptNumberingTests {
             let numbering = TestNumbering(connected: ["aa00"])
             queue.numberAtAccept(transport: "t", AcceptNumbering(numbering: numbering, lease: { 60 }))
             let first = try await storage.queue.enqueue(notification("n1", tokens: ["aa00"], key: "k"), idempotencySince: t0)
+            #expect(await eventually { numbering.committedBatches.withLock { $0 }.count == 1 })
             let again = try await storage.queue.enqueue(notification("n2", tokens: ["aa00"], key: "k"), idempotencySince: t0)
             #expect(!first.replayed && again.replayed && again.id == "n1")
+            try await Task.sleep(nanoseconds: 100_000_000)
             #expect(numbering.committedBatches.withLock { $0 }.count == 1)
             #expect(try await storage.inbox.lastSequence(app: "app", user: "u0") == 1)
         }

@@ -266,7 +266,9 @@ public final class TransportWorker: Sendable {
         guard await startTransport() else { return }
         await settleInterrupted()
         await withDiscardingTaskGroup { group in
-            let atAccept = numbering.map { n in AcceptNumbering(numbering: n.lent, lease: { [settings] in settings().lease }) }
+            let atAccept = numbering.map { n in
+                AcceptNumbering(numbering: n.lent, lease: { [settings] in settings().lease }, batchSize: { [settings] in settings().batchSize })
+            }
             if let numbering, let atAccept {
                 group.addTask { [self] in await writeNumbered(numbering.numbering) }
                 numbering.queue.numberAtAccept(transport: name, atAccept)

@@ -70,17 +70,20 @@ public protocol InboxNumberingQueue: DeliveryQueue {
 
     /// From now on (until ``stopNumberingAtAccept(transport:_:)``), ``DeliveryQueue/enqueue(_:idempotencySince:)``
     /// claims at accept the deliveries of `transport` that `numbering` numbers: in the accept's
-    /// own transaction they are stored `sent` (attempt 1, leased as `numbering` says) with
-    /// their inbox entries, and after the commit the batch goes to
-    /// ``InboxNumbering/committed(_:)``, in commit order with the numbered claims. The engine
-    /// then writes and records them as a claimed batch, with no claim of its own: no row is
-    /// read back and none is marked a second time.
+    /// own transaction they are stored `sent` (attempt 1, leased as `numbering` says); right
+    /// after its commit their inbox entries are appended in batches of `numbering.batchSize`,
+    /// each in a writer operation of its own, and each batch goes to
+    /// ``InboxNumbering/committed(_:)`` once its entries are committed, in commit order with the
+    /// numbered claims. The engine then writes and records them as a claimed batch, with no
+    /// claim of its own: no row is read back and none is marked a second time. A batch whose
+    /// append fails is handed over without numbers (the transport's own path numbers them).
     ///
     /// - Important: the rest of the accept is unchanged: a delivery `numbering` does not number
     ///   is stored `queued`; a numbering that fails (the inbox refuses its rows) is undone and
     ///   the accept goes on with every delivery `queued`; a failed accept stores and numbers
-    ///   nothing (one transaction). A crash after the commit leaves the taken deliveries `sent`
-    ///   with their numbers, as a numbered claim does.
+    ///   nothing (one transaction). A crash after the commit leaves the taken deliveries `sent`,
+    ///   with their numbers or (before their batch's append) without: a later attempt finds a
+    ///   number or takes one, as after a numbered claim.
     func numberAtAccept(transport: String, _ numbering: AcceptNumbering)
 
     /// Accepts stop numbering for `transport`, if `numbering` is still the one they use (a
@@ -99,12 +102,18 @@ public struct AcceptNumbering: Sendable {
     public var numbering: any InboxNumbering
     /// The lease of a delivery taken at accept, from the accept's time (read at each accept).
     public var lease: @Sendable () -> TimeInterval
+    /// Most deliveries numbered and handed over at once (an accept's are numbered in batches of
+    /// this size, each in its own commit after the accept's, so the first batch's writes overlap
+    /// the next batch's numbering).
+    public var batchSize: @Sendable () -> Int
     /// Tells one lending from another (``InboxNumberingQueue/stopNumberingAtAccept(transport:_:)``).
     public let id = UUIDSource.random()
 
-    public init(numbering: any InboxNumbering, lease: @escaping @Sendable () -> TimeInterval) {
+    public init(numbering: any InboxNumbering, lease: @escaping @Sendable () -> TimeInterval,
+                batchSize: @escaping @Sendable () -> Int = { 500 }) {
         self.numbering = numbering
         self.lease = lease
+        self.batchSize = batchSize
     }
 }
 
