@@ -157,7 +157,7 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
                 }
             }
             var rows = rows
-            var taken = try number(takers, &rows, db: db)
+            var taken = take(takers, &rows)
             let insert = try statements.insertNotification(db)
             insert.bind(1, n.id).bind(2, n.app).bind(3, n.topic).bind(4, contentJSON).bind(5, n.idempotencyKey)
                 .bind(6, n.deliveries.count).bind(7, created)
@@ -203,23 +203,16 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
         }
     }
 
-    /// Takes what `takers` take (inside the accept's transaction, under a savepoint of its
-    /// own). When that fails, the accept goes on without it: its deliveries are stored `queued`
-    /// and claimed as before, so a broken numbering never refuses a notification.
-    private func number(_ takers: [AcceptTaker], _ rows: inout [DeliveryRow], db: SQLiteDatabase) throws -> [AcceptTaker] {
+    /// Takes what `takers` take (inside the accept's transaction; it writes nothing, it marks
+    /// rows still to be inserted). When a numbering fails, the accept goes on without any: its
+    /// deliveries are stored `queued` and claimed as before, so a broken numbering never
+    /// refuses a notification.
+    private func take(_ takers: [AcceptTaker], _ rows: inout [DeliveryRow]) -> [AcceptTaker] {
         guard !takers.isEmpty else { return [] }
-        try db.execute("SAVEPOINT accept_numbering", operation: "number an accept's deliveries")
-        var numberedRows = rows
-        do {
-            let taken = try takers.map { try $0.take(&numberedRows) }
-            try db.execute("RELEASE accept_numbering", operation: "number an accept's deliveries")
-            rows = numberedRows
-            return taken
-        } catch {
-            try db.execute("ROLLBACK TO accept_numbering", operation: "undo an accept's numbering")
-            try db.execute("RELEASE accept_numbering", operation: "undo an accept's numbering")
-            return []
-        }
+        var marked = rows
+        guard let taken = try? takers.map({ try $0.take(&marked) }) else { return [] }
+        rows = marked
+        return taken
     }
 
     /// The transports that number this notification's deliveries at accept, each with the
@@ -317,19 +310,33 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
     }
 
     private func appendEntries(of t: AcceptTaker, parts: [(claimed: [ClaimedDelivery], entries: [InboxEntry.New])], at index: Int) {
-        let part = parts[index]
-        let handOver = { [self] (entries: [InboxEntry?]) in
-            t.numbering.committed(NumberedClaim(claimed: part.claimed, entries: entries, atAccept: true))
-            pendingAppends.withLock { p in
-                p[t.lending, default: 1] -= 1
-                if p[t.lending] == 0 { p[t.lending] = nil }
-            }
-            if index + 1 < parts.count { appendEntries(of: t, parts: parts, at: index + 1) }
+        guard index < parts.count else { return }
+        if writer.isClosed {
+            // Nothing more will be appended: the rest goes over without numbers, in a loop (a
+            // refused submit would call back into this method once per part).
+            for part in parts[index...] { handOver(part.claimed, [InboxEntry?](repeating: nil, count: part.claimed.count), of: t) }
+            return
         }
+        let part = parts[index]
         writer.submit(.init(isAccept: false, run: { db in
             let appended = try t.store.appendInTransaction(part.entries, maxPerUser: t.numbering.inboxMaxPerUser, db: db)
-            return { handOver(appended.map { Optional($0) }) }
-        }, fail: { _ in handOver([InboxEntry?](repeating: nil, count: part.claimed.count)) }))
+            return { [self] in
+                handOver(part.claimed, appended.map { Optional($0) }, of: t)
+                appendEntries(of: t, parts: parts, at: index + 1)
+            }
+        }, fail: { [self] _ in
+            handOver(part.claimed, [InboxEntry?](repeating: nil, count: part.claimed.count), of: t)
+            appendEntries(of: t, parts: parts, at: index + 1)
+        }))
+    }
+
+    /// Hands one batch of an accept over and counts it done (``stopNumberingAtAccept(transport:_:)`` waits for it).
+    private func handOver(_ claimed: [ClaimedDelivery], _ entries: [InboxEntry?], of t: AcceptTaker) {
+        t.numbering.committed(NumberedClaim(claimed: claimed, entries: entries, atAccept: true))
+        pendingAppends.withLock { p in
+            p[t.lending, default: 1] -= 1
+            if p[t.lending] == 0 { p[t.lending] = nil }
+        }
     }
 
     public func receipt(app: String, idempotencyKey: String, since: Date) async throws -> EnqueueReceipt? {
@@ -370,6 +377,9 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
             }
             acceptNumbering.withLock { if $0[transport]?.id == numbering.id { $0[transport] = nil } }
         } while pendingAppends.withLock({ $0[numbering.id] != nil }) && !writer.isClosed
+        // A closed writer (the queue closed before the worker stopped, past its deadline) still
+        // runs the appends it had queued: their batches may come after the worker's line ended,
+        // and their deliveries stay `sent` until the next start settles them.
     }
 
     /// Whether `lending` is still the numbering accepts use for `transport`.

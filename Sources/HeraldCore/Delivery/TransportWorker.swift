@@ -164,8 +164,10 @@ public final class TransportWorker: Sendable {
                     if batch.atAccept { st.writtenAtAccept += 1 }
                 }
                 if case .terminated = batches.yield(batch) {
-                    // Cannot happen for an accept's batch (the loop withdraws the lending before it
-                    // ends the line) nor a claim's (claims end with the loop); kept as a guard.
+                    // The line has ended. Not for a claim's batch (claims end with the loop), and
+                    // for an accept's only when the queue closed before this worker stopped (the
+                    // loop waits for the accepts' batches before it ends the line): its deliveries
+                    // stay `sent` until their lease ends or the next start settles them.
                     state.withLock { st in
                         st.written -= 1
                         st.writing -= 1

@@ -79,9 +79,9 @@ public protocol InboxNumberingQueue: DeliveryQueue {
     /// append fails is handed over without numbers (the transport's own path numbers them).
     ///
     /// - Important: the rest of the accept is unchanged: a delivery `numbering` does not number
-    ///   is stored `queued`; a numbering that fails (the inbox refuses its rows) is undone and
-    ///   the accept goes on with every delivery `queued`; a failed accept stores and numbers
-    ///   nothing (one transaction). A crash after the commit leaves the taken deliveries `sent`,
+    ///   is stored `queued`; a numbering that fails (a wrong count of entries) is ignored and the
+    ///   accept goes on with every delivery `queued`; a failed accept stores and numbers nothing
+    ///   (one transaction). A crash after the commit leaves the taken deliveries `sent`,
     ///   with their numbers or (before their batch's append) without: a later attempt finds a
     ///   number or takes one, as after a numbered claim.
     func numberAtAccept(transport: String, _ numbering: AcceptNumbering)
