@@ -74,6 +74,35 @@ import Testing
         #expect(await results == [.acknowledged(id: 1), .acknowledged(id: 2)])
     }
 
+    /// A numbered event written after the device acknowledged a later number (the later one was
+    /// written first): the ack on record does not show the client has it, so it waits for an
+    /// ack that arrives after its write, or falls back when none does.
+    @Test func anEventWrittenAfterTheDeviceAckedPastItWaitsForAFreshAck() async throws {
+        let hub = hub(MemoryInbox())
+        let sink = RecordingSink()
+        _ = await hub.attach(sink, app: "app", user: "alice", device: "aa", after: nil, acking: true, ackTimeout: 5)
+        // Number 4 went out first and was acknowledged; then number 3 is written.
+        #expect(await hub.acknowledge(app: "app", user: "alice", device: "aa", id: 4) == .recorded)
+        let late = [delivery(3)]
+        await hub.numbered(late, entries: number(hub.entries(for: late, now: clock.now), from: 3))
+        #expect(sink.ids == [3])
+        async let results = hub.write(late)
+        #expect(await clock.waitForSleepers(1, timeout: 10))
+        #expect(hub.awaitingAck(app: "app", device: "aa", notificationID: "n3") == 3)
+        // The client reads it and acknowledges what it read last.
+        #expect(await hub.acknowledge(app: "app", user: "alice", device: "aa", id: 3) == .recorded)
+        #expect(await results == [.acknowledged(id: 3)])
+
+        // Without a fresh ack it is not counted delivered: past the timeout it goes to the fallback.
+        let other = [delivery(2)]
+        await hub.numbered(other, entries: number(hub.entries(for: other, now: clock.now), from: 2))
+        async let unanswered = hub.write(other)
+        #expect(await clock.waitForSleepers(1, timeout: 10))
+        clock.advance(by: 6)
+        let r = await unanswered
+        guard case .notConnected = r[0] else { Issue.record("expected the fallback, got \(r)"); return }
+    }
+
     @Test func aStreamThatClosesBeforeTheWriteKeepsTheNumberForTheReturn() async throws {
         let inbox = MemoryInbox()
         let hub = hub(inbox)

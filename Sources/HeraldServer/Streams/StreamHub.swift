@@ -89,6 +89,8 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
             var notificationID: String
             var frame: [UInt8]
             var deadline: Date
+            /// Written after the device had acknowledged past it (see ``AckWait/needsFreshAck``).
+            var needsFreshAck = false
         }
         var pending: [Key: [Entry]] = [:]
         /// Every device the batch waits on (where ``StreamHub/State/ackWaits`` lists it).
@@ -119,6 +121,10 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
         var notificationID: String
         var frame: [UInt8]
         var timeout: TimeInterval
+        /// The device had acknowledged an id at or past this event before it was written (a
+        /// later number was written first): the ack on record does not show the client has this
+        /// one, so only an ack that arrives after the write does.
+        var needsFreshAck = false
     }
 
     /// What an acknowledgement did (``acknowledge(app:user:device:id:)``).
@@ -158,6 +164,8 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
         var result: LocalWriteResult
         /// Taken by acking streams only: how long it waits for the ack.
         var ackTimeout: TimeInterval?
+        /// The device had acknowledged past `seq` when it was written (``AckWait/needsFreshAck``).
+        var ackedAhead = false
     }
 
     /// Most orphaned events remembered (beyond it, a rare reconnect may see one twice).
@@ -421,7 +429,8 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
                     if s.prewritten[key]?.isEmpty == true { s.prewritten[key] = nil }
                     results[i] = p.result
                     if let timeout = p.ackTimeout {
-                        waits.append(AckWait(index: i, key: key, seq: p.seq, notificationID: d.notificationID, frame: p.frame, timeout: timeout))
+                        waits.append(AckWait(index: i, key: key, seq: p.seq, notificationID: d.notificationID, frame: p.frame, timeout: timeout,
+                                             needsFreshAck: p.ackedAhead))
                     }
                     continue
                 }
@@ -580,7 +589,8 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
                             written += 1
                         }
                         s.prewritten[key, default: [:]][e.notificationID] = Prewritten(seq: e.seq, frame: frame, result: result,
-                                                                                       ackTimeout: Self.ackTimeout(takers))
+                                                                                       ackTimeout: Self.ackTimeout(takers),
+                                                                                       ackedAhead: (s.acked[key] ?? 0) >= e.seq)
                     }
                     return written
                 }
@@ -632,7 +642,11 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
                 opened(app, user, device)
                 revived = true
             }
-            for batch in s.ackWaits[key] ?? [] where batch.settle(key, { $0.seq <= acked ? .acknowledged(id: $0.seq) : nil }) {
+            // An event written after the device had acknowledged past it counts only with an
+            // ack that arrived since (this one) and covers it.
+            for batch in s.ackWaits[key] ?? [] where batch.settle(key, { e in
+                e.seq <= acked && (!e.needsFreshAck || id >= e.seq) ? .acknowledged(id: e.seq) : nil
+            }) {
                 complete.append(batch)
             }
             s.ackWaits[key]?.removeAll { $0.pending[key] == nil }
@@ -675,7 +689,7 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
         let start = clock.now
         state.withLock { s in
             for w in waits {
-                if let acked = s.acked[w.key], acked >= w.seq {
+                if let acked = s.acked[w.key], acked >= w.seq, !w.needsFreshAck {
                     batch.results[w.index] = .acknowledged(id: w.seq)
                 } else if s.connections[w.key] == nil {
                     // It closed between the write and now.
@@ -683,7 +697,8 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
                     batch.results[w.index] = .notConnected(since: s.closedAt[w.key] ?? start)
                 } else {
                     batch.pending[w.key, default: []].append(.init(index: w.index, seq: w.seq, notificationID: w.notificationID,
-                                                                   frame: w.frame, deadline: start.addingTimeInterval(w.timeout)))
+                                                                   frame: w.frame, deadline: start.addingTimeInterval(w.timeout),
+                                                                   needsFreshAck: w.needsFreshAck))
                     batch.remaining += 1
                 }
             }
