@@ -99,10 +99,38 @@ struct OpenSSLClient {
         try? stdin.fileHandleForWriting.close()
         // SIGKILL, not SIGTERM: a child spawned from a pool thread inherits its blocked signals.
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        let status = try await Self.exitStatus(of: process)
         while !collected.isDone { try await Task.sleep(nanoseconds: 5_000_000) }
         let (out, err) = collected.value
-        return Result(stdout: out, stderr: err, status: process.terminationStatus)
+        return Result(stdout: out, stderr: err, status: status)
+    }
+
+    /// The child's exit status, without `waitUntilExit()`: that spins a run loop, and once (with
+    /// Swift Testing's exit-test monitor waiting on every child of the process) Foundation never
+    /// saw the exit, so both spun for good. Waits for Foundation to notice; if it has not after a
+    /// few seconds, reaps the child itself.
+    private static func exitStatus(of process: Process) async throws -> Int32 {
+        let end = Date().addingTimeInterval(5)
+        while process.isRunning, Date() < end { try await Task.sleep(nanoseconds: 5_000_000) }
+        if !process.isRunning { return process.terminationStatus }
+        var status: Int32 = 0
+        let pid = process.processIdentifier
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            let r = waitpid(pid, &status, WNOHANG)
+            if r == pid {
+                // WIFEXITED: the exit code; else the signal that ended it, as Foundation reports it.
+                return (status & 0x7f) == 0 ? (status >> 8) & 0xff : status & 0x7f
+            }
+            if r < 0 && errno == ECHILD {
+                // Foundation reaped it meanwhile: it records the status a moment later.
+                let end = Date().addingTimeInterval(5)
+                while process.isRunning, Date() < end { try await Task.sleep(nanoseconds: 5_000_000) }
+                return process.isRunning ? -1 : process.terminationStatus
+            }
+            try await Task.sleep(nanoseconds: 5_000_000)
+        }
+        throw CancellationError()
     }
 
     /// With the test client certificate.
