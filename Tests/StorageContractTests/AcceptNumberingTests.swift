@@ -12,14 +12,11 @@ struct AcceptNumberingTests {
     let t0 = Date(timeIntervalSince1970: 1_767_225_600)
 
     func notification(_ id: String, tokens: [String], key: String? = nil) -> QueuedNotification {
-        QueuedNotification(id: id, app: "app", topic: "com.example.app", content: NotificationContent(alert: .text("hi")),
-                           idempotencyKey: key, createdAt: t0,
-                           deliveries: tokens.enumerated().map { PlannedDelivery(token: $1, user: "u\($0)", transport: "t", messageID: UUID()) })
+        NumberedClaimTests.notification(id, tokens: tokens, key: key, at: t0)
     }
 
     func numberingQueue(_ storage: OpenStorage) throws -> (any InboxNumberingQueue, SQLiteDeliveryQueue) {
-        let queue = try #require(storage.queue as? SQLiteDeliveryQueue)
-        return (try #require(storage.queue as? any InboxNumberingQueue), queue)
+        try NumberedClaimTests.numberingQueue(storage)
     }
 
     /// More than one multi-row INSERT's worth (16 rows), so the row ids of later chunks are checked too.

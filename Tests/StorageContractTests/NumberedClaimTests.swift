@@ -38,16 +38,22 @@ struct NumberedClaimTests {
         func committed(_ batch: NumberedClaim) { committedBatches.withLock { $0.append(batch) } }
     }
 
-    func notification(_ id: String, tokens: [String]) -> QueuedNotification {
+    /// A notification at `t0` to `tokens`, one user each (`u0`, `u1`, …), on transport `t`.
+    static func notification(_ id: String, tokens: [String], key: String? = nil, at t0: Date) -> QueuedNotification {
         QueuedNotification(id: id, app: "app", topic: "com.example.app", content: NotificationContent(alert: .text("hi")),
-                           idempotencyKey: nil, createdAt: t0,
+                           idempotencyKey: key, createdAt: t0,
                            deliveries: tokens.enumerated().map { PlannedDelivery(token: $1, user: "u\($0)", transport: "t", messageID: UUID()) })
     }
 
-    func numberingQueue(_ storage: OpenStorage) throws -> (any InboxNumberingQueue, SQLiteDeliveryQueue) {
+    func notification(_ id: String, tokens: [String]) -> QueuedNotification { Self.notification(id, tokens: tokens, at: t0) }
+
+    /// The storage's queue as the numbering protocol and as SQLite's (for its commit counts).
+    static func numberingQueue(_ storage: OpenStorage) throws -> (any InboxNumberingQueue, SQLiteDeliveryQueue) {
         let queue = try #require(storage.queue as? SQLiteDeliveryQueue)
         return (try #require(storage.queue as? any InboxNumberingQueue), queue)
     }
+
+    func numberingQueue(_ storage: OpenStorage) throws -> (any InboxNumberingQueue, SQLiteDeliveryQueue) { try Self.numberingQueue(storage) }
 
     @Test func aNumberedBatchIsOneCommit() async throws {
         try await withStorage(.sqlite) { storage, _ in
@@ -206,16 +212,21 @@ struct NumberedClaimTests {
         }
     }
 
+    /// The engine over `transport` and the storage's queue: batches of 2, one in flight.
+    static func worker(_ transport: NumberingTransport, _ storage: OpenStorage, _ clock: TestClock) -> TransportWorker {
+        TransportWorker(
+            name: "t", transport: transport, configuration: ScriptedTransport.Configuration(), queue: storage.queue,
+            invalidator: TokenInvalidator(store: storage.tokens, logger: .disabled, metrics: MetricsRegistry()),
+            clock: clock, logger: .disabled, metrics: DeliveryMetrics(registry: MetricsRegistry()), alreadyStarted: true,
+            random: { 0 },
+            settings: { .init(retry: RetryPolicy(), batchSize: 2, concurrency: 1, deadline: 30, lease: 30) })
+    }
+
     @Test func theNextClaimOverlapsTheWritesAndTheWritesKeepTheirOrder() async throws {
         try await withStorage(.sqlite) { storage, _ in
             let clock = TestClock()
             let transport = NumberingTransport()
-            let worker = TransportWorker(
-                name: "t", transport: transport, configuration: ScriptedTransport.Configuration(), queue: storage.queue,
-                invalidator: TokenInvalidator(store: storage.tokens, logger: .disabled, metrics: MetricsRegistry()),
-                clock: clock, logger: .disabled, metrics: DeliveryMetrics(registry: MetricsRegistry()), alreadyStarted: true,
-                random: { 0 },
-                settings: { .init(retry: RetryPolicy(), batchSize: 2, concurrency: 1, deadline: 30, lease: 30) })
+            let worker = Self.worker(transport, storage, clock)
             let tokens = (1...6).map { String(format: "aa%02d", $0) }
             _ = try await storage.queue.enqueue(QueuedNotification(
                 id: "n1", app: "app", topic: "app", content: NotificationContent(alert: .text("hi")), idempotencyKey: nil, createdAt: clock.now,
@@ -247,12 +258,7 @@ struct NumberedClaimTests {
         try await withStorage(.sqlite) { storage, _ in
             let clock = TestClock()
             let transport = NumberingTransport()
-            let worker = TransportWorker(
-                name: "t", transport: transport, configuration: ScriptedTransport.Configuration(), queue: storage.queue,
-                invalidator: TokenInvalidator(store: storage.tokens, logger: .disabled, metrics: MetricsRegistry()),
-                clock: clock, logger: .disabled, metrics: DeliveryMetrics(registry: MetricsRegistry()), alreadyStarted: true,
-                random: { 0 },
-                settings: { .init(retry: RetryPolicy(), batchSize: 2, concurrency: 1, deadline: 30, lease: 30) })
+            let worker = Self.worker(transport, storage, clock)
             func notification(_ id: String, _ tokens: [String]) -> QueuedNotification {
                 QueuedNotification(id: id, app: "app", topic: "app", content: NotificationContent(alert: .text(id)), idempotencyKey: nil,
                                    createdAt: clock.now,
