@@ -407,43 +407,28 @@ public final class TransportWorker: Sendable {
     /// commit order, which keeps each device's events in number order, then has each answered
     /// by the transport beside the next batch's writes. A batch's writes are work (at most
     /// ``batchesWrittenDuringAClaim`` behind a claim); its answer is waiting (an acking client's
-    /// ack). An accept's batch (any size) goes in parts of at most `batchSize`, each written and
-    /// then answered while the next part is written.
+    /// ack). Batches come at most `batchSize` long (a claim's limit; the queue hands an accept's
+    /// over in batches of ``AcceptNumbering/batchSize``).
     /// Ends when the loop has stopped and every batch lined up is written.
     private func writeNumbered(_ numbering: any InboxNumbering) async {
         await withDiscardingTaskGroup { group in
             for await batch in numberedBatches.stream {
-                let s = settings()
-                let size = max(1, s.batchSize)
-                let parts = batch.claimed.count <= size ? [batch]
-                    : stride(from: 0, to: batch.claimed.count, by: size).map { start in
-                        let end = min(start + size, batch.claimed.count)
-                        return NumberedClaim(claimed: Array(batch.claimed[start..<end]), entries: Array(batch.entries[start..<end]),
-                                             atAccept: batch.atAccept)
-                    }
-                // Counted as one batch when it was lined up: now as its parts.
-                state.withLock { st in
-                    st.written += parts.count - 1
-                    st.writing += parts.count - 1
-                    if batch.atAccept { st.writtenAtAccept += parts.count - 1 }
+                let deliveries = batch.claimed.map { c in
+                    var d = c.delivery
+                    d.acceptedAt = c.acceptedAt
+                    return d
                 }
-                for part in parts {
-                    let deliveries = part.claimed.map { c in
-                        var d = c.delivery
-                        d.acceptedAt = c.acceptedAt
-                        return d
+                await numbering.numbered(deliveries, entries: batch.entries)
+                state.withLock { $0.writing -= 1 }
+                slot.notify()
+                let s = settings()
+                group.addTask { [self] in
+                    await process(batch.claimed, settings: s, probe: false)
+                    state.withLock { st in
+                        st.written -= 1
+                        if batch.atAccept { st.writtenAtAccept -= 1 }
                     }
-                    await numbering.numbered(deliveries, entries: part.entries)
-                    state.withLock { $0.writing -= 1 }
                     slot.notify()
-                    group.addTask { [self] in
-                        await process(part.claimed, settings: s, probe: false)
-                        state.withLock { st in
-                            st.written -= 1
-                            if part.atAccept { st.writtenAtAccept -= 1 }
-                        }
-                        slot.notify()
-                    }
                 }
             }
         }
