@@ -163,7 +163,9 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
                 .bind(6, n.deliveries.count).bind(7, created)
             try insert.run()
             let seq = db.lastInsertRowID
-            var ids = [Int64](repeating: 0, count: rows.count)
+            // Row ids are needed only for what was taken (handed over with them).
+            let needsIDs = taken.contains { $0.count > 0 }
+            var ids = [Int64](repeating: 0, count: needsIDs ? rows.count : 0)
             var next = 0
             while next < rows.count {
                 let chunk = rows[next..<min(next + WriterStatements.maxRowsPerInsert, rows.count)]
@@ -177,14 +179,16 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
                     p += WriterStatements.deliveryColumns
                 }
                 try s.run()
-                // The rows of one INSERT take consecutive ids, the last one reported.
-                let last = db.lastInsertRowID
-                for (k, i) in chunk.indices.enumerated() { ids[i] = last - Int64(chunk.count - 1 - k) }
+                if needsIDs {
+                    // The rows of one INSERT take consecutive ids, the last one reported.
+                    let last = db.lastInsertRowID
+                    for (k, i) in chunk.indices.enumerated() { ids[i] = last - Int64(chunk.count - 1 - k) }
+                }
                 next += chunk.count
             }
             var added = added
             var claimedAtAccept = 0
-            for i in taken.indices {
+            for i in taken.indices where taken[i].count > 0 {
                 taken[i].assign(ids)
                 let k = taken[i].count
                 added[taken[i].transport, default: (0, 0)].queued -= k
