@@ -25,8 +25,7 @@ struct SimulatorProcess {
             if lines.filter({ $0.hasPrefix("listening on") }).count >= readyLines {
                 return SimulatorProcess(process: process, lines: lines)
             }
-            var status: Int32 = 0
-            if waitpid(process.pid, &status, WNOHANG) == process.pid {
+            if process.hasEnded {
                 throw APNsBenchmark.Failure(description: "herald \(arguments.prefix(2).joined(separator: " ")) exited: \(text.suffix(500))")
             }
             usleep(20_000)

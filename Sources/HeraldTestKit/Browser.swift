@@ -21,14 +21,14 @@ public final class Browser: Sendable {
         public init(_ description: String) { self.description = description }
     }
 
-    private let driver: pid_t
+    private let driver: SpawnedProcess
     private let port: Int
     private let session: String
     /// The temporary folder holding HOME, the profile and chromedriver's output (removed on close).
     public let folder: String
     private let closed = Locked(false)
 
-    private init(driver: pid_t, port: Int, session: String, folder: String) {
+    private init(driver: SpawnedProcess, port: Int, session: String, folder: String) {
         self.driver = driver
         self.port = port
         self.session = session
@@ -73,18 +73,22 @@ public final class Browser: Sendable {
         var template = Array("/tmp/herald-browser-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw Failure("mkdtemp under /tmp failed: \(String(cString: strerror(errno)))") }
         let folder = String(cString: made)
-        let pid: pid_t
-        do { pid = try spawn(chromedriver, ["--port=0"], home: folder, output: folder + "/chromedriver.log") } catch {
+        let driver: SpawnedProcess
+        do {
+            driver = try SpawnedProcess(chromedriver, ["--port=0"],
+                                        environment: ["HOME": folder, "XDG_CONFIG_HOME": folder + "/config", "XDG_CACHE_HOME": folder + "/cache"],
+                                        stdout: .file(folder + "/chromedriver.log"), stderr: .sameAsOutput, newProcessGroup: true)
+        } catch {
             try? FileManager.default.removeItem(atPath: folder)
             throw error
         }
         do {
-            let port = try await driverPort(pid: pid, log: folder + "/chromedriver.log")
+            let port = try await driverPort(driver, log: folder + "/chromedriver.log")
             let session = try await newSession(port: port, chromium: chromium, folder: folder)
-            return Browser(driver: pid, port: port, session: session, folder: folder)
+            return Browser(driver: driver, port: port, session: session, folder: folder)
         } catch {
             let log = (try? String(contentsOfFile: folder + "/chromedriver.log", encoding: .utf8)) ?? ""
-            Self.stop(driver: pid, folder: folder)
+            Self.stop(driver: driver, folder: folder)
             throw Failure("\(error)\n--- chromedriver output ---\n\(log.suffix(3000))")
         }
     }
@@ -227,15 +231,14 @@ public final class Browser: Sendable {
     }
 
     /// The port in chromedriver's `ChromeDriver was started successfully on port N.` line.
-    private static func driverPort(pid: pid_t, log: String) async throws -> Int {
+    private static func driverPort(_ driver: SpawnedProcess, log: String) async throws -> Int {
         let end = Date().addingTimeInterval(20)
         while Date() < end {
             let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
             if let range = text.range(of: "started successfully on port ") {
                 if let port = Int(text[range.upperBound...].prefix { $0.isNumber }), port > 0 { return port }
             }
-            var status: Int32 = 0
-            if waitpid(pid, &status, WNOHANG) == pid { throw Failure("chromedriver exited at start (wait status \(status))") }
+            if let ended = driver.termination { throw Failure("chromedriver exited at start (\(ended))") }
             try await Task.sleep(nanoseconds: 20_000_000)
         }
         throw Failure("chromedriver did not say its port within 20 s")
@@ -247,45 +250,12 @@ public final class Browser: Sendable {
         candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
-    /// Starts `path` in a new process group with an empty signal mask and default handlers,
-    /// stdin from /dev/null, stdout and stderr to `output`, HOME and XDG folders in `home`.
-    private static func spawn(_ path: String, _ arguments: [String], home: String, output: String) throws -> pid_t {
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        posix_spawnattr_setpgroup(&attributes, 0)
-        var none = sigset_t(), all = sigset_t()
-        sigemptyset(&none)
-        sigfillset(&all)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        var environment = ProcessInfo.processInfo.environment
-        environment["HOME"] = home
-        environment["XDG_CONFIG_HOME"] = home + "/config"
-        environment["XDG_CACHE_HOME"] = home + "/cache"
-        let argv = ([path] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
-        guard rc == 0 else { throw Failure("cannot start \(path): \(String(cString: strerror(rc)))") }
-        return pid
-    }
-
     /// Kills chromedriver's process group (Chromium included) and any process that left the group
     /// but names `folder` on its command line (Chromium's crashpad handler calls setsid), reaps
     /// chromedriver, waits for the rest to die, and removes `folder`. Blocks.
-    private static func stop(driver: pid_t, folder: String) {
-        kill(-driver, SIGKILL)
-        var status: Int32 = 0
-        _ = waitpid(driver, &status, 0)
+    private static func stop(driver: SpawnedProcess, folder: String) {
+        kill(-driver.pid, SIGKILL)
+        driver.wait()
         // SIGKILL takes effect asynchronously: wait (up to 5 s) until nothing runs from the folder.
         for _ in 0..<250 {
             let left = processes(naming: folder)

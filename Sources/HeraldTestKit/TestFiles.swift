@@ -84,17 +84,14 @@ public struct TestCertificates: Sendable {
 
     private static let made: Result<String, TestSetupError> = {
         let dir = FileManager.default.temporaryDirectory.path + "/herald-test-certs-\(getpid())"
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = ["\(PackagePaths.root)/scripts/make-test-certs.sh", dir]
+        let result: ProcessResult
         do {
-            try process.run()
-            process.waitUntilExit()
+            result = try Run.blocking("/bin/bash", ["\(PackagePaths.root)/scripts/make-test-certs.sh", dir])
         } catch {
             return .failure(TestSetupError("cannot run make-test-certs.sh: \(error)"))
         }
-        guard process.terminationStatus == 0 else {
-            return .failure(TestSetupError("make-test-certs.sh exited with \(process.terminationStatus)"))
+        guard result.status == 0 else {
+            return .failure(TestSetupError("make-test-certs.sh exited with \(result.status): \(result.stderr.suffix(500))"))
         }
         return .success(dir)
     }()

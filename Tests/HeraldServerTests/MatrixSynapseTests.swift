@@ -126,12 +126,12 @@ import Testing
 /// gone for any reason (even SIGKILL), so no homeserver outlives the test run.
 final class SynapseProcess: Sendable {
     let client: MatrixClient
-    private let process: Process
+    private let process: SpawnedProcess
     private let directory: String
 
     static var venvPython: String { "\(PackagePaths.root)/var/synapse/venv/bin/python" }
 
-    private init(process: Process, directory: String, port: Int) {
+    private init(process: SpawnedProcess, directory: String, port: Int) {
         self.process = process
         self.directory = directory
         client = MatrixClient(port: port)
@@ -181,7 +181,7 @@ final class SynapseProcess: Sendable {
             rc_login: {address: \(limits), account: \(limits), failed_attempts: \(limits)}
             """)
         // The shell stops Synapse on SIGTERM, and by itself when the test process is gone (even after SIGKILL).
-        // With SIGKILL: Synapse inherits a signal mask that blocks SIGTERM, and its database is thrown away anyway.
+        // With SIGKILL: its database is thrown away anyway.
         let wrapper = """
             "$0" -m synapse.app.homeserver --config-path "$1" >"$2/stdout.log" 2>&1 </dev/null &
             pid=$!
@@ -191,14 +191,7 @@ final class SynapseProcess: Sendable {
             while kill -0 $PPID 2>/dev/null && kill -0 $pid 2>/dev/null; do sleep 0.5; done
             stop
             """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", wrapper, venvPython, config, d]
-        process.currentDirectoryURL = URL(fileURLWithPath: d)
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try SpawnedProcess("/bin/sh", ["-c", wrapper, venvPython, config, d], directory: d)
         let synapse = SynapseProcess(process: process, directory: d, port: port)
         let up = await eventually(timeout: 120) {
             guard process.isRunning else { return true }
@@ -215,14 +208,14 @@ final class SynapseProcess: Sendable {
     /// Stops Synapse: SIGTERM to the shell (which kills Synapse and waits for it); after 30 s,
     /// SIGKILL to both.
     func stop() async {
-        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        process.signal(SIGTERM)
         let end = Date().addingTimeInterval(30)
         while process.isRunning && Date() < end { try? await Task.sleep(nanoseconds: 50_000_000) }
         if let text = try? String(contentsOfFile: "\(directory)/synapse.pid", encoding: .utf8),
            let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)), kill(pid, 0) == 0 {
             kill(pid, SIGKILL)
         }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.signal(SIGKILL)
     }
 
     /// The last lines of Synapse's log and output, for failure messages.

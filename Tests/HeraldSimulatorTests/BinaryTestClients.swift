@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import HeraldCrypto
 import HeraldSimulator
 import HeraldTestKit
@@ -65,72 +66,27 @@ struct OpenSSLClient {
                          "-verify_return_error", "-quiet", "-no_ign_eof", "-nocommands"]
         if let certificate { arguments += ["-cert", certificate] }
         if let key { arguments += ["-key", key] }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["openssl"] + arguments
-        let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        process.standardError = stderr
-        try process.run()
-        let collected = Collected()
-        let reader = Thread {
-            let out = stdout.fileHandleForReading.readDataToEndOfFile()
-            let err = stderr.fileHandleForReading.readDataToEndOfFile()
-            collected.finish(out: [UInt8](out), err: String(decoding: err, as: UTF8.self))
-        }
-        reader.start()
+        let process = try SpawnedProcess("/usr/bin/env", ["openssl"] + arguments, stdin: .pipe, stdout: .pipe, stderr: .pipe)
         // On a thread of its own: a large input blocks until s_client reads it, and fails
         // (EPIPE, ignored) if s_client exits first, e.g. once the server closed.
-        let writer = stdin.fileHandleForWriting
-        let data = Data(input)
-        let written = Collected()
+        let written = Written()
         Thread {
-            try? writer.write(contentsOf: data)
-            written.finish(out: [], err: "")
+            process.writeInput(input)
+            written.finish()
         }.start()
         if let closeInputAfter {
             while !written.isDone { try await Task.sleep(nanoseconds: 5_000_000) }
             await closeInputAfter()
-            try? stdin.fileHandleForWriting.close()
+            process.closeInput()
         }
         let end = Date().addingTimeInterval(15)
-        while !collected.isDone, Date() < end { try await Task.sleep(nanoseconds: 5_000_000) }
-        try? stdin.fileHandleForWriting.close()
-        // SIGKILL, not SIGTERM: a child spawned from a pool thread inherits its blocked signals.
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        let status = try await Self.exitStatus(of: process)
-        while !collected.isDone { try await Task.sleep(nanoseconds: 5_000_000) }
-        let (out, err) = collected.value
-        return Result(stdout: out, stderr: err, status: status)
-    }
-
-    /// The child's exit status, without `waitUntilExit()`: that spins a run loop, and once (with
-    /// Swift Testing's exit-test monitor waiting on every child of the process) Foundation never
-    /// saw the exit, so both spun for good. Waits for Foundation to notice; if it has not after a
-    /// few seconds, reaps the child itself.
-    private static func exitStatus(of process: Process) async throws -> Int32 {
-        let end = Date().addingTimeInterval(5)
-        while process.isRunning, Date() < end { try await Task.sleep(nanoseconds: 5_000_000) }
-        if !process.isRunning { return process.terminationStatus }
-        var status: Int32 = 0
-        let pid = process.processIdentifier
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
-            let r = waitpid(pid, &status, WNOHANG)
-            if r == pid {
-                // WIFEXITED: the exit code; else the signal that ended it, as Foundation reports it.
-                return (status & 0x7f) == 0 ? (status >> 8) & 0xff : status & 0x7f
-            }
-            if r < 0 && errno == ECHILD {
-                // Foundation reaped it meanwhile: it records the status a moment later.
-                let end = Date().addingTimeInterval(5)
-                while process.isRunning, Date() < end { try await Task.sleep(nanoseconds: 5_000_000) }
-                return process.isRunning ? -1 : process.terminationStatus
-            }
-            try await Task.sleep(nanoseconds: 5_000_000)
-        }
-        throw CancellationError()
+        while !process.outputEnded, Date() < end { try await Task.sleep(nanoseconds: 5_000_000) }
+        process.closeInput()
+        // s_client ends once its output has; what still runs after 2 more seconds is cut short.
+        if await process.exit(timeout: 2) == nil { process.signal(SIGKILL) }
+        guard let ended = await process.exit(timeout: 10) else { throw CancellationError() }
+        while !process.outputEnded { try await Task.sleep(nanoseconds: 5_000_000) }
+        return Result(stdout: process.output, stderr: String(decoding: process.errors, as: UTF8.self), status: ended.status)
     }
 
     /// With the test client certificate.
@@ -140,17 +96,10 @@ struct OpenSSLClient {
                              closeInputAfter: closeInputAfter)
     }
 
-    private final class Collected: @unchecked Sendable {
-        private let lock = NSLock()
-        private var out: [UInt8] = []
-        private var err = ""
-        private var done = false
-        func finish(out: [UInt8], err: String) {
-            lock.lock(); defer { lock.unlock() }
-            self.out = out; self.err = err; done = true
-        }
-        var isDone: Bool { lock.lock(); defer { lock.unlock() }; return done }
-        var value: ([UInt8], String) { lock.lock(); defer { lock.unlock() }; return (out, err) }
+    private final class Written: Sendable {
+        private let done = Locked(false)
+        func finish() { done.withLock { $0 = true } }
+        var isDone: Bool { done.withLock { $0 } }
     }
 }
 
