@@ -14,7 +14,7 @@ enum StreamBench {
     static let clientSpec = CommandSpec(
         path: "stream-client",
         summary: "Open N event streams to a URL and report when events arrive (a load client).",
-        usage: "stream-client (--url URL ... | --url-file FILE) [--n N] [--header 'Name: value' ...] [--until-event ID] [--ack] [--timeout S]",
+        usage: "stream-client (--url URL ... | --url-file FILE) [--n N] [--header 'Name: value' ...] [--until-event ID] [--ack [--ack-keep-alive]] [--timeout S]",
         options: [
             .value("url", "URL", "http://host:port/path to open (IPv4 literal or localhost); several are used in turn", repeatable: true),
             .value("url-file", "FILE", "URLs to open, one per line (e.g. one client token each), after any --url"),
@@ -23,6 +23,7 @@ enum StreamBench {
             .value("until-event", "ID", "exit once every open stream has received the event with this id"),
             .value("timeout", "S", "exit after S seconds in any case (default 300)"),
             .flag("ack", "acknowledge as Herald's acking clients do: open each stream with ack=1 and answer every event with POST /v1/stream/ack (same query)"),
+            .flag("ack-keep-alive", "with --ack: send the acknowledgements on up to 256 kept-alive connections (default: a connection each, closed after its answer)"),
         ],
         discussion: """
         Writes lines to standard output: `connected streaming=<n> failed=<n> statuses=<status:count,...>`
@@ -69,7 +70,7 @@ enum StreamBench {
         raiseOpenFileLimit()
         let wanted = arguments.value("until-event")
         var arrivals: [Double] = []
-        let client = StreamLoadClient(targets: targets, maxPendingConnects: 256) { event in
+        let client = StreamLoadClient(targets: targets, maxPendingConnects: 256, keepAliveAcks: arguments.flag("ack-keep-alive")) { event in
             if event.id == wanted { arrivals.append(event.arrival) }
         }
         let end = StreamLoadClient.now() + timeout

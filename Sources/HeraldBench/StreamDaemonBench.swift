@@ -15,13 +15,14 @@ enum StreamDaemonBench {
     static let spec = CommandSpec(
         path: "stream",
         summary: "N live streams on one daemon: memory per stream, 202-to-client latency of one notification to all, /healthz meanwhile, close-to-absent time, ack round trip.",
-        usage: "stream [--n N] [--synchronous full|normal] [--batch-size B] [--work DIR] [--no-acks] [--no-reference]",
+        usage: "stream [--n N] [--synchronous full|normal] [--batch-size B] [--work DIR] [--no-acks | --acks-keep-alive] [--no-reference]",
         options: [
             .value("n", "N", "streams, one user and device each (default 10000)"),
             .value("synchronous", "MODE", "the daemon's storage.synchronous (default full: each commit fsynced)"),
             .value("batch-size", "B", "the daemon's delivery.batchSize (default 500, the daemon's; the local transport takes up to 2000)"),
             .value("work", "DIR", "folder for the daemon's config, database and logs (default: a new folder under /tmp)"),
             .flag("no-acks", "the N streams do not acknowledge (default: they open with ack=1 and acknowledge every event)"),
+            .flag("acks-keep-alive", "the acknowledgements go as requests on up to 256 kept-alive connections (default: a connection each)"),
             .flag("no-reference", "skip the HTTP layer's own run (herald-bench stream-http)"),
         ],
         discussion: """
@@ -48,7 +49,7 @@ enum StreamDaemonBench {
             guard ["full", "normal"].contains(synchronous) else { throw CLIError.usage("--synchronous: expected full or normal", command: spec.path) }
             let batch = try arguments.int("batch-size", command: spec.path, in: 1...10_000) ?? 500
             try await Run(n: n, console: context.console, work: work, synchronous: synchronous, batchSize: batch,
-                          acking: !arguments.flag("no-acks"))
+                          acking: !arguments.flag("no-acks"), acksKeepAlive: arguments.flag("acks-keep-alive"))
                 .run(reference: !arguments.flag("no-reference"))
         } catch {
             throw .runtime("benchmark failed: \(error)")
@@ -68,6 +69,8 @@ enum StreamDaemonBench {
         let batchSize: Int
         /// The N streams acknowledge every event.
         let acking: Bool
+        /// On kept-alive connections (up to 256), not a connection each.
+        var acksKeepAlive = false
 
         func run(reference: Bool) async throws {
             let dir = try work ?? makeTemporaryFolder()
@@ -101,7 +104,7 @@ enum StreamDaemonBench {
             try write(urls, to: "\(dir)/urls.txt")
             let clientLog = open("\(dir)/client.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
             let client = try Subprocess(bench, ["stream-client", "--url-file", "\(dir)/urls.txt", "--until-event", "1",
-                                                 "--timeout", "300"] + (acking ? ["--ack"] : []), output: clientLog)
+                                                 "--timeout", "300"] + (acking ? ["--ack"] : []) + (acking && acksKeepAlive ? ["--ack-keep-alive"] : []), output: clientLog)
             close(clientLog)
             defer { client.stop() }
             let connected = try waitFor(file: "\(dir)/client.log", containing: "connected ", timeout: 180)
@@ -146,7 +149,7 @@ enum StreamDaemonBench {
             let perStream = Double(withStreams - base) * 1024 / Double(n)
             let cores = ProcessInfo.processInfo.activeProcessorCount
             console.out("== bench stream: \(n) streams on one daemon (\(cores) cores, storage.synchronous=\(synchronous), delivery.batchSize=\(batchSize), "
-                        + (acking ? "acks on: every stream acknowledges)" : "acks off)"))
+                        + (acking ? "acks on: every stream acknowledges, " + (acksKeepAlive ? "on up to 256 kept-alive connections)" : "a connection per ack)") : "acks off)"))
             let mb = { (kb: Int) in (Double(kb) / 1024).fixed(0) }
             console.out("memory: \(mb(base)) MB before, \(mb(withStreams)) MB with the streams: "
                         + "\((perStream / 1024).fixed(1)) KB per open stream (target ≤ 16 KB)")

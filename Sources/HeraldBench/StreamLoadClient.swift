@@ -9,7 +9,9 @@ import Glibc
 /// one GET and reading a chunked `text/event-stream` answer. It parses only what a benchmark
 /// needs: the status line, the chunk framing and the SSE fields `id:`, `event:` and `data:`.
 /// A target with an ``Target/ackPath`` acknowledges each event it receives as Herald's acking
-/// clients do (`POST <ackPath>` with `{"id": <event id>}`, a connection each, from the same loop).
+/// clients do (`POST <ackPath>` with `{"id": <event id>}`, from the same loop): each on a
+/// connection of its own, or, with `keepAliveAcks`, as requests on a pool of kept-alive
+/// connections, as a client's URLSession or a browser's `fetch` reuses its connection.
 ///
 /// - Important: a test client, not an HTTP client: no redirects, no TLS, no compression.
 public final class StreamLoadClient {
@@ -79,7 +81,8 @@ public final class StreamLoadClient {
         public var lastAckAnswer: Double = 0
     }
 
-    private enum Phase { case connecting, head, sizeLine, data(Int), dataEnd, closed }
+    /// `idle`: a kept-alive acknowledgement connection between requests.
+    private enum Phase { case connecting, head, sizeLine, data(Int), dataEnd, idle, closed }
 
     private final class Connection {
         let index: Int
@@ -93,10 +96,11 @@ public final class StreamLoadClient {
         var event: String?
         var data: [String] = []
         var status = 0
-        /// An acknowledgement's connection (answered once, then closed), not a stream.
+        /// An acknowledgement's connection (answered once, then closed or kept alive), not a stream.
         let isAck: Bool
-        /// The target's index (a connection's `index` is its place in the poll set).
-        let target: Int
+        /// The target's index (a connection's `index` is its place in the poll set); for a
+        /// kept-alive acknowledgement connection, the target of the request it sends now.
+        var target: Int
         init(index: Int, target: Int, request: [UInt8], isAck: Bool = false) {
             self.index = index
             self.target = target
@@ -115,8 +119,12 @@ public final class StreamLoadClient {
     /// Acknowledgements to send: the stream's target and the event id.
     private var ackBacklog: [(target: Int, id: String)] = []
     private var ackNext = 0
+    /// Acknowledgement connections open (in flight, or idle when kept alive).
     private var acksInFlight = 0
     private let maxAcksInFlight: Int
+    private let keepAliveAcks: Bool
+    /// Kept-alive acknowledgement connections waiting for their next request.
+    private var idleAcks: [Connection] = []
     /// Counters so far (read them from the thread that runs the client).
     public private(set) var counters = Counters()
 
@@ -125,11 +133,15 @@ public final class StreamLoadClient {
     ///   - maxPendingConnects: connections waiting for their status line at once (a server's
     ///     listen backlog drops SYNs past its size, and each retry costs a second).
     ///   - onEvent: called on the client's thread for each event.
-    ///   - maxAcksInFlight: acknowledgements sent at once (each on a connection of its own).
-    public init(targets: [Target], maxPendingConnects: Int = 256, maxAcksInFlight: Int = 256, onEvent: @escaping (Event) -> Void) {
+    ///   - maxAcksInFlight: acknowledgement connections open at once.
+    ///   - keepAliveAcks: acknowledgements are requests on kept-alive connections (at most
+    ///     `maxAcksInFlight`, each sending its next once the last was answered), not a connection each.
+    public init(targets: [Target], maxPendingConnects: Int = 256, maxAcksInFlight: Int = 256, keepAliveAcks: Bool = false,
+                onEvent: @escaping (Event) -> Void) {
         self.targets = targets
         self.maxPendingConnects = maxPendingConnects
         self.maxAcksInFlight = maxAcksInFlight
+        self.keepAliveAcks = keepAliveAcks
         self.onEvent = onEvent
     }
 
@@ -172,17 +184,29 @@ public final class StreamLoadClient {
 
     private var pendingCount = 0
 
-    /// Opens a connection for each waiting acknowledgement, up to `maxAcksInFlight` at once.
+    /// Sends each waiting acknowledgement: on an idle kept-alive connection, or on a new
+    /// connection while fewer than `maxAcksInFlight` are open.
     private func openAcks() {
-        while ackNext < ackBacklog.count, acksInFlight < maxAcksInFlight {
+        while ackNext < ackBacklog.count {
             let (index, id) = ackBacklog[ackNext]
-            ackNext += 1
             let t = targets[index]
-            guard let path = t.ackPath else { continue }
+            guard let path = t.ackPath else { ackNext += 1; continue }
             let body = "{\"id\":\(id)}"
             var head = "POST \(path) HTTP/1.1\r\nHost: \(t.host):\(t.port)\r\nContent-Type: application/json\r\n"
             for (k, v) in t.headers { head += "\(k): \(v)\r\n" }
-            head += "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
+            head += "Content-Length: \(body.utf8.count)\r\n" + (keepAliveAcks ? "" : "Connection: close\r\n") + "\r\n" + body
+            if let c = idleAcks.popLast() {
+                ackNext += 1
+                c.target = index
+                c.request = Array(head.utf8)
+                c.written = 0
+                c.phase = .head
+                polls[c.index].events = Int16(POLLIN | POLLOUT)
+                writeRequest(c)
+                continue
+            }
+            guard acksInFlight < maxAcksInFlight else { break }
+            ackNext += 1
             let c = Connection(index: connections.count, target: index, request: Array(head.utf8), isAck: true)
             connections.append(c)
             polls.append(pollfd(fd: -1, events: 0, revents: 0))
@@ -259,6 +283,12 @@ public final class StreamLoadClient {
     private func fail(_ c: Connection) {
         if c.isAck {
             if case .closed = c.phase { return }
+            if case .idle = c.phase {
+                // The server closed a kept-alive connection between requests: no acknowledgement lost.
+                idleAcks.removeAll { $0 === c }
+                closeAck(c)
+                return
+            }
             counters.ackFailures += 1
             finishAck(c)
             return
@@ -280,15 +310,26 @@ public final class StreamLoadClient {
         c.line = []
     }
 
-    /// Closes an acknowledgement's connection (answered or failed).
-    private func finishAck(_ c: Connection) {
+    /// An acknowledgement answered or failed: its connection is closed, or kept alive for the next.
+    private func finishAck(_ c: Connection, keepAlive: Bool = false) {
+        counters.acksPending -= 1
+        guard keepAlive else {
+            closeAck(c)
+            return
+        }
+        c.phase = .idle
+        c.input = []
+        polls[c.index].events = Int16(POLLIN)
+        idleAcks.append(c)
+    }
+
+    private func closeAck(_ c: Connection) {
         if c.fd >= 0 { close(c.fd) }
         c.fd = -1
         polls[c.index].fd = -1
         c.phase = .closed
         c.input = []
         acksInFlight -= 1
-        counters.acksPending -= 1
     }
 
     private func parse(_ c: Connection, _ bytes: ArraySlice<UInt8>, arrival: Double) {
@@ -303,7 +344,9 @@ public final class StreamLoadClient {
             if c.isAck {
                 counters.ackStatuses[c.status, default: 0] += 1
                 counters.lastAckAnswer = arrival
-                finishAck(c)
+                // Kept alive only after a 204 (no body to skip) that does not close, with nothing after it.
+                let closes = head.lowercased().contains("connection: close")
+                finishAck(c, keepAlive: keepAliveAcks && c.status == 204 && !closes && end.upperBound == c.input.endIndex)
                 return
             }
             counters.statuses[c.status, default: 0] += 1
@@ -349,7 +392,7 @@ public final class StreamLoadClient {
                 // The CRLF after a chunk's data.
                 let b = bytes[i]; i += 1
                 if b == 10 { c.phase = .sizeLine }
-            case .head, .connecting, .closed:
+            case .head, .connecting, .idle, .closed:
                 return
             }
         }

@@ -36,6 +36,57 @@ import Testing
         await server.stop(deadline: 5)
     }
 
+    /// Acknowledgements as requests on kept-alive connections: every event acknowledged with its
+    /// id, each answered 204, on no more connections than the pool allows.
+    @Test(arguments: [false, true]) func everyEventIsAcknowledgedOnAConnectionEachOrOnKeptAliveOnes(keepAlive: Bool) async throws {
+        let streams = Locked<[HTTPStream]>([])
+        let acked = Locked<[String]>([])
+        let metrics = MetricsRegistry()
+        let server = HTTPServer(options: HTTPServer.Options(), logger: .disabled, metrics: metrics, immediate: { request in
+            request.path == "/stream" ? .eventStream(heartbeat: 60) { stream in streams.withLock { $0.append(stream) } } : nil
+        }) { request in
+            guard request.path == "/stream/ack", request.query["u"] != nil else { return HTTPResponse(status: 404) }
+            acked.withLock { $0.append(request.query["u"]! + ":" + String(decoding: request.body, as: UTF8.self)) }
+            return HTTPResponse(status: 204)
+        }
+        let port = try server.start(ListenAddress(host: "127.0.0.1", port: 0))
+        let n = 20, events = 3, pool = 2
+        let targets = (0..<n).map { i in
+            StreamLoadClient.Target(host: "127.0.0.1", port: port, path: "/stream?u=\(i)", ackPath: "/stream/ack?u=\(i)")
+        }
+        let counters: StreamLoadClient.Counters = await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                let client = StreamLoadClient(targets: targets, maxPendingConnects: 4, maxAcksInFlight: pool, keepAliveAcks: keepAlive) { _ in }
+                var written = 0
+                let end = Date().addingTimeInterval(60)
+                client.run(tick: 0.01) {
+                    if Date() > end { return true }
+                    let c = client.counters
+                    if written < events, c.streaming == n, streams.value.count == n, c.acksPending == 0, c.events == written * n {
+                        written += 1
+                        for s in streams.value { s.write(Array("id: \(written)\ndata: {}\n\n".utf8)) }
+                        return false
+                    }
+                    return written == events && c.events == events * n && c.acksPending == 0
+                }
+                let c = client.counters
+                client.closeAll()
+                continuation.resume(returning: c)
+            }
+        }
+        #expect(counters.events == n * events)
+        #expect(counters.ackStatuses == [204: n * events])
+        #expect(counters.ackFailures == 0)
+        let expected = Set((0..<n).flatMap { i in (1...events).map { "\(i):{\"id\":\($0)}" } })
+        #expect(Set(acked.value) == expected)
+        #expect(acked.value.count == n * events)
+        // n streams, then the acknowledgements' connections: one each, or at most the pool.
+        let connections = Int(metrics.value("herald_http_connections_total"))
+        if keepAlive { #expect(connections <= n + pool) } else { #expect(connections == n + n * events) }
+        for s in streams.value { s.finish() }
+        await server.stop(deadline: 5)
+    }
+
     struct Run: @unchecked Sendable {
         var phase: Int
         var counters: StreamLoadClient.Counters
