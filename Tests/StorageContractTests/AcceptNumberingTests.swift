@@ -100,19 +100,12 @@ struct AcceptNumberingTests {
     }
 
     @Test func anInboxThatRefusesTheAppendHandsTheTakenDeliveriesOverUnnumbered() async throws {
-        let dir = try TemporaryDirectory(prefix: "herald-accept-numbering")
-        defer { dir.remove() }
-        let configuration = try await Backend.sqlite.configuration(in: dir)
-        let storage = try await SQLiteStorageDriver().open(configuration, metrics: MetricsRegistry(), exclusive: false)
-        let other = try SQLiteDatabase(path: dir.file("herald.db"), synchronous: "NORMAL")
-        do {
+        try await NumberedClaimTests.withInboxThatCanRefuse(prefix: "herald-accept-numbering") { storage, refuse, accept in
             let (queue, _) = try numberingQueue(storage)
             let numbering = TestNumbering(connected: ["aa00", "aa01"])
             queue.numberAtAccept(transport: "t", AcceptNumbering(numbering: numbering, lease: { 60 }))
-            // Every inbox insert fails (as a full disk or a damaged page would), after the
-            // counters' upsert ran in the same transaction.
-            try other.execute("CREATE TRIGGER refuse_inbox BEFORE INSERT ON inbox BEGIN SELECT RAISE(ABORT, 'inbox refused'); END",
-                              operation: "refuse inbox inserts")
+            // After the counters' upsert ran in the same transaction.
+            try refuse()
             // The accept stands (taken, `sent`); its batch comes without numbers, for the
             // transport's own path (which numbers them, or reports them not written).
             _ = try await storage.queue.enqueue(notification("n1", tokens: ["aa00", "aa01"]), idempotencySince: t0)
@@ -121,15 +114,11 @@ struct AcceptNumberingTests {
             #expect(await eventually { numbering.committedBatches.withLock { $0 }.count == 1 })
             #expect(numbering.committedBatches.withLock { $0 }.map { $0.entries.map { $0?.seq } } == [[nil, nil]])
             #expect(try await storage.inbox.lastSequence(app: "app", user: "u0") == 0)
-            try other.execute("DROP TRIGGER refuse_inbox", operation: "accept inbox inserts again")
+            try accept()
             _ = try await storage.queue.enqueue(notification("n2", tokens: ["aa00", "aa01"]), idempotencySince: t0)
             #expect(await eventually { numbering.committedBatches.withLock { $0 }.count == 2 })
             #expect(numbering.committedBatches.withLock { $0 }.map { $0.entries.map { $0?.seq } } == [[nil, nil], [1, 1]])
-        } catch {
-            await storage.close()
-            throw error
         }
-        await storage.close()
     }
 
     @Test func aReplayedAcceptNumbersNothing() async throws {

@@ -55,6 +55,30 @@ struct NumberedClaimTests {
 
     func numberingQueue(_ storage: OpenStorage) throws -> (any InboxNumberingQueue, SQLiteDeliveryQueue) { try Self.numberingQueue(storage) }
 
+    /// SQLite storage in a new folder, with a second connection to its database whose `refuse`
+    /// makes every inbox insert fail (as a full disk or a damaged page would) and `accept` undoes
+    /// it; `body` runs with both, and the storage is closed on every path.
+    static func withInboxThatCanRefuse(prefix: String,
+                                       _ body: (OpenStorage, _ refuse: () throws -> Void, _ accept: () throws -> Void) async throws -> Void) async throws {
+        let dir = try TemporaryDirectory(prefix: prefix)
+        defer { dir.remove() }
+        let configuration = try await Backend.sqlite.configuration(in: dir)
+        let storage = try await SQLiteStorageDriver().open(configuration, metrics: MetricsRegistry(), exclusive: false)
+        do {
+            let other = try SQLiteDatabase(path: dir.file("herald.db"), synchronous: "NORMAL")
+            try await body(storage, {
+                try other.execute("CREATE TRIGGER refuse_inbox BEFORE INSERT ON inbox BEGIN SELECT RAISE(ABORT, 'inbox refused'); END",
+                                  operation: "refuse inbox inserts")
+            }, {
+                try other.execute("DROP TRIGGER refuse_inbox", operation: "accept inbox inserts again")
+            })
+        } catch {
+            await storage.close()
+            throw error
+        }
+        await storage.close()
+    }
+
     @Test func aNumberedBatchIsOneCommit() async throws {
         try await withStorage(.sqlite) { storage, _ in
             let (queue, sqlite) = try numberingQueue(storage)
@@ -106,18 +130,11 @@ struct NumberedClaimTests {
     }
 
     @Test func anInboxThatRefusesTheAppendLeavesTheBatchQueued() async throws {
-        let dir = try TemporaryDirectory(prefix: "herald-numbered")
-        defer { dir.remove() }
-        let configuration = try await Backend.sqlite.configuration(in: dir)
-        let storage = try await SQLiteStorageDriver().open(configuration, metrics: MetricsRegistry(), exclusive: false)
-        // Another connection makes every inbox insert fail (as a full disk or a damaged page
-        // would), after the claim and the counters' upsert have run in the same transaction.
-        let other = try SQLiteDatabase(path: dir.file("herald.db"), synchronous: "NORMAL")
-        do {
+        try await Self.withInboxThatCanRefuse(prefix: "herald-numbered") { storage, refuse, accept in
             let (queue, _) = try numberingQueue(storage)
             _ = try await storage.queue.enqueue(notification("n1", tokens: ["aa01", "aa02"]), idempotencySince: t0)
-            try other.execute("CREATE TRIGGER refuse_inbox BEFORE INSERT ON inbox BEGIN SELECT RAISE(ABORT, 'inbox refused'); END",
-                              operation: "refuse inbox inserts")
+            // After the claim and the counters' upsert have run in the same transaction.
+            try refuse()
             await #expect(throws: (any Error).self) {
                 _ = try await queue.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0 + 60,
                                           numbering: TestNumbering(connected: ["aa01", "aa02"]))
@@ -127,15 +144,11 @@ struct NumberedClaimTests {
             let status = try #require(try await storage.queue.status(notificationID: "n1"))
             #expect(status.deliveries.map(\.state) == [.queued, .queued])
             #expect(status.deliveries.map(\.attempts) == [0, 0])
-            try other.execute("DROP TRIGGER refuse_inbox", operation: "accept inbox inserts again")
+            try accept()
             let batch = try await queue.claim(transport: "t", limit: 10, now: t0, leaseUntil: t0 + 60,
                                               numbering: TestNumbering(connected: ["aa01", "aa02"]))
             #expect(batch.entries.map { $0?.seq } == [1, 1])
-        } catch {
-            await storage.close()
-            throw error
         }
-        await storage.close()
     }
 
     @Test func aCrashAfterTheCommitLeavesTheNumberForTheSecondAttempt() async throws {
