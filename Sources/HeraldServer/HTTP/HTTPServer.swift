@@ -454,6 +454,7 @@ public final class HTTPServer: @unchecked Sendable {
         let stream = HTTPStream(body: body, connection: connection, limit: options.streamBufferBytes, registry: registry)
         // The context lives as long as the connection: keep only what the stream needs.
         context.request = nil
+        context.headers = [:]
         context.body = []
         context.clearHandler()
         let id = Self.key(connection)
@@ -721,7 +722,7 @@ public final class HTTPServer: @unchecked Sendable {
         state.withLock { $0.stopping = true }
         // Streams get their closing bytes and a clean end now; none waits for the deadline.
         registry.stopHeartbeats()
-        for stream in registry.all { stream.end(final: stream.body.closing, reason: .serverStopping) }
+        for stream in registry.all { stream.end(final: stream.closing, reason: .serverStopping) }
         let end = Date().addingTimeInterval(deadline)
         while Date() < end, state.withLock({ !$0.suspended.isEmpty }) {
             try? await Task.sleep(nanoseconds: 5_000_000)

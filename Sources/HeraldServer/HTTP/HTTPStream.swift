@@ -70,7 +70,10 @@ public final class HTTPStream: @unchecked Sendable {
     /// Identifies the stream (stable while it lives).
     public var id: ObjectIdentifier { ObjectIdentifier(self) }
 
-    let body: HTTPStreamBody
+    /// The body's heartbeat and closing bytes (not its `open`, which ran once: what it captured
+    /// is let go).
+    let heartbeat: (interval: TimeInterval, bytes: [UInt8])?
+    let closing: [UInt8]
     let registry: StreamRegistry
     private let connection: OpaquePointer
     private let limit: Int
@@ -92,7 +95,8 @@ public final class HTTPStream: @unchecked Sendable {
 
     /// Keeps nothing of the request: a stream lives for hours, and its memory is per client.
     init(body: HTTPStreamBody, connection: OpaquePointer, limit: Int, registry: StreamRegistry) {
-        self.body = body
+        heartbeat = body.heartbeat
+        closing = body.closing
         self.registry = registry
         self.connection = connection
         self.limit = limit

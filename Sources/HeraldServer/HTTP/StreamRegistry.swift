@@ -43,7 +43,7 @@ final class StreamRegistry: @unchecked Sendable {
     func add(_ stream: HTTPStream) {
         lock.withLock {
             var key: Key?
-            if let heartbeat = stream.body.heartbeat, heartbeat.interval > 0, !heartbeat.bytes.isEmpty {
+            if let heartbeat = stream.heartbeat, heartbeat.interval > 0, !heartbeat.bytes.isEmpty {
                 let k = Key(milliseconds: max(1, Int((heartbeat.interval * 1000).rounded())), bytes: heartbeat.bytes)
                 groups[k, default: Group(next: Self.now() + Double(k.milliseconds) / 1000)].members.insert(stream.id)
                 key = k
