@@ -263,6 +263,29 @@ import Glibc
         #expect(HTTPServer.originForm("ftp://h/x") == "ftp://h/x")
     }
 
+    // MARK: Header size
+
+    /// A request with 8 KiB of headers (nginx's default bound for one header line) is served,
+    /// and an authenticated send with them is accepted; headers past the connection's memory
+    /// (`connectionMemoryLimit`, 12 KiB) get `431` and the connection is closed, and the daemon
+    /// goes on serving.
+    @Test func headersUpTo8KiBAreServedAndLargerOnesGet431() async throws {
+        let d = try await TestDaemon.start()
+        let eightKiB = "X-Padding: " + String(repeating: "p", count: 8192 - 13) + "\r\n"
+        #expect(eightKiB.utf8.count == 8192)
+        let health = try await Self.exchange(d.port, "GET /healthz HTTP/1.1\r\nHost: h\r\n\(eightKiB)Connection: close\r\n\r\n")
+        #expect(health.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(health.prefix(200))")
+        let body = Self.notification
+        let send = try await Self.exchange(d.port, Self.post(framing: eightKiB + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n", body: body))
+        #expect(send.hasPrefix("HTTP/1.1 202 Accepted\r\n"), "\(send.prefix(300))")
+
+        let sixteenKiB = "X-Padding: " + String(repeating: "p", count: 16384) + "\r\n"
+        let refused = try await Self.exchange(d.port, "GET /healthz HTTP/1.1\r\nHost: h\r\n\(sixteenKiB)\r\n")
+        #expect(refused.hasPrefix("HTTP/1.1 431 Request Header Fields Too Large\r\n"), "\(refused.prefix(300))")
+        let after = try await Self.exchange(d.port, "GET /healthz HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+        #expect(after.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(after)")
+    }
+
     // MARK: The request metric
 
     /// `herald_http_requests_total` counts the server's own 503 `too_many_streams`, under the
