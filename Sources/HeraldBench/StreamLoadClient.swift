@@ -125,6 +125,11 @@ public final class StreamLoadClient {
     private let keepAliveAcks: Bool
     /// Kept-alive acknowledgement connections waiting for their next request.
     private var idleAcks: [Connection] = []
+    /// Slots of closed acknowledgement connections, for the next ones.
+    private var freeSlots: [Int] = []
+    /// Entries of the poll set (streams, then acknowledgement connections, closed ones reused):
+    /// at most the targets plus `maxAcksInFlight`.
+    public var slotCount: Int { polls.count }
     /// Counters so far (read them from the thread that runs the client).
     public private(set) var counters = Counters()
 
@@ -157,6 +162,10 @@ public final class StreamLoadClient {
             openMore()
             openAcks()
             let n = poll(&polls, nfds_t(polls.count), Int32(tick * 1000))
+            if n < 0 && errno != EINTR {
+                // Not a state to spin in (EINVAL: more entries than the descriptor limit).
+                fatalError("stream-client: poll() of \(polls.count) connections failed: \(String(cString: strerror(errno)))")
+            }
             if n <= 0 { continue }
             for i in polls.indices where polls[i].revents != 0 {
                 let c = connections[i]
@@ -207,9 +216,17 @@ public final class StreamLoadClient {
             }
             guard acksInFlight < maxAcksInFlight else { break }
             ackNext += 1
-            let c = Connection(index: connections.count, target: index, request: Array(head.utf8), isAck: true)
-            connections.append(c)
-            polls.append(pollfd(fd: -1, events: 0, revents: 0))
+            // A closed acknowledgement's slot is taken again: poll() refuses (EINVAL) more
+            // entries than the descriptor limit, and a connection per ack would pass it.
+            let slot = freeSlots.popLast() ?? connections.count
+            let c = Connection(index: slot, target: index, request: Array(head.utf8), isAck: true)
+            if slot == connections.count {
+                connections.append(c)
+                polls.append(pollfd(fd: -1, events: 0, revents: 0))
+            } else {
+                connections[slot] = c
+                polls[slot] = pollfd(fd: -1, events: 0, revents: 0)
+            }
             acksInFlight += 1
             guard connectSocket(c, t) else { fail(c); continue }
         }
@@ -330,6 +347,7 @@ public final class StreamLoadClient {
         c.phase = .closed
         c.input = []
         acksInFlight -= 1
+        freeSlots.append(c.index)
     }
 
     private func parse(_ c: Connection, _ bytes: ArraySlice<UInt8>, arrival: Double) {
