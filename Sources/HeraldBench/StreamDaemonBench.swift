@@ -15,7 +15,7 @@ enum StreamDaemonBench {
     static let spec = CommandSpec(
         path: "stream",
         summary: "N live streams on one daemon: memory per stream, 202-to-client latency of one notification to all, /healthz meanwhile, close-to-absent time, ack round trip.",
-        usage: "stream [--n N] [--synchronous full|normal] [--batch-size B] [--work DIR] [--no-acks | --acks-keep-alive] [--no-reference]",
+        usage: "stream [--n N] [--synchronous full|normal] [--batch-size B] [--work DIR] [--no-acks | --acks-keep-alive] [--full-inboxes] [--no-reference]",
         options: [
             .value("n", "N", "streams, one user and device each (default 10000)"),
             .value("synchronous", "MODE", "the daemon's storage.synchronous (default full: each commit fsynced)"),
@@ -23,6 +23,7 @@ enum StreamDaemonBench {
             .value("work", "DIR", "folder for the daemon's config, database and logs (default: a new folder under /tmp)"),
             .flag("no-acks", "the N streams do not acknowledge (default: they open with ack=1 and acknowledge every event)"),
             .flag("acks-keep-alive", "the acknowledgements go as requests on up to 256 kept-alive connections (default: a connection each)"),
+            .flag("full-inboxes", "every user's inbox is full when the measured notification is numbered (inbox.maxPerUser 1 and one notification to all before it), so that each append also trims"),
             .flag("no-reference", "skip the HTTP layer's own run (herald-bench stream-http)"),
         ],
         discussion: """
@@ -37,7 +38,9 @@ enum StreamDaemonBench {
         answered and when the daemon had recorded every delivery `delivered`. Then, with every stream still open, it
         opens 100 more streams and closes them one by one (FIN and RST in turn), timing each close
         until the daemon counts the device as absent, and times an acknowledging client (ack=1): the
-        ack's round trip and the 202 to `delivered`. Targets: at most 16 KB per stream, p99 at most
+        ack's round trip and the 202 to `delivered`. With --full-inboxes the app keeps one inbox entry per user
+        and every user gets one notification first (answered before the measured one): the measured
+        append then drops each user's oldest entry, as it does in a daemon that has run for a while. Targets: at most 16 KB per stream, p99 at most
         250 ms, close to absent p99 at most 100 ms.
         """)
 
@@ -49,7 +52,8 @@ enum StreamDaemonBench {
             guard ["full", "normal"].contains(synchronous) else { throw CLIError.usage("--synchronous: expected full or normal", command: spec.path) }
             let batch = try arguments.int("batch-size", command: spec.path, in: 1...10_000) ?? 500
             try await Run(n: n, console: context.console, work: work, synchronous: synchronous, batchSize: batch,
-                          acking: !arguments.flag("no-acks"), acksKeepAlive: arguments.flag("acks-keep-alive"))
+                          acking: !arguments.flag("no-acks"), acksKeepAlive: arguments.flag("acks-keep-alive"),
+                          fullInboxes: arguments.flag("full-inboxes"))
                 .run(reference: !arguments.flag("no-reference"))
         } catch {
             throw .runtime("benchmark failed: \(error)")
@@ -71,6 +75,10 @@ enum StreamDaemonBench {
         let acking: Bool
         /// On kept-alive connections (up to 256), not a connection each.
         var acksKeepAlive = false
+        /// One inbox entry kept per user, and one notification to all before the measured one.
+        var fullInboxes = false
+        /// The event id the measured notification has at every stream.
+        var measuredEvent: Int { fullInboxes ? 2 : 1 }
 
         func run(reference: Bool) async throws {
             let dir = try work ?? makeTemporaryFolder()
@@ -78,7 +86,7 @@ enum StreamDaemonBench {
             let port = try Loopback.freePort()
             let config = """
             {"storage": {"path": "\(dir)/herald.db", "synchronous": "\(synchronous)"},
-             "apps": {"\(app)": {"routes": ["live", "log"], "foreground": "local-only", "clientSecret": "\(secret)"}},
+             "apps": {"\(app)": {"routes": ["live", "log"], "foreground": "local-only", "clientSecret": "\(secret)"\(fullInboxes ? #", "inbox": {"maxPerUser": 1}"# : "")}},
              "transports": {"live": {"type": "local"}, "log": {"type": "log", "path": "\(dir)/push.jsonl"}},
              "api": {"listen": "127.0.0.1:\(port)", "keys": [{"id": "bench", "secret": "\(apiKey)", "scopes": ["send", "admin"]}],
                      "maxBodyBytes": 4194304, "streams": {"maxStreams": \(max(n, 1) + 300)}},
@@ -103,7 +111,7 @@ enum StreamDaemonBench {
             }
             try write(urls, to: "\(dir)/urls.txt")
             let clientLog = open("\(dir)/client.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-            let client = try Subprocess(bench, ["stream-client", "--url-file", "\(dir)/urls.txt", "--until-event", "1",
+            let client = try Subprocess(bench, ["stream-client", "--url-file", "\(dir)/urls.txt", "--until-event", "\(measuredEvent)",
                                                  "--timeout", "300"] + (acking ? ["--ack"] : []) + (acking && acksKeepAlive ? ["--ack-keep-alive"] : []), output: clientLog)
             close(clientLog)
             defer { client.stop() }
@@ -121,18 +129,31 @@ enum StreamDaemonBench {
             let closes = try closeToAbsent(port: port, open: n, count: 100)
             let (acks, delivered, toClient) = try ackRoundTrips(port: port, count: 50)
 
+            let users = (0..<n).map { "\"u\($0)\"" }.joined(separator: ",")
+            if fullInboxes {
+                // The first notification to all fills each user's inbox (one entry kept); the
+                // measured one starts once the daemon has recorded every delivery of it.
+                let before = try deliveredCount(port: port)
+                let body = #"{"app":"\#(app)","users":[\#(users)],"alert":{"title":"bench","body":"first"}}"#
+                let (status, _) = try post(port: port, path: "/v1/notifications", body: body)
+                guard status == 202 else { throw Failure(description: "POST /v1/notifications answered \(status)") }
+                let started = monotonic()
+                while try deliveredCount(port: port) < before + Double(n) {
+                    if monotonic() - started > 120 { throw Failure(description: "the first notification was not delivered to all \(n) streams in 120 s") }
+                    usleep(50_000)
+                }
+            }
             let deliveredBefore = try deliveredCount(port: port)
             let watcher = DeliveredWatcher(port: port, apiKey: apiKey, target: deliveredBefore + Double(n))
             if acking { watcher.start() }
             let prober = HealthProber(port: port)
             prober.start()
-            let users = (0..<n).map { "\"u\($0)\"" }.joined(separator: ",")
             let body = #"{"app":"\#(app)","users":[\#(users)],"alert":{"title":"bench","body":"to everyone"}}"#
             let cpuBefore = cpuMilliseconds(daemon.pid)
             let posted = StreamDaemonBench.monotonic()
             let (status, accepted) = try post(port: port, path: "/v1/notifications", body: body)
             guard status == 202 else { throw Failure(description: "POST /v1/notifications answered \(status)") }
-            let arrivals = try waitFor(file: "\(dir)/client.log", containing: "event 1 ", timeout: 300)
+            let arrivals = try waitFor(file: "\(dir)/client.log", containing: "event \(measuredEvent) ", timeout: 300)
             let broadcastCPU = cpuMilliseconds(daemon.pid) - cpuBefore
             let health = prober.stop()
             let allDelivered = acking ? watcher.wait(timeout: 60) : nil
@@ -149,6 +170,7 @@ enum StreamDaemonBench {
             let perStream = Double(withStreams - base) * 1024 / Double(n)
             let cores = ProcessInfo.processInfo.activeProcessorCount
             console.out("== bench stream: \(n) streams on one daemon (\(cores) cores, storage.synchronous=\(synchronous), delivery.batchSize=\(batchSize), "
+                        + (fullInboxes ? "full inboxes: the measured append trims every user, " : "")
                         + (acking ? "acks on: every stream acknowledges, " + (acksKeepAlive ? "on up to 256 kept-alive connections)" : "a connection per ack)") : "acks off)"))
             let mb = { (kb: Int) in (Double(kb) / 1024).fixed(0) }
             console.out("memory: \(mb(base)) MB before, \(mb(withStreams)) MB with the streams: "
