@@ -60,11 +60,11 @@ struct BinarySimulatorPlaintextTests {
         let socket = try TestSocket(port: sim.port)
         // One frame in three pieces, with pauses so they arrive as separate reads.
         let first = BinaryWire.frame(token: good, identifier: 1, priority: 10)
-        socket.send(Array(first[0..<3]))
+        #expect(socket.send(Array(first[0..<3])))
         try await Task.sleep(nanoseconds: 30_000_000)
-        socket.send(Array(first[3..<20]))
+        #expect(socket.send(Array(first[3..<20])))
         try await Task.sleep(nanoseconds: 30_000_000)
-        socket.send(Array(first[20...]))
+        #expect(socket.send(Array(first[20...])))
         // Then 50 notifications of all three commands in one write.
         var batch: [UInt8] = []
         for i in 2...51 {
@@ -74,10 +74,10 @@ struct BinarySimulatorPlaintextTests {
             default: batch += BinaryWire.frame(token: good, identifier: UInt32(i))
             }
         }
-        socket.send(batch)
+        #expect(socket.send(batch))
         #expect(await sim.waitForNotifications(count: 51))
         let received = sim.received
-        #expect(received.count == 51)
+        try #require(received.count == 51)
         #expect(received.first?.notification.identifier == 1)
         #expect(received[49].notification.identifier == 50)  // 51 is a command 0: no identifier
         #expect(received.last?.notification.command == 0)

@@ -129,7 +129,7 @@ struct BinarySimulatorTLSTests {
             _ = await sim.waitForNotifications(count: 3)
         }
         #expect(result.stdout.isEmpty)  // nothing is sent on success
-        #expect(sim.received.map(\.notification.command) == [0, 1, 2])
+        try #require(sim.received.map(\.notification.command) == [0, 1, 2])
         #expect(sim.received[1].notification.expiry == 1_800_000_000)
         #expect(sim.received[2].notification.priority == 5)
         sim.stop()
