@@ -76,7 +76,7 @@ let package = Package(
 
         // MARK: Benchmarks and load clients (`herald-bench`, not part of `herald`)
         .target(name: "HeraldBench",
-                dependencies: ["HeraldCLI", "HeraldCore", "HeraldAPNs", "HeraldCrypto", "HeraldServer", "HeraldTestKit", "APNsBinaryProtocol",
+                dependencies: ["HeraldCLI", "HeraldCore", "HeraldAPNs", "HeraldCrypto", "HeraldServer", "HeraldTestKit", "APNsBinaryProtocol", "CLinux",
                                "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldWebPush", "HeraldFCM"],
                 path: "Sources/HeraldBench"),
         .executableTarget(name: "herald-bench", dependencies: ["HeraldBench"], path: "Sources/herald-bench"),
