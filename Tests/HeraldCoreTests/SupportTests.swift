@@ -109,4 +109,32 @@ import Testing
         _ = await (a, b)
         #expect(log.withLock { $0 } == ["a in", "c", "a out", "b"])
     }
+
+    /// A holder of every key waits for the holders before it; a later holder of any key, even
+    /// one nobody holds, waits for it (no overtaking), and runs once it is done.
+    @Test func aHolderOfEveryKeyWaitsForThoseBeforeItAndHoldsBackThoseAfter() async {
+        let lock = KeyedAsyncLock<Int>()
+        let log = Locked<[String]>([])
+        let inside = WakeSignal(), release = WakeSignal()
+        async let a: Void = lock.run([1]) {
+            log.withLock { $0.append("a in") }
+            inside.notify()
+            await release.wait()
+            log.withLock { $0.append("a out") }
+        }
+        await inside.wait()
+        async let all: Void = lock.runAll { log.withLock { $0.append("all") } }
+        try? await Task.sleep(nanoseconds: 50_000_000)
+        // Key 9 is free, but the holder of every key came first.
+        async let c: Void = lock.run([9]) { log.withLock { $0.append("c") } }
+        try? await Task.sleep(nanoseconds: 50_000_000)
+        #expect(log.withLock { $0 } == ["a in"])
+        release.notify()
+        _ = await (a, all, c)
+        #expect(log.withLock { $0 } == ["a in", "a out", "all", "c"])
+        // Free again: each kind runs at once.
+        await lock.runAll { log.withLock { $0.append("all again") } }
+        await lock.run([1, 9]) { log.withLock { $0.append("d") } }
+        #expect(log.withLock { $0 }.suffix(2) == ["all again", "d"])
+    }
 }
