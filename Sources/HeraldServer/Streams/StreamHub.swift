@@ -38,10 +38,25 @@ extension EventSink {
 /// queue appends the entries ``entries(for:now:)`` gives in the claim's own transaction, the
 /// events are written at ``numbered(_:entries:)``, and ``write(_:)`` then reports those writes.
 public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
-    /// A device of one app.
+    /// A device of one app. Its hash is computed once, when the key is made: a broadcast looks
+    /// each device up several times per event (streams, acks, waits, the order lock), and
+    /// hashing two strings each time was a fifth of the hub's CPU.
     struct Key: Hashable, Sendable {
-        var app: String
-        var device: String
+        let app: String
+        let device: String
+        private let hash: Int
+
+        init(app: String, device: String) {
+            self.app = app
+            self.device = device
+            var hasher = Hasher()
+            hasher.combine(app)
+            hasher.combine(device)
+            hash = hasher.finalize()
+        }
+
+        static func == (a: Key, b: Key) -> Bool { a.hash == b.hash && a.device == b.device && a.app == b.app }
+        func hash(into hasher: inout Hasher) { hasher.combine(hash) }
     }
 
     /// One open stream (what ``attach(_:app:user:device:after:)`` returns for ``detach(_:)``).
@@ -82,35 +97,56 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
     }
 
     /// One batch's deliveries waiting for acks (guarded by the hub's lock, except `signal`).
+    /// Its entries wait on their devices (``Device/awaiting``), where an ack finds them.
     final class AckBatch: @unchecked Sendable {
-        struct Entry {
-            var index: Int
-            var seq: Int64
-            var notificationID: String
-            var frame: [UInt8]
-            var deadline: Date
-            /// Written after the device had acknowledged past it (see ``AckWait/needsFreshAck``).
-            var needsFreshAck = false
-        }
-        var pending: [Key: [Entry]] = [:]
-        /// Every device the batch waits on (where ``StreamHub/State/ackWaits`` lists it).
-        var keys: Set<Key> = []
         var results: [Int: LocalWriteResult] = [:]
+        /// Entries not settled yet.
         var remaining = 0
+        /// The devices holding its entries (a device may be listed twice).
+        var devices: [Device] = []
         let signal = WakeSignal()
 
-        /// Settles the entries of `key` that `decide` answers for; true when the batch is complete.
-        func settle(_ key: Key, _ decide: (Entry) -> LocalWriteResult?) -> Bool {
-            guard var entries = pending[key] else { return remaining == 0 }
-            entries.removeAll { e in
-                guard let r = decide(e) else { return false }
-                results[e.index] = r
-                remaining -= 1
-                return true
-            }
-            pending[key] = entries.isEmpty ? nil : entries
+        /// Settles one entry; true when that completed the batch.
+        func settle(_ index: Int, _ result: LocalWriteResult) -> Bool {
+            results[index] = result
+            remaining -= 1
             return remaining == 0
         }
+    }
+
+    /// An event written to an acking stream, waiting on its device for the ack.
+    struct AckEntry {
+        let batch: AckBatch
+        var index: Int
+        var seq: Int64
+        var notificationID: String
+        var frame: [UInt8]
+        var deadline: Date
+        /// Written after the device had acknowledged past it (see ``AckWait/needsFreshAck``).
+        var needsFreshAck = false
+    }
+
+    /// What the hub holds for one device of one app while it has streams open, events waiting
+    /// for its acks, or events numbered for it that no stream took (guarded by the hub's lock).
+    /// A broadcast's event finds all of it with one look-up.
+    final class Device: @unchecked Sendable {
+        let key: Key
+        /// In the order they opened: the first is the oldest.
+        var connections: [Connection] = []
+        /// The highest event id it acknowledged while connected.
+        var acked: Int64?
+        /// Written to an acking stream and not acknowledged yet, in the order written.
+        var awaiting: [AckEntry] = []
+        /// Events numbered in the inbox that no stream took (its streams closed before they were
+        /// written, or their ack timed out), by notification: when the delivery comes back (its
+        /// device reconnected) it keeps its number, and is not sent again if the reconnect's
+        /// replay already did.
+        var orphans: [String: (seq: Int64, frame: [UInt8])] = [:]
+
+        init(key: Key) { self.key = key }
+
+        /// Nothing left to remember: the record can go.
+        var isIdle: Bool { connections.isEmpty && awaiting.isEmpty && orphans.isEmpty }
     }
 
     /// A write to an acking stream that waits for its ack.
@@ -136,29 +172,40 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
     }
 
     private struct State {
-        var connections: [Key: [Connection]] = [:]
+        /// Every device with streams open, acks awaited or orphaned events.
+        var devices: [Key: Device] = [:]
         /// app → user → devices with a stream open.
         var byUser: [String: [String: Set<String>]] = [:]
         /// When a device's last stream closed (for `presenceGrace`).
         var closedAt: [Key: Date] = [:]
-        /// Events numbered in the inbox whose stream closed before they were written, by device
-        /// and notification: when the delivery comes back (its device reconnected) it keeps its
-        /// number, and is not sent again if the reconnect's replay already did.
-        var orphans: [Key: [String: (seq: Int64, frame: [UInt8])]] = [:]
+        /// Orphaned events on all devices (``Device/orphans``).
         var orphanCount = 0
-        /// The highest event id each connected device acknowledged.
-        var acked: [Key: Int64] = [:]
         /// Devices that let an event's ack time out: not present until they ack or reconnect.
         var unresponsive: Set<Key> = []
-        /// Batches waiting for acks, by device.
-        var ackWaits: [Key: [AckBatch]] = [:]
-        /// Events numbered with their claim and written at ``numbered(_:entries:)``, by device and
-        /// notification, until ``write(_:)`` of the same delivery reports them.
-        var prewritten: [Key: [String: Prewritten]] = [:]
+        /// Events numbered with their claim and written at ``numbered(_:entries:)``, by delivery,
+        /// until ``write(_:)`` of the same delivery reports them.
+        var prewritten: [Int64: Prewritten] = [:]
+
+        /// Whether `key` let an ack time out (quick when none did, as in a broadcast).
+        func isUnresponsive(_ key: Key) -> Bool { !unresponsive.isEmpty && unresponsive.contains(key) }
+
+        /// The record of `key`, made when there is none.
+        mutating func device(_ key: Key) -> Device {
+            if let d = devices[key] { return d }
+            let d = Device(key: key)
+            devices[key] = d
+            return d
+        }
+
+        /// Forgets `d` when it holds nothing any more (and is still the record of its key).
+        mutating func forgetIfIdle(_ d: Device) {
+            if d.isIdle, devices[d.key] === d { devices[d.key] = nil }
+        }
     }
 
     /// What ``numbered(_:entries:)`` did with one event.
     struct Prewritten {
+        var key: Key
         var seq: Int64
         var frame: [UInt8]
         var result: LocalWriteResult
@@ -226,7 +273,7 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
     }
 
     /// Open streams.
-    public var count: Int { state.withLock { $0.connections.values.reduce(0) { $0 + $1.count } } }
+    public var count: Int { state.withLock { $0.devices.values.reduce(0) { $0 + $1.connections.count } } }
 
     // MARK: Connections
 
@@ -265,11 +312,10 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
         let replaced: [Connection]? = state.withLock { s in
             if Self.refusal(s, key: key, user: user, limits: limits) != nil { return nil }
             // In the order they opened: the first is the oldest.
-            var list = s.connections[key] ?? []
+            let d = s.device(key)
             var replaced: [Connection] = []
-            while list.count >= max(1, limits.perDevice) { replaced.append(list.removeFirst()) }
-            list.append(connection)
-            s.connections[key] = list
+            while d.connections.count >= max(1, limits.perDevice) { replaced.append(d.connections.removeFirst()) }
+            d.connections.append(connection)
             s.byUser[app, default: [:]][user, default: []].insert(device)
             s.closedAt[key] = nil
             s.unresponsive.remove(key)
@@ -297,10 +343,10 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
         let devices = s.byUser[key.app]?[user] ?? []
         var count = 0
         for d in devices.union(s.unresponsive.filter { $0.app == key.app }.map(\.device)) {
-            count += s.connections[Key(app: key.app, device: d)]?.filter { $0.user == user }.count ?? 0
+            count += s.devices[Key(app: key.app, device: d)]?.connections.filter { $0.user == user }.count ?? 0
         }
         // A device at its own limit gives up its oldest stream: the user's count does not grow.
-        if (s.connections[key]?.count ?? 0) >= max(1, limits.perDevice) { count -= 1 }
+        if (s.devices[key]?.connections.count ?? 0) >= max(1, limits.perDevice) { count -= 1 }
         guard count >= limits.perUser else { return nil }
         return "user holds its limit of \(limits.perUser) open streams for this app (api.streams.maxPerUser); close one first"
     }
@@ -367,26 +413,22 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
         let now = clock.now
         var complete: [AckBatch] = []
         let removed: Bool = state.withLock { s in
-            guard var list = s.connections[key], let i = list.firstIndex(where: { $0 === connection }) else { return false }
-            list.remove(at: i)
-            if list.isEmpty {
-                s.connections[key] = nil
-                s.byUser[key.app]?[connection.user]?.remove(key.device)
-                if s.byUser[key.app]?[connection.user]?.isEmpty == true { s.byUser[key.app]?[connection.user] = nil }
-                s.closedAt[key] = now
-                s.acked[key] = nil
-                // An unresponsive device was already reported gone.
-                if s.unresponsive.remove(key) == nil { closed(key.app, key.device) }
-                for batch in s.ackWaits.removeValue(forKey: key) ?? [] {
-                    let done = batch.settle(key) { e in
-                        Self.keepNumber(&s, key: key, notificationID: e.notificationID, seq: e.seq, frame: e.frame)
-                        return .notConnected(since: now)
-                    }
-                    if done { complete.append(batch) }
-                }
-                return true
+            guard let d = s.devices[key], let i = d.connections.firstIndex(where: { $0 === connection }) else { return false }
+            d.connections.remove(at: i)
+            guard d.connections.isEmpty else { return true }
+            s.byUser[key.app]?[connection.user]?.remove(key.device)
+            if s.byUser[key.app]?[connection.user]?.isEmpty == true { s.byUser[key.app]?[connection.user] = nil }
+            s.closedAt[key] = now
+            d.acked = nil
+            // An unresponsive device was already reported gone.
+            if s.unresponsive.remove(key) == nil { closed(key.app, key.device) }
+            let waiting = d.awaiting
+            d.awaiting = []
+            for e in waiting {
+                Self.keepNumber(&s, d, notificationID: e.notificationID, seq: e.seq, frame: e.frame)
+                if e.batch.settle(e.index, .notConnected(since: now)) { complete.append(e.batch) }
             }
-            s.connections[key] = list
+            s.forgetIfIdle(d)
             return true
         }
         for batch in complete { batch.signal.notify() }
@@ -398,8 +440,14 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
     public func write(_ deliveries: [Delivery]) async -> [LocalWriteResult] {
         // From numbering to sending, a device's events go one batch at a time, so each stream
         // gets them in number order (a client's Last-Event-ID is the last event it read);
-        // batches for other devices run side by side.
-        let written = await deviceOrder.run(Set(deliveries.map { Key(app: $0.app, device: $0.streamKey) })) { await writeInOrder(deliveries) }
+        // batches for other devices run side by side. A batch written when it was numbered
+        // (the broadcast's case) has nothing left to send: its results are taken at once.
+        let written: Written
+        if let prewritten = takePrewritten(deliveries) {
+            written = prewritten
+        } else {
+            written = await deviceOrder.run(Set(deliveries.map { Key(app: $0.app, device: $0.streamKey) })) { await writeInOrder(deliveries) }
+        }
         // Outside the device's order: a frozen client's ack timeout does not hold back the
         // device's next batch (which finds it unresponsive, or acknowledged, meanwhile).
         guard !written.waits.isEmpty else { return written.results }
@@ -414,6 +462,27 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
         var waits: [AckWait]
     }
 
+    /// The results of a batch whose every delivery was written at ``numbered(_:entries:)``, or
+    /// `nil` (then nothing was taken) when one was not.
+    private func takePrewritten(_ deliveries: [Delivery]) -> Written? {
+        state.withLock { s in
+            guard deliveries.indices.allSatisfy({ s.prewritten[deliveries[$0].id] != nil }) else { return nil }
+            var results: [LocalWriteResult] = []
+            results.reserveCapacity(deliveries.count)
+            var waits: [AckWait] = []
+            waits.reserveCapacity(deliveries.count)
+            for i in deliveries.indices {
+                let p = s.prewritten.removeValue(forKey: deliveries[i].id)!
+                results.append(p.result)
+                if let timeout = p.ackTimeout {
+                    waits.append(AckWait(index: i, key: p.key, seq: p.seq, notificationID: deliveries[i].notificationID, frame: p.frame,
+                                         timeout: timeout, needsFreshAck: p.ackedAhead))
+                }
+            }
+            return Written(results: results, waits: waits)
+        }
+    }
+
     private func writeInOrder(_ deliveries: [Delivery]) async -> Written {
         await recoverNumbers(deliveries)
         var results = [LocalWriteResult](repeating: .notConnected(since: nil), count: deliveries.count)
@@ -425,8 +494,7 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
             for (i, d) in deliveries.enumerated() {
                 let key = Key(app: d.app, device: d.streamKey)
                 // Numbered with its claim and written then (``numbered(_:entries:)``): report that.
-                if let p = s.prewritten[key]?.removeValue(forKey: d.notificationID) {
-                    if s.prewritten[key]?.isEmpty == true { s.prewritten[key] = nil }
+                if let p = s.prewritten.removeValue(forKey: d.id) {
                     results[i] = p.result
                     if let timeout = p.ackTimeout {
                         waits.append(AckWait(index: i, key: key, seq: p.seq, notificationID: d.notificationID, frame: p.frame, timeout: timeout,
@@ -434,13 +502,14 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
                     }
                     continue
                 }
-                guard let list = s.connections[key], !list.isEmpty else {
+                guard let device = s.devices[key], !device.connections.isEmpty else {
                     results[i] = .notConnected(since: s.closedAt[key])
                     continue
                 }
+                let list = device.connections
                 // Its ack timed out: not in the foreground until it acks again or reconnects.
                 if s.unresponsive.contains(key) { continue }
-                guard let orphan = s.orphans[key]?[d.notificationID] else {
+                guard let orphan = device.orphans[d.notificationID] else {
                     candidates.append(i)
                     continue
                 }
@@ -451,7 +520,7 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
                     else if c.lastSent >= orphan.seq || c.sink.send(orphan.frame) { c.lastSent = max(c.lastSent, orphan.seq); takers.append(c) }
                 }
                 if !takers.isEmpty {
-                    s.orphans[key]?[d.notificationID] = nil
+                    device.orphans[d.notificationID] = nil
                     s.orphanCount -= 1
                     results[i] = .written(id: orphan.seq)
                     if let timeout = ackTimeout(takers) { waits.append(AckWait(index: i, key: key, seq: orphan.seq, notificationID: d.notificationID, frame: orphan.frame, timeout: timeout)) }
@@ -467,7 +536,7 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
             candidates.map { i in
                 let d = deliveries[i]
                 // A raw-token delivery has no user: the stream's owner is.
-                let owner = d.user ?? s.connections[Key(app: d.app, device: d.streamKey)]?.first?.user ?? ""
+                let owner = d.user ?? s.devices[Key(app: d.app, device: d.streamKey)]?.connections.first?.user ?? ""
                 owners[i] = owner
                 return InboxEntry.New(app: d.app, user: owner, device: d.streamKey, notificationID: d.notificationID,
                                       event: Self.eventJSON(d), createdAt: now)
@@ -490,10 +559,7 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
                 let any = !takers.isEmpty
                 results[i] = any ? .written(id: entry.seq) : .notConnected(since: s.closedAt[key] ?? now)
                 if let timeout = ackTimeout(takers) { waits.append(AckWait(index: i, key: key, seq: entry.seq, notificationID: entry.notificationID, frame: frame, timeout: timeout)) }
-                if any { written += 1 } else if s.orphanCount < Self.maxOrphans {
-                    s.orphans[key, default: [:]][entry.notificationID] = (entry.seq, frame)
-                    s.orphanCount += 1
-                }
+                if any { written += 1 } else { Self.keepNumber(&s, key: key, notificationID: entry.notificationID, seq: entry.seq, frame: frame) }
             }
         }
         events.increment(by: Int64(written))
@@ -509,8 +575,16 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
     /// Sends a numbered event to the device's streams (held back for one still replaying);
     /// returns the streams that took it. Under the hub's lock.
     private static func send(_ s: inout State, key: Key, seq: Int64, frame: [UInt8]) -> [Connection] {
+        guard let d = s.devices[key] else { return [] }
+        return send(d, unresponsive: s.isUnresponsive(key), seq: seq, frame: frame)
+    }
+
+    /// ``send(_:key:seq:frame:)`` to a device already looked up.
+    private static func send(_ d: Device, unresponsive: Bool, seq: Int64, frame: [UInt8]) -> [Connection] {
+        if d.connections.isEmpty || unresponsive { return [] }
         var takers: [Connection] = []
-        for c in s.unresponsive.contains(key) ? [] : s.connections[key] ?? [] {
+        takers.reserveCapacity(d.connections.count)
+        for c in d.connections {
             if c.replaying {
                 c.held.append((seq, frame))
                 takers.append(c)
@@ -528,24 +602,28 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
     /// The rest go through ``write(_:)``'s own path (numbered there, or not at all). Called on
     /// the store's writer thread: a look-up under the hub's lock, the JSON outside it.
     public func entries(for deliveries: [Delivery], now: Date) -> [InboxEntry.New?] {
+        // By index, not by element: a `Delivery` is large, and copying each costs more than the look-up.
         let owners: [String?] = state.withLock { s in
-            deliveries.map { d in
-                let key = Key(app: d.app, device: d.streamKey)
-                guard d.attempt == 1, let list = s.connections[key], let first = list.first, !s.unresponsive.contains(key),
-                      s.orphans[key]?[d.notificationID] == nil, s.prewritten[key]?[d.notificationID] == nil else { return nil }
+            deliveries.indices.map { i in
+                let key = Key(app: deliveries[i].app, device: deliveries[i].streamKey)
+                guard deliveries[i].attempt == 1, let device = s.devices[key], let first = device.connections.first, !s.isUnresponsive(key),
+                      device.orphans[deliveries[i].notificationID] == nil, s.prewritten[deliveries[i].id] == nil else { return nil }
                 // A raw-token delivery has no user: the stream's owner is.
-                return d.user ?? first.user
+                return deliveries[i].user ?? first.user
             }
         }
-        var events: [String: [UInt8]] = [:]   // one event per notification
-        return zip(deliveries, owners).map { d, owner in
-            guard let owner else { return nil }
+        // One event per notification (a broadcast's batch is one notification).
+        var last: (id: String, event: [UInt8])?
+        return deliveries.indices.map { i in
+            guard let owner = owners[i] else { return nil }
+            let notificationID = deliveries[i].notificationID
             let event: [UInt8]
-            if let known = events[d.notificationID] { event = known } else {
-                event = Self.eventJSON(d)
-                events[d.notificationID] = event
+            if let last, last.id == notificationID { event = last.event } else {
+                event = Self.eventJSON(deliveries[i])
+                last = (notificationID, event)
             }
-            return InboxEntry.New(app: d.app, user: owner, device: d.streamKey, notificationID: d.notificationID, event: event, createdAt: now)
+            return InboxEntry.New(app: deliveries[i].app, user: owner, device: deliveries[i].streamKey, notificationID: notificationID,
+                                  event: event, createdAt: now)
         }
     }
 
@@ -555,31 +633,42 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
     /// does), and keeps each result for ``write(_:)`` of the same delivery. An event no stream
     /// took (its device closed meanwhile) keeps its number for the delivery's return.
     public func numbered(_ deliveries: [Delivery], entries: [InboxEntry?]) async {
-        var keys: Set<Key> = []
-        for e in entries { if let e { keys.insert(Key(app: e.app, device: e.device)) } }
-        guard !keys.isEmpty else { return }
-        let written = await deviceOrder.run(keys) { () -> Int in
+        // Each event's device key (hashed once), its delivery and its frame.
+        var work: [(key: Key, id: Int64, entry: InboxEntry)] = []
+        work.reserveCapacity(entries.count)
+        for i in entries.indices {
+            if let e = entries[i] { work.append((Key(app: e.app, device: e.device), deliveries[i].id, e)) }
+        }
+        guard !work.isEmpty else { return }
+        // Every device's order at once: a batch is thousands of devices, and the order lock then
+        // costs nothing per device (the devices' own writes, rare, wait for it or it for them).
+        let written = await deviceOrder.runAll { () -> Int in
             let now = clock.now
             // Framed outside the lock, one notification's data lines split once for all its streams.
-            var lines: [String: [UInt8]] = [:]
-            var framed: [(entry: InboxEntry, frame: [UInt8])] = []
-            framed.reserveCapacity(entries.count)
-            for e in entries {
-                guard let e else { continue }
-                if lines[e.notificationID] == nil { lines[e.notificationID] = ServerSentEvents.dataLines(e.event) }
-                framed.append((e, ServerSentEvents.event(id: e.seq, name: "notification", dataLines: lines[e.notificationID]!)))
+            var lines: (id: String, bytes: [UInt8])?
+            var frames: [[UInt8]] = []
+            frames.reserveCapacity(work.count)
+            for w in work {
+                let data: [UInt8]
+                if let lines, lines.id == w.entry.notificationID { data = lines.bytes } else {
+                    data = ServerSentEvents.dataLines(w.entry.event)
+                    lines = (w.entry.notificationID, data)
+                }
+                frames.append(ServerSentEvents.event(id: w.entry.seq, name: "notification", dataLines: data))
             }
             // The lock in slices: a claim's look-up, an ack or a close on the server thread waits
             // for one slice, not for the whole batch (the device lock keeps each device's order).
             var written = 0
             var start = 0
-            while start < framed.count {
-                let slice = framed[start..<min(start + Self.writesPerLock, framed.count)]
+            while start < work.count {
+                let end = min(start + Self.writesPerLock, work.count)
                 written += state.withLock { s in
                     var written = 0
-                    for (e, frame) in slice {
-                        let key = Key(app: e.app, device: e.device)
-                        let takers = Self.send(&s, key: key, seq: e.seq, frame: frame)
+                    for i in start..<end {
+                        let (key, id, e) = work[i]
+                        let frame = frames[i]
+                        let device = s.devices[key]
+                        let takers = device.map { Self.send($0, unresponsive: s.isUnresponsive(key), seq: e.seq, frame: frame) } ?? []
                         let result: LocalWriteResult
                         if takers.isEmpty {
                             result = .notConnected(since: s.closedAt[key] ?? now)
@@ -588,13 +677,12 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
                             result = .written(id: e.seq)
                             written += 1
                         }
-                        s.prewritten[key, default: [:]][e.notificationID] = Prewritten(seq: e.seq, frame: frame, result: result,
-                                                                                       ackTimeout: Self.ackTimeout(takers),
-                                                                                       ackedAhead: (s.acked[key] ?? 0) >= e.seq)
+                        s.prewritten[id] = Prewritten(key: key, seq: e.seq, frame: frame, result: result,
+                                                      ackTimeout: Self.ackTimeout(takers), ackedAhead: (device?.acked ?? 0) >= e.seq)
                     }
                     return written
                 }
-                start = slice.endIndex
+                start = end
             }
             return written
         }
@@ -633,24 +721,24 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
         let key = Key(app: app, device: device)
         var complete: [AckBatch] = []
         let (result, revived): (AckResult, Bool) = state.withLock { s in
-            guard let list = s.connections[key], list.contains(where: { $0.user == user }) else { return (.noStream, false) }
-            let acked = max(s.acked[key] ?? 0, id)
-            s.acked[key] = acked
+            guard let d = s.devices[key], d.connections.contains(where: { $0.user == user }) else { return (.noStream, false) }
+            let acked = max(d.acked ?? 0, id)
+            d.acked = acked
             var revived = false
-            if s.unresponsive.remove(key) != nil {
+            if !s.unresponsive.isEmpty, s.unresponsive.remove(key) != nil {
                 s.byUser[app, default: [:]][user, default: []].insert(device)
                 opened(app, user, device)
                 revived = true
             }
             // An event written after the device had acknowledged past it counts only with an
             // ack that arrived since (this one) and covers it.
-            for batch in s.ackWaits[key] ?? [] where batch.settle(key, { e in
-                e.seq <= acked && (!e.needsFreshAck || id >= e.seq) ? .acknowledged(id: e.seq) : nil
-            }) {
-                complete.append(batch)
+            if !d.awaiting.isEmpty {
+                d.awaiting.removeAll { e in
+                    guard e.seq <= acked && (!e.needsFreshAck || id >= e.seq) else { return false }
+                    if e.batch.settle(e.index, .acknowledged(id: e.seq)) { complete.append(e.batch) }
+                    return true
+                }
             }
-            s.ackWaits[key]?.removeAll { $0.pending[key] == nil }
-            if s.ackWaits[key]?.isEmpty == true { s.ackWaits[key] = nil }
             return (.recorded, revived)
         }
         for batch in complete { batch.signal.notify() }
@@ -665,20 +753,21 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
     /// its ack on this server (`nil` otherwise): the status API shows it.
     public func awaitingAck(app: String, device: String, notificationID: String) -> Int64? {
         let key = Key(app: app, device: device)
-        return state.withLock { s in
-            for batch in s.ackWaits[key] ?? [] {
-                if let e = batch.pending[key]?.first(where: { $0.notificationID == notificationID }) { return e.seq }
-            }
-            return nil
-        }
+        return state.withLock { s in s.devices[key]?.awaiting.first { $0.notificationID == notificationID }?.seq }
     }
 
     /// An event written and not acknowledged keeps its number: when its delivery comes back (the
     /// device reconnected or acknowledged again), it is not numbered and sent a second time to a
     /// client that has it (see ``writeInOrder(_:)``'s orphans).
     private static func keepNumber(_ s: inout State, key: Key, notificationID: String, seq: Int64, frame: [UInt8]) {
-        guard s.orphans[key]?[notificationID] == nil, s.orphanCount < maxOrphans else { return }
-        s.orphans[key, default: [:]][notificationID] = (seq, frame)
+        guard s.orphanCount < maxOrphans else { return }
+        keepNumber(&s, s.device(key), notificationID: notificationID, seq: seq, frame: frame)
+    }
+
+    /// ``keepNumber(_:key:notificationID:seq:frame:)`` on a device already looked up.
+    private static func keepNumber(_ s: inout State, _ d: Device, notificationID: String, seq: Int64, frame: [UInt8]) {
+        guard d.orphans[notificationID] == nil, s.orphanCount < maxOrphans else { return }
+        d.orphans[notificationID] = (seq, frame)
         s.orphanCount += 1
     }
 
@@ -688,41 +777,53 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
         let batch = AckBatch()
         let start = clock.now
         state.withLock { s in
+            var last: Device?
             for w in waits {
-                if let acked = s.acked[w.key], acked >= w.seq, !w.needsFreshAck {
+                let device = last?.key == w.key ? last : s.devices[w.key]
+                if let acked = device?.acked, acked >= w.seq, !w.needsFreshAck {
                     batch.results[w.index] = .acknowledged(id: w.seq)
-                } else if s.connections[w.key] == nil {
+                } else if let device, !device.connections.isEmpty {
+                    device.awaiting.append(AckEntry(batch: batch, index: w.index, seq: w.seq, notificationID: w.notificationID,
+                                                    frame: w.frame, deadline: start.addingTimeInterval(w.timeout),
+                                                    needsFreshAck: w.needsFreshAck))
+                    if last !== device { batch.devices.append(device) }
+                    last = device
+                    batch.remaining += 1
+                } else {
                     // It closed between the write and now.
                     Self.keepNumber(&s, key: w.key, notificationID: w.notificationID, seq: w.seq, frame: w.frame)
                     batch.results[w.index] = .notConnected(since: s.closedAt[w.key] ?? start)
-                } else {
-                    batch.pending[w.key, default: []].append(.init(index: w.index, seq: w.seq, notificationID: w.notificationID,
-                                                                   frame: w.frame, deadline: start.addingTimeInterval(w.timeout),
-                                                                   needsFreshAck: w.needsFreshAck))
-                    batch.remaining += 1
                 }
             }
-            batch.keys = Set(batch.pending.keys)
-            for key in batch.keys { s.ackWaits[key, default: []].append(batch) }
         }
         while true {
             let now = clock.now
             let cancelled = Task.isCancelled
             var timedOut = 0
             let next: Date? = state.withLock { s in
-                for key in Array(batch.pending.keys) {
+                var next: Date?
+                for d in batch.devices where !d.awaiting.isEmpty {
                     var late = 0
-                    _ = batch.settle(key) { e in
-                        if cancelled { return .written(id: e.seq) }
-                        guard e.deadline <= now else { return nil }
+                    d.awaiting.removeAll { e in
+                        guard e.batch === batch else { return false }
+                        if cancelled {
+                            _ = batch.settle(e.index, .written(id: e.seq))
+                            return true
+                        }
+                        guard e.deadline <= now else {
+                            next = min(next ?? e.deadline, e.deadline)
+                            return false
+                        }
                         late += 1
-                        Self.keepNumber(&s, key: key, notificationID: e.notificationID, seq: e.seq, frame: e.frame)
-                        return .notConnected(since: nil)
+                        Self.keepNumber(&s, d, notificationID: e.notificationID, seq: e.seq, frame: e.frame)
+                        _ = batch.settle(e.index, .notConnected(since: nil))
+                        return true
                     }
                     timedOut += late
-                    if late > 0 && s.connections[key] != nil && s.unresponsive.insert(key).inserted {
+                    if late > 0 && !d.connections.isEmpty && s.devices[d.key] === d && s.unresponsive.insert(d.key).inserted {
                         // Frozen or unreachable: out of the foreground, here and for the other nodes.
-                        for c in s.connections[key] ?? [] {
+                        let key = d.key
+                        for c in d.connections {
                             s.byUser[key.app]?[c.user]?.remove(key.device)
                             if s.byUser[key.app]?[c.user]?.isEmpty == true { s.byUser[key.app]?[c.user] = nil }
                         }
@@ -730,13 +831,10 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
                     }
                 }
                 if batch.remaining == 0 {
-                    for key in batch.keys {
-                        s.ackWaits[key]?.removeAll { $0 === batch }
-                        if s.ackWaits[key]?.isEmpty == true { s.ackWaits[key] = nil }
-                    }
+                    for d in batch.devices { s.forgetIfIdle(d) }
                     return nil
                 }
-                return batch.pending.values.lazy.flatMap { $0 }.map(\.deadline).min()
+                return next
             }
             if timedOut > 0 {
                 ackTimeouts.increment(by: Int64(timedOut))
@@ -756,16 +854,13 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
         for d in deliveries where d.attempt > 1 {
             let key = Key(app: d.app, device: d.streamKey)
             let (connected, owner, known) = state.withLock { s in
-                (s.connections[key]?.isEmpty == false, d.user ?? s.connections[key]?.first?.user, s.orphans[key]?[d.notificationID] != nil)
+                let device = s.devices[key]
+                return (device?.connections.isEmpty == false, d.user ?? device?.connections.first?.user, device?.orphans[d.notificationID] != nil)
             }
             guard connected, !known, let owner,
                   let entry = try? await inbox.entry(app: d.app, user: owner, device: d.streamKey, notificationID: d.notificationID) else { continue }
             let frame = ServerSentEvents.event(id: entry.seq, name: "notification", data: entry.event)
-            state.withLock { s in
-                guard s.orphans[key]?[d.notificationID] == nil, s.orphanCount < Self.maxOrphans else { return }
-                s.orphans[key, default: [:]][d.notificationID] = (entry.seq, frame)
-                s.orphanCount += 1
-            }
+            state.withLock { s in Self.keepNumber(&s, key: key, notificationID: d.notificationID, seq: entry.seq, frame: frame) }
         }
     }
 
