@@ -156,6 +156,7 @@ enum StreamBench {
             latencies.sort()
             console.out("/healthz with \(open) streams open: p50 \((latencies[100] * 1000).fixed(2)) ms, p99 \((latencies[197] * 1000).fixed(2)) ms, max \((latencies[199] * 1000).fixed(2)) ms")
             let event = Array("id: 1\nevent: notification\ndata: {\"alert\":\"hello\"}\n\n".utf8)
+            let stolenBefore = StolenTime.milliseconds()
             let t0 = StreamLoadClient.now()
             for stream in streams.value { stream.write(event) }
             let written = StreamLoadClient.now()
@@ -163,12 +164,13 @@ enum StreamBench {
             while all.contains(where: { $0.unsentBytes > 0 }), StreamLoadClient.now() < written + 30 { usleep(1_000) }
             let taken = StreamLoadClient.now()
             guard let line = child.next(prefix: "event") else { throw CLIError.runtime("the stream client ended before reporting the event") }
+            let stolen = StolenTime.milliseconds() - stolenBefore
             let fields = Dictionary(line.split(separator: " ").compactMap { part -> (String, String)? in
                 let kv = part.split(separator: "=", maxSplits: 1)
                 return kv.count == 2 ? (String(kv[0]), String(kv[1])) : nil
             }, uniquingKeysWith: { a, _ in a })
             func ms(_ key: String) -> String { Double(fields[key] ?? "").map { (($0 - t0) * 1000).fixed(1) } ?? "-" }
-            console.out("one event to every stream: written in \(((written - t0) * 1000).fixed(1)) ms, taken by the server thread in \(((taken - t0) * 1000).fixed(1)) ms; received by \(fields["count"] ?? "?") clients: p50 \(ms("p50")) ms, p99 \(ms("p99")) ms, last \(ms("last")) ms (disconnects \(fields["disconnects"] ?? "?"))")
+            console.out("one event to every stream: written in \(((written - t0) * 1000).fixed(1)) ms, taken by the server thread in \(((taken - t0) * 1000).fixed(1)) ms; received by \(fields["count"] ?? "?") clients: p50 \(ms("p50")) ms, p99 \(ms("p99")) ms, last \(ms("last")) ms (disconnects \(fields["disconnects"] ?? "?")); CPU time stolen by the hypervisor meanwhile (all cores): \(stolen.fixed(0)) ms")
             _ = child.finish()
         } catch let error as CLIError {
             await server.stop(deadline: 1)

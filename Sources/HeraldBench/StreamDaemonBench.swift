@@ -150,11 +150,13 @@ enum StreamDaemonBench {
             prober.start()
             let body = #"{"app":"\#(app)","users":[\#(users)],"alert":{"title":"bench","body":"to everyone"}}"#
             let cpuBefore = cpuMilliseconds(daemon.pid)
+            let stolenBefore = StolenTime.milliseconds()
             let posted = StreamDaemonBench.monotonic()
             let (status, accepted) = try post(port: port, path: "/v1/notifications", body: body)
             guard status == 202 else { throw Failure(description: "POST /v1/notifications answered \(status)") }
             let arrivals = try waitFor(file: "\(dir)/client.log", containing: "event \(measuredEvent) ", timeout: 300)
             let broadcastCPU = cpuMilliseconds(daemon.pid) - cpuBefore
+            let stolen = StolenTime.milliseconds() - stolenBefore
             let health = prober.stop()
             let allDelivered = acking ? watcher.wait(timeout: 60) : nil
             if ProcessInfo.processInfo.environment["HERALD_BENCH_METRICS"] != nil {
@@ -185,7 +187,8 @@ enum StreamDaemonBench {
             console.out("  the accept (POST sent to 202 read): \(((accepted - posted) * 1000).fixed(0)) ms; from the POST: "
                         + "p50 \(fromPost(field("p50"))), p99 \(fromPost(field("p99"))), last \(fromPost(field("last")))")
             console.out("  daemon CPU from the POST to the client's report: \(broadcastCPU.fixed(0)) ms, "
-                        + "\((broadcastCPU * 1000 / Double(n)).fixed(0)) µs per delivery")
+                        + "\((broadcastCPU * 1000 / Double(n)).fixed(0)) µs per delivery; CPU time stolen by the hypervisor meanwhile "
+                        + "(all cores): \(stolen.fixed(0)) ms")
             if acking {
                 console.out("  acks: \(Int(field("acked") ?? 0)) answered 204, \(Int(field("ack_failures") ?? 0)) failed; last ack answered \(ms(field("ack_last"))) "
                             + "after the 202; every delivery recorded delivered \(ms(allDelivered)) after the 202")
