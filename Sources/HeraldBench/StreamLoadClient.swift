@@ -398,9 +398,8 @@ public final class StreamLoadClient {
             case .sizeLine:
                 let b = bytes[i]; i += 1
                 if b == 10 {
-                    let text = String(decoding: c.input, as: UTF8.self).trimmingWhitespace()
-                    c.input = []
-                    let size = Int(text.split(separator: ";").first ?? "", radix: 16) ?? 0
+                    let size = Self.chunkSize(c.input)
+                    c.input.removeAll(keepingCapacity: true)
                     if size == 0 {
                         // The last chunk: the stream ended cleanly.
                         fail(c)
@@ -462,23 +461,38 @@ public final class StreamLoadClient {
             counters.comments += 1
             return
         }
-        let text = String(decoding: line, as: UTF8.self)
-        let field: Substring, value: Substring
-        if let colon = text.firstIndex(of: ":") {
-            field = text[..<colon]
-            var v = text[text.index(after: colon)...]
-            if v.first == " " { v = v.dropFirst() }
-            value = v
-        } else {
-            field = Substring(text)
-            value = ""
-        }
-        switch field {
-        case "id": c.id = String(value)
-        case "event": c.event = String(value)
-        case "data": c.data.append(String(value))
+        // The field name up to the first colon, the value after it (one leading space dropped).
+        let colon = line.firstIndex(of: UInt8(ascii: ":")) ?? line.endIndex
+        var start = colon < line.endIndex ? colon + 1 : colon
+        if start < line.endIndex && line[start] == UInt8(ascii: " ") { start += 1 }
+        let value = { String(decoding: UnsafeBufferPointer(rebasing: line[start...]), as: UTF8.self) }
+        switch colon - line.startIndex {
+        case 2 where line[0] == UInt8(ascii: "i") && line[1] == UInt8(ascii: "d"): c.id = value()
+        case 4 where Self.equals(line, "data"): c.data.append(value())
+        case 5 where Self.equals(line, "event"): c.event = value()
         default: break
         }
+    }
+
+    /// Whether `line` starts with the ASCII `name`.
+    private static func equals(_ line: UnsafeBufferPointer<UInt8>, _ name: StaticString) -> Bool {
+        name.withUTF8Buffer { n in n.indices.allSatisfy { line[$0] == n[$0] } }
+    }
+
+    /// A chunk-size line's size (hex digits, then optional spaces, extensions after `;`), or 0.
+    static func chunkSize(_ line: [UInt8]) -> Int {
+        var size = 0
+        for b in line {
+            let digit: Int
+            switch b {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = Int(b - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = Int(b - UInt8(ascii: "a")) + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = Int(b - UInt8(ascii: "A")) + 10
+            default: return size
+            }
+            size = size * 16 + digit
+        }
+        return size
     }
 
     /// CLOCK_MONOTONIC in seconds.
