@@ -306,15 +306,31 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
     /// Each batch is handed over once its entries are committed; one whose append fails is
     /// handed over without numbers (its deliveries are `sent`; the transport's own path numbers
     /// them or reports them not written).
+    ///
+    /// The trim (each user's entries past `inbox.maxPerUser`, one `DELETE` per user) runs after
+    /// the last batch is handed over, in an operation of its own: in a daemon that has run a
+    /// while every append of a broadcast trims every user, and that took a fifth of the
+    /// append's time in front of each batch's writes. Until it commits, those users hold one
+    /// entry more; a crash before it leaves them to the next append's trim, which drops every
+    /// number up to its own bound.
     private func appendEntries(of t: AcceptTaker) {
         let parts = t.parts(of: t.batchSize)
         guard !parts.isEmpty else { return }
         pendingAppends.withLock { $0[t.lending, default: 0] += parts.count }
-        appendEntries(of: t, parts: parts, at: 0)
+        appendEntries(of: t, parts: parts, at: 0, trims: [])
     }
 
-    private func appendEntries(of t: AcceptTaker, parts: [(claimed: [ClaimedDelivery], entries: [InboxEntry.New])], at index: Int) {
-        guard index < parts.count else { return }
+    private func appendEntries(of t: AcceptTaker, parts: [(claimed: [ClaimedDelivery], entries: [InboxEntry.New])], at index: Int,
+                               trims: [SQLiteInboxStore.Trim]) {
+        guard index < parts.count else {
+            if !trims.isEmpty && !writer.isClosed {
+                writer.submit(.init(isAccept: false, run: { db in
+                    try t.store.trim(trims, db: db)
+                    return {}
+                }, fail: { _ in }))
+            }
+            return
+        }
         if writer.isClosed {
             // Nothing more will be appended: the rest goes over without numbers, in a loop (a
             // refused submit would call back into this method once per part).
@@ -323,14 +339,14 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
         }
         let part = parts[index]
         writer.submit(.init(isAccept: false, run: { db in
-            let appended = try t.store.appendInTransaction(part.entries, maxPerUser: t.numbering.inboxMaxPerUser, db: db)
+            let (appended, more) = try t.store.appendDeferringTrim(part.entries, maxPerUser: t.numbering.inboxMaxPerUser, db: db)
             return { [self] in
                 handOver(part.claimed, appended.map { Optional($0) }, of: t)
-                appendEntries(of: t, parts: parts, at: index + 1)
+                appendEntries(of: t, parts: parts, at: index + 1, trims: trims + more)
             }
         }, fail: { [self] _ in
             handOver(part.claimed, [InboxEntry?](repeating: nil, count: part.claimed.count), of: t)
-            appendEntries(of: t, parts: parts, at: index + 1)
+            appendEntries(of: t, parts: parts, at: index + 1, trims: trims)
         }))
     }
 

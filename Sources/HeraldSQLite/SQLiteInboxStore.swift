@@ -74,9 +74,44 @@ final class SQLiteInboxStore: InboxStore, Sendable {
         return try append(entries, groups: InboxGroups(entries, maxPerUser: maxPerUser), db: db)
     }
 
-    /// The append's statements: numbers per (app, user) in multi-row upserts, entries in
-    /// multi-row inserts, then the trim. On the writer thread, inside its transaction.
+    /// ``appendInTransaction(_:maxPerUser:db:)`` without the trim: the entries past each user's
+    /// `maxPerUser` that this append makes the oldest are left for ``trim(_:db:)`` in a later
+    /// operation (the accept's numbering hands its events over first; see
+    /// ``SQLiteDeliveryQueue``). Meanwhile the inbox holds them too: a replay may send one
+    /// more old entry, never fewer.
+    func appendDeferringTrim(_ entries: [InboxEntry.New], maxPerUser: (String) -> Int, db: SQLiteDatabase) throws
+        -> (entries: [InboxEntry], trims: [Trim]) {
+        guard !entries.isEmpty else { return ([], []) }
+        return try append(entries, groups: InboxGroups(entries, maxPerUser: maxPerUser), db: db, deferringTrims: true)
+    }
+
+    /// The entries of one (app, user) to drop: every number up to `keepAbove`.
+    struct Trim: Sendable {
+        var app: String
+        var user: String
+        var keepAbove: Int64
+    }
+
+    /// Drops what `trims` name (on the writer thread, inside its transaction). A trim that an
+    /// append of the same user has overtaken drops nothing it should keep: `keepAbove` only grows.
+    func trim(_ trims: [Trim], db: SQLiteDatabase) throws {
+        for t in trims {
+            try db.withStatementReused(statements.trim(db)) { s in
+                s.bind(1, t.app).bind(2, t.user).bind(3, t.keepAbove)
+                try s.run()
+            }
+        }
+    }
+
     private func append(_ entries: [InboxEntry.New], groups: InboxGroups, db: SQLiteDatabase) throws -> [InboxEntry] {
+        try append(entries, groups: groups, db: db, deferringTrims: false).entries
+    }
+
+    /// The append's statements: numbers per (app, user) in multi-row upserts, entries in
+    /// multi-row inserts, then the trim (or, `deferringTrims`, the trims to run later). On the
+    /// writer thread, inside its transaction.
+    private func append(_ entries: [InboxEntry.New], groups: InboxGroups, db: SQLiteDatabase, deferringTrims: Bool) throws
+        -> (entries: [InboxEntry], trims: [Trim]) {
         var seqs = [Int64](repeating: 0, count: entries.count)
         var lastByGroup = [Int64](repeating: 0, count: groups.groups.count)
         // The counters: one upsert per chunk of groups; RETURNING's row order is SQLite's,
@@ -108,7 +143,7 @@ final class SQLiteInboxStore: InboxStore, Sendable {
         // The entries kept, numbered; then the oldest past each group's limit dropped.
         var kept: [Int] = []
         kept.reserveCapacity(entries.count)
-        var trims: [(app: String, user: String, keepAbove: Int64)] = []
+        var trims: [Trim] = []
         for (g, group) in groups.groups.enumerated() {
             let last = lastByGroup[g]
             let first = last - Int64(group.indexes.count) + 1
@@ -118,7 +153,7 @@ final class SQLiteInboxStore: InboxStore, Sendable {
                 seqs[i] = seq
                 if seq > keepAbove { kept.append(i) }   // else dropped at once: more in this call than the app keeps
             }
-            if keepAbove >= 1 { trims.append((group.app, group.user, keepAbove)) }
+            if keepAbove >= 1 { trims.append(Trim(app: group.app, user: group.user, keepAbove: keepAbove)) }
         }
         next = 0
         while next < kept.count {
@@ -135,13 +170,8 @@ final class SQLiteInboxStore: InboxStore, Sendable {
             try s.run()
             next += chunk.count
         }
-        for t in trims {
-            try db.withStatementReused(statements.trim(db)) { s in
-                s.bind(1, t.app).bind(2, t.user).bind(3, t.keepAbove)
-                try s.run()
-            }
-        }
-        return entries.enumerated().map { $0.element.numbered(seqs[$0.offset]) }
+        if !deferringTrims { try trim(trims, db: db) }
+        return (entries.enumerated().map { $0.element.numbered(seqs[$0.offset]) }, deferringTrims ? trims : [])
     }
 
     func entries(app: String, user: String, device: String, after: Int64, limit: Int) async throws -> [InboxEntry] {

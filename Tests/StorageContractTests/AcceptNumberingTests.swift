@@ -67,6 +67,35 @@ struct AcceptNumberingTests {
         }
     }
 
+    /// Users whose inboxes are full: each batch is appended and handed over without its trim,
+    /// and the trim of all of them follows the last batch in a commit of its own; then every
+    /// user holds `maxPerUser` entries again, the newest.
+    @Test func aFullInboxIsTrimmedOnceTheAcceptsBatchesAreHandedOver() async throws {
+        try await withStorage(.sqlite) { storage, _ in
+            let (queue, sqlite) = try numberingQueue(storage)
+            let numbering = TestNumbering(connected: Set(tokens), maxPerUser: 1)
+            let handedOver = Locked<[Int]>([])
+            numbering.onCommitted = { _ in handedOver.withLock { $0.append(sqlite.commitStatistics.commits) } }
+            queue.numberAtAccept(transport: "t", AcceptNumbering(numbering: numbering, lease: { 60 }, batchSize: { 16 }))
+            // The first notification fills every inbox (one entry each; nothing to trim yet).
+            _ = try await storage.queue.enqueue(notification("n1", tokens: tokens), idempotencySince: t0)
+            #expect(await eventually { numbering.committedBatches.withLock { $0 }.count == 3 })
+            let before = sqlite.commitStatistics.commits
+            handedOver.withLock { $0 = [] }
+            _ = try await storage.queue.enqueue(notification("n2", tokens: tokens), idempotencySince: t0)
+            #expect(await eventually { numbering.committedBatches.withLock { $0 }.count == 6 })
+            // The accept's commit, then one per batch, each handed over right after it ...
+            #expect(handedOver.withLock { $0 } == [before + 2, before + 3, before + 4])
+            // ... then the trim's own.
+            #expect(await eventually { sqlite.commitStatistics.commits == before + 5 })
+            #expect(numbering.committedBatches.withLock { $0 }.suffix(3).flatMap(\.entries).map { $0?.seq } == Array(repeating: 2, count: tokens.count))
+            for (i, token) in tokens.enumerated() {
+                let kept = try await storage.inbox.entries(app: "app", user: "u\(i)", device: token, after: 0, limit: 10)
+                #expect(kept.map(\.seq) == [2] && kept.map(\.notificationID) == ["n2"], "\(token)")
+            }
+        }
+    }
+
     @Test func anAcceptWhoseNumberingFailsIsStoredQueuedWithNothingNumbered() async throws {
         try await withStorage(.sqlite) { storage, _ in
             let (queue, _) = try numberingQueue(storage)

@@ -17,10 +17,12 @@ struct NumberedClaimTests {
         let connected: Set<String>
         /// A wrong number of entries, to fail the transaction after the claim's own statements ran.
         let miscount: Bool
+        let maxPerUser: Int
         let asked = Locked<[[String]]>([])
-        init(connected: Set<String>, miscount: Bool = false) {
+        init(connected: Set<String>, miscount: Bool = false, maxPerUser: Int = 100) {
             self.connected = connected
             self.miscount = miscount
+            self.maxPerUser = maxPerUser
         }
         func entries(for deliveries: [Delivery], now: Date) -> [InboxEntry.New?] {
             asked.withLock { $0.append(deliveries.map(\.token)) }
@@ -31,11 +33,16 @@ struct NumberedClaimTests {
             }
             return miscount ? Array(entries.dropLast()) : entries
         }
-        func inboxMaxPerUser(_ app: String) -> Int { 100 }
+        func inboxMaxPerUser(_ app: String) -> Int { maxPerUser }
         func numbered(_ deliveries: [Delivery], entries: [InboxEntry?]) async {}
         /// Batches handed over after their commit, in commit order.
         let committedBatches = Locked<[NumberedClaim]>([])
-        func committed(_ batch: NumberedClaim) { committedBatches.withLock { $0.append(batch) } }
+        /// Called with each batch as it is handed over (on the writer thread, after its commit).
+        var onCommitted: (@Sendable (NumberedClaim) -> Void)?
+        func committed(_ batch: NumberedClaim) {
+            committedBatches.withLock { $0.append(batch) }
+            onCommitted?(batch)
+        }
     }
 
     /// A notification at `t0` to `tokens`, one user each (`u0`, `u1`, …), on transport `t`.
