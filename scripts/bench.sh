@@ -200,7 +200,10 @@ JSON
 bench_storage() { scripts/bench-storage.sh; }
 
 # Live streams: N streams on one daemon, one notification to all, next to the HTTP layer alone.
-bench_stream() { "$HERALD_BENCH" stream --n "${BENCH_STREAMS:-10000}"; }
+bench_stream() {
+  "$HERALD_BENCH" stream --n "${BENCH_STREAMS:-10000}"
+  "$HERALD_BENCH" stream-hub --n "${BENCH_STREAMS:-10000}"
+}
 
 # The webpush transport to `herald simulate webpush` (another process, which decrypts): notifications/s
 # and this process's CPU per notification, next to one ECDH (openssl speed ecdhp256) + one P-256 key generation.

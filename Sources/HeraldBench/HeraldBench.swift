@@ -21,7 +21,7 @@ public enum HeraldBench {
         BinaryBenchmark.command,
         CryptoBenchCommand.command,
         StreamDaemonBench.command,
-        StreamBench.http, StreamBench.client,
+        StreamBench.http, StreamBench.client, StreamHubBench.command,
         WebPushBenchCommand.command,
         FCMBenchCommand.command,
     ]

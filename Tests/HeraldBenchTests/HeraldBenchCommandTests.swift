@@ -10,7 +10,7 @@ import Testing
     @Test func listsEveryBenchmarkAndAnswersHelp() async throws {
         let overview = try await Run.program(Self.bench, ["--help"])
         #expect(overview.status == 0)
-        for name in ["apns-http2", "apns-binary", "crypto", "stream", "stream-http", "stream-client"] {
+        for name in ["apns-http2", "apns-binary", "crypto", "stream", "stream-http", "stream-client", "stream-hub"] {
             #expect(overview.stdout.contains("\n  \(name) "), "\(name) missing from: \(overview.stdout)")
         }
         let help = try await Run.program(Self.bench, ["apns-binary", "--help"])
@@ -25,6 +25,14 @@ import Testing
         let moved = try await Run.herald(["bench", "crypto"])
         #expect(moved.status == 2 && moved.stderr.contains("herald-bench"), "\(moved.stderr)")
         #expect(try await !Run.herald(["--help"]).stdout.contains("bench"))
+    }
+
+    /// The hub benchmark checks its own result: every write of every round answered acknowledged.
+    @Test func theStreamHubBenchmarkRunsAndReportsBothFigures() async throws {
+        let run = try await Run.program(Self.bench, ["stream-hub", "--n", "300", "--rounds", "3", "--batch-size", "100"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("the hub (numbering, writes, write's report, ack waits, acks): "), "\(run.stdout)")
+        #expect(run.stdout.contains("reference (same run): framing the event and writing it to the same sinks: "), "\(run.stdout)")
     }
 
     @Test func aBenchmarkStartsTheHeraldBesideIt() async throws {
