@@ -32,6 +32,13 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
     private let acceptNumbering = Locked<[String: AcceptNumbering]>([:])
     /// Appends of accepts' entries queued and not yet handed over, per lending.
     private let pendingAppends = Locked<[UUID: Int]>([:])
+    /// The inbox trims accepts leave for later (``appendEntries(of:)``).
+    private let deferredTrims: DeferredInboxTrims
+    /// How long an accept's inbox trims wait before they go to the writer (merged with later ones).
+    public static let inboxTrimDelay: TimeInterval = 1
+
+    /// Users whose deferred inbox trim has not gone to the writer yet.
+    var pendingInboxTrims: Int { deferredTrims.pendingCount }
     private var cache: NotificationCache {
         get { writerCache.value }
         _modify { yield &writerCache.value }
@@ -52,8 +59,10 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
     /// - Parameters:
     ///   - maxCommitBatch: most operations in one group commit.
     ///   - metrics: receives `herald_queue_commits_total` and the commit size and time histograms.
+    ///   - inboxTrimDelay: how long an accept's inbox trims wait before they go to the writer.
     public init(path: String, synchronous: SQLiteStorageConfiguration.Synchronous = .full, busyTimeout: TimeInterval = 5,
-                maxCommitBatch: Int = 2000, metrics: MetricsRegistry = MetricsRegistry()) throws {
+                maxCommitBatch: Int = 2000, metrics: MetricsRegistry = MetricsRegistry(),
+                inboxTrimDelay: TimeInterval = SQLiteDeliveryQueue.inboxTrimDelay) throws {
         if path == ":memory:" {
             throw StoreError("the delivery queue needs a database file (a reader connection runs beside the writer); \":memory:\" cannot be shared")
         }
@@ -94,6 +103,14 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
         }
         cache.confine(to: writer.thread)
         writerStatements.confine(to: writer.thread)
+        let writer = writer, inbox = inbox
+        deferredTrims = DeferredInboxTrims(delay: inboxTrimDelay) { trims in
+            guard !trims.isEmpty, let store = inbox.withLock({ $0 }) else { return }
+            writer.submit(.init(isAccept: false, run: { db in
+                try store.trim(trims, db: db)
+                return {}
+            }, fail: { _ in }))
+        }
     }
 
     /// Opens the queue a configuration names.
@@ -307,12 +324,11 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
     /// handed over without numbers (its deliveries are `sent`; the transport's own path numbers
     /// them or reports them not written).
     ///
-    /// The trim (each user's entries past `inbox.maxPerUser`, one `DELETE` per user) runs after
-    /// the last batch is handed over, in an operation of its own: in a daemon that has run a
-    /// while every append of a broadcast trims every user, and that took a fifth of the
-    /// append's time in front of each batch's writes. Until it commits, those users hold one
-    /// entry more; a crash before it leaves them to the next append's trim, which drops every
-    /// number up to its own bound.
+    /// The trim (each user's entries past `inbox.maxPerUser`, one `DELETE` per user) is not part
+    /// of these appends: in a daemon that has run a while every append of a broadcast trims every
+    /// user, and that took a fifth of the append's time in front of each batch's writes, then as
+    /// much again beside the writes to the streams. The trims go to ``DeferredInboxTrims``, which
+    /// hands them to the writer ``inboxTrimDelay`` later, merged with any that came meanwhile.
     private func appendEntries(of t: AcceptTaker) {
         let parts = t.parts(of: t.batchSize)
         guard !parts.isEmpty else { return }
@@ -323,12 +339,7 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
     private func appendEntries(of t: AcceptTaker, parts: [(claimed: [ClaimedDelivery], entries: [InboxEntry.New])], at index: Int,
                                trims: [SQLiteInboxStore.Trim]) {
         guard index < parts.count else {
-            if !trims.isEmpty && !writer.isClosed {
-                writer.submit(.init(isAccept: false, run: { db in
-                    try t.store.trim(trims, db: db)
-                    return {}
-                }, fail: { _ in }))
-            }
+            deferredTrims.add(trims)
             return
         }
         if writer.isClosed {
@@ -744,6 +755,8 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
     }
 
     public func close() async {
+        // The deferred trims go to the writer before it finishes what it holds.
+        deferredTrims.close()
         writer.close()
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
 import HeraldCore
-import HeraldSQLite
+@testable import HeraldSQLite
 import HeraldTestKit
 import Testing
 
@@ -94,6 +94,43 @@ struct AcceptNumberingTests {
                 #expect(kept.map(\.seq) == [2] && kept.map(\.notificationID) == ["n2"], "\(token)")
             }
         }
+    }
+
+    /// The deferred trims wait their delay (here longer than the test), merged: one per user
+    /// however many accepts left one; closing the queue hands them to the writer before it stops.
+    @Test func deferredTrimsWaitTheirDelayMergedPerUserAndCloseHandsThemOver() async throws {
+        let dir = try TemporaryDirectory(prefix: "herald-trims")
+        defer { dir.remove() }
+        let path = dir.file("herald.db")
+        func open() throws -> (SQLiteDeliveryQueue, SQLiteInboxStore) {
+            let queue = try SQLiteDeliveryQueue(path: path, inboxTrimDelay: 3600)
+            let inbox = try SQLiteInboxStore(sharing: queue.writer, configuration: SQLiteStorageConfiguration(path: path))
+            queue.attach(inbox: inbox)
+            return (queue, inbox)
+        }
+        let (queue, inbox) = try open()
+        let numbering = TestNumbering(connected: Set(tokens), maxPerUser: 1)
+        queue.numberAtAccept(transport: "t", AcceptNumbering(numbering: numbering, lease: { 60 }, batchSize: { 16 }))
+        for (k, id) in ["n1", "n2", "n3"].enumerated() {
+            _ = try await queue.enqueue(notification(id, tokens: tokens), idempotencySince: t0)
+            #expect(await eventually { numbering.committedBatches.withLock { $0 }.count == 3 * (k + 1) })
+        }
+        // Nothing trimmed yet: every user keeps all three, and one trim waits per user.
+        #expect(queue.pendingInboxTrims == tokens.count)
+        for (i, token) in tokens.enumerated() {
+            #expect(try await inbox.entries(app: "app", user: "u\(i)", device: token, after: 0, limit: 10).map(\.seq) == [1, 2, 3], "\(token)")
+        }
+        inbox.close()
+        await queue.close()
+        #expect(queue.pendingInboxTrims == 0)
+        // Handed over on close and committed: each user holds the newest entry only.
+        let (reopened, store) = try open()
+        for (i, token) in tokens.enumerated() {
+            let kept = try await store.entries(app: "app", user: "u\(i)", device: token, after: 0, limit: 10)
+            #expect(kept.map(\.seq) == [3] && kept.map(\.notificationID) == ["n3"], "\(token)")
+        }
+        store.close()
+        await reopened.close()
     }
 
     @Test func anAcceptWhoseNumberingFailsIsStoredQueuedWithNothingNumbered() async throws {
