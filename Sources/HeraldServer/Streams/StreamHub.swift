@@ -117,13 +117,9 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
     /// An event written to an acking stream, waiting on its device for the ack.
     struct AckEntry {
         let batch: AckBatch
-        var index: Int
-        var seq: Int64
-        var notificationID: String
-        var frame: [UInt8]
-        var deadline: Date
-        /// Written after the device had acknowledged past it (see ``AckWait/needsFreshAck``).
-        var needsFreshAck = false
+        let wait: AckWait
+        /// When it stops waiting (its write's answer, plus the stream's ack timeout).
+        let deadline: Date
     }
 
     /// What the hub holds for one device of one app while it has streams open, events waiting
@@ -425,8 +421,8 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
             let waiting = d.awaiting
             d.awaiting = []
             for e in waiting {
-                Self.keepNumber(&s, d, notificationID: e.notificationID, seq: e.seq, frame: e.frame)
-                if e.batch.settle(e.index, .notConnected(since: now)) { complete.append(e.batch) }
+                Self.keepNumber(&s, d, notificationID: e.wait.notificationID, seq: e.wait.seq, frame: e.wait.frame)
+                if e.batch.settle(e.wait.index, .notConnected(since: now)) { complete.append(e.batch) }
             }
             s.forgetIfIdle(d)
             return true
@@ -734,8 +730,8 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
             // ack that arrived since (this one) and covers it.
             if !d.awaiting.isEmpty {
                 d.awaiting.removeAll { e in
-                    guard e.seq <= acked && (!e.needsFreshAck || id >= e.seq) else { return false }
-                    if e.batch.settle(e.index, .acknowledged(id: e.seq)) { complete.append(e.batch) }
+                    guard e.wait.seq <= acked && (!e.wait.needsFreshAck || id >= e.wait.seq) else { return false }
+                    if e.batch.settle(e.wait.index, .acknowledged(id: e.wait.seq)) { complete.append(e.batch) }
                     return true
                 }
             }
@@ -753,7 +749,7 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
     /// its ack on this server (`nil` otherwise): the status API shows it.
     public func awaitingAck(app: String, device: String, notificationID: String) -> Int64? {
         let key = Key(app: app, device: device)
-        return state.withLock { s in s.devices[key]?.awaiting.first { $0.notificationID == notificationID }?.seq }
+        return state.withLock { s in s.devices[key]?.awaiting.first { $0.wait.notificationID == notificationID }?.wait.seq }
     }
 
     /// An event written and not acknowledged keeps its number: when its delivery comes back (the
@@ -783,9 +779,7 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
                 if let acked = device?.acked, acked >= w.seq, !w.needsFreshAck {
                     batch.results[w.index] = .acknowledged(id: w.seq)
                 } else if let device, !device.connections.isEmpty {
-                    device.awaiting.append(AckEntry(batch: batch, index: w.index, seq: w.seq, notificationID: w.notificationID,
-                                                    frame: w.frame, deadline: start.addingTimeInterval(w.timeout),
-                                                    needsFreshAck: w.needsFreshAck))
+                    device.awaiting.append(AckEntry(batch: batch, wait: w, deadline: start.addingTimeInterval(w.timeout)))
                     if last !== device { batch.devices.append(device) }
                     last = device
                     batch.remaining += 1
@@ -807,7 +801,7 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
                     d.awaiting.removeAll { e in
                         guard e.batch === batch else { return false }
                         if cancelled {
-                            _ = batch.settle(e.index, .written(id: e.seq))
+                            _ = batch.settle(e.wait.index, .written(id: e.wait.seq))
                             return true
                         }
                         guard e.deadline <= now else {
@@ -815,8 +809,8 @@ public final class StreamHub: LocalStreams, Presence, InboxNumbering, Sendable {
                             return false
                         }
                         late += 1
-                        Self.keepNumber(&s, d, notificationID: e.notificationID, seq: e.seq, frame: e.frame)
-                        _ = batch.settle(e.index, .notConnected(since: nil))
+                        Self.keepNumber(&s, d, notificationID: e.wait.notificationID, seq: e.wait.seq, frame: e.wait.frame)
+                        _ = batch.settle(e.wait.index, .notConnected(since: nil))
                         return true
                     }
                     timedOut += late
