@@ -162,13 +162,26 @@ public struct MatrixConfiguration: ConfigurationSection, Equatable {
     /// The platforms the gateway has a payload for.
     public static let platforms: [Platform] = [.ios, .android, .web]
 
-    /// The platform whose payload `mapping`'s pushers get when the mapping decides it: its
-    /// `platform`, else iOS when it names an `environment`; `nil` when each pushkey decides
-    /// (``candidateRoutes(of:app:configuration:)``, the rule registration follows).
+    /// The platform whose payload `mapping`'s pushers get when one platform is possible: its
+    /// `platform`; else iOS when it names an `environment`; else the platform of the Herald app's
+    /// push routes when they share one (a route that carries any device, such as `log`, counts as
+    /// iOS). `nil` when the app has routes of several platforms: each pushkey then takes the first
+    /// route whose plugin takes it (``candidateRoutes(of:app:configuration:)``, the rule
+    /// registration follows).
     public static func platform(of mapping: App, app: AppConfiguration, configuration: HeraldConfiguration) -> Platform? {
         if let p = mapping.platform { return p }
         if mapping.environment != nil { return .ios }
-        return nil
+        let platforms = Set(pushRoutes(app: app, configuration: configuration).map(\.platform))
+        return platforms.count == 1 ? platforms.first : nil
+    }
+
+    /// The app's push routes in registration order, with the payload shape each gets.
+    static func pushRoutes(app: AppConfiguration, configuration: HeraldConfiguration) -> [(route: String, platform: Platform)] {
+        configuration.routeOrder(app).compactMap { r in
+            guard let spec = configuration.transports[r], spec.kind != HeraldConfiguration.localKind else { return nil }
+            let p = spec.configuration.platform ?? .ios
+            return platforms.contains(p) ? (r, p) : nil
+        }
     }
 
     /// The routes a pushkey of `mapping` may take, in the order they are tried, each with the
@@ -187,11 +200,7 @@ public struct MatrixConfiguration: ConfigurationSection, Equatable {
             }
             return (try? configuration.platformRoute(app: app, platform: p)).map { [($0, p)] } ?? []
         }
-        return configuration.routeOrder(app).compactMap { r in
-            guard let spec = configuration.transports[r], spec.kind != HeraldConfiguration.localKind else { return nil }
-            let p = spec.configuration.platform ?? .ios
-            return platforms.contains(p) ? (r, p) : nil
-        }
+        return pushRoutes(app: app, configuration: configuration)
     }
 
     private static func explain(_ path: String) -> String {

@@ -434,10 +434,11 @@ public final class MatrixGateway: FrontEnd {
             receipt = try await context.accept(NotificationRequest(app: app.id, tokens: [token], content: content, idempotencyKey: key,
                                                            attributes: attributes, platform: platform == .ios ? nil : platform))
         } catch let e as APIError where e.status == 400 {
-            // The pusher's route refused the message (over FCM's 4096 bytes or Web Push's 3993 of
-            // plaintext: a large event; a default_payload its plugin does not take): not the
-            // pusher's fault, and retrying cannot help. The reason names the route.
-            matrixNotSent(label, "refused_by_route", device, source: source, reason: e.message)
+            // The pusher's route refused the message: over its size limit (FCM's 4096 bytes or Web
+            // Push's 3993 of plaintext: a large event), counted `too_large`; anything else (a
+            // default_payload its plugin does not take) `refused_by_route`. Not the pusher's
+            // fault, and retrying cannot help. The logged reason names the route.
+            matrixNotSent(label, e.field == "payload" ? "too_large" : "refused_by_route", device, source: source, reason: e.message)
             return .done
         }
         matrixState.pushkey(label, receipt.replayed ? "duplicate" : "accepted")
