@@ -234,6 +234,55 @@ struct CrossPlatformFixture {
         await f.stop()
     }
 
+    /// local-first with the iPhone's app open: its stream carries what it can show, its push
+    /// route what only APNs can (an `apns`-only block), and neither what only FCM can.
+    @Test(.timeLimit(.minutes(2))) func aConnectedDeviceGetsItsPushRouteForWhatItsStreamCannotShow() async throws {
+        let f = try await CrossPlatformFixture.start(policy: "local-first")
+        do {
+            let ios = try #require(f.devices["ios"])
+            let now = Date()
+            let token = ClientToken.sign(ClientTokenClaims(user: "alice", app: CrossPlatformFixture.app, device: ios, issuedAt: now,
+                                                           expiresAt: now.addingTimeInterval(3600)),
+                                         secret: Secret("cross-secret-0123456789abcdef-0123456789"))
+            let stream = try await StreamClient(port: f.test.port, query: "app=\(CrossPlatformFixture.app)", token: token)
+            #expect(stream.status == 200)
+            #expect(await eventually(timeout: 10) { f.test.daemon.openStreams == 1 })
+            func send(_ body: String) async throws -> [String: String] {
+                let r = try await f.client.post("/v1/notifications", #"{"app": "\#(CrossPlatformFixture.app)", "users": ["alice"], \#(body)}"#)
+                #expect(r.status == 202, "\(r.text)")
+                return f.states(try await f.settled(try #require(r.json?["id"]?.stringValue)))
+            }
+            #expect(try await send(#""title": "on screen""#)["ios"] == "delivered@live")
+            #expect(try await stream.next()?.json?["alert"]?["title"]?.stringValue == "on screen")
+            #expect(try await send(#""apns": {"content_available": true}"#)["ios"] == "delivered@apns")
+            #expect(try await send(#""fcm": {"notification": {"title": "Android only"}}"#)["ios"] == "rejected@live")
+            #expect(f.apns.simulator.received.count == 1, "only the apns-only block went to APNs")
+        } catch {
+            Issue.record(error)
+        }
+        await f.stop()
+    }
+
+    /// Raw tokens follow the same rule: each token's route judges its own content.
+    @Test(.timeLimit(.minutes(2))) func rawTokensAreJudgedByTheirOwnRoute() async throws {
+        let f = try await CrossPlatformFixture.start(policy: "push-only")
+        do {
+            let ios = "22bb01229f15f0f0c52029d8cf8cd0aeaf2365fe4cebc4af26cd6d76b7919ef7", android = FCMDaemonTests.androidToken(9)
+            let r = try await f.client.post("/v1/notifications", #"{"app": "\#(CrossPlatformFixture.app)", "tokens": ["\#(ios)", "\#(android)"], "fcm": {"notification": {"title": "x"}}}"#)
+            #expect(r.status == 202 && r.json?["deliveries"]?.intValue == 2, "one per device, the refused one included: \(r.text)")
+            let refused = r.json?["refused"]?.arrayValue ?? []
+            #expect(refused.count == 1 && refused.first?["token"]?.stringValue == ios && refused.first?["route"]?.stringValue == "apns", "\(r.text)")
+            #expect(refused.first?["reason"]?.stringValue?.contains("nothing for APNs to send") == true)
+            #expect(await eventually(timeout: 10) { f.fcm.received.contains { $0.token == android } })
+            // Only the APNs token: nothing can be accepted, so a 400 naming the route's reason.
+            let only = try await f.client.post("/v1/notifications", #"{"app": "\#(CrossPlatformFixture.app)", "tokens": ["\#(ios)"], "fcm": {"notification": {"title": "x"}}}"#)
+            #expect(only.status == 400 && only.errorField == "body" && only.text.contains("route apns (apns-http2)"), "\(only.text)")
+        } catch {
+            Issue.record(error)
+        }
+        await f.stop()
+    }
+
     /// gorush's iOS and Android notifications and a raw token: each through its platform's route
     /// only; an Android-only or iOS-only content never refused for the other platform.
     @Test(.timeLimit(.minutes(2))) func gorushRoutesEachPlatformAsRegistrationDoes() async throws {
