@@ -90,6 +90,14 @@ struct StorageContractTests {
     }
 
     @Test(arguments: Backend.allCases)
+    func everyAttemptIsOnRecordInOrderAndBounded(_ backend: Backend) async throws {
+        try await withStorage(backend) { s, _ in
+            let problems = try await QueueContract.attemptsAreKeptInOrderAndBounded(s.queue)
+            #expect(problems == [])
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
     func registrationMovesAndTheTimestampRule(_ backend: Backend) async throws {
         try await withStorage(backend) { s, _ in
             let store = s.tokens
