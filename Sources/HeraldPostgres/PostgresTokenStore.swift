@@ -26,7 +26,9 @@ final class PostgresTokenStore: TokenStore, Sendable {
             // `xmax = 0` on the returned row says it was inserted, not updated. With a bound, the
             // user's other devices beyond the newest `maxPerUser - 1` (in the statement's
             // snapshot, which is the user's devices before this registration) are deleted by the
-            // same statement (`$7`: NULL for no bound).
+            // same statement (`$7`: NULL for no bound). Registrations of one user racing in
+            // separate transactions each see the devices before both, so the user may be one over
+            // the bound per racing registration until the next one trims it: bounded all the same.
             let rows = try db.execute("""
                 WITH previous AS (SELECT "user" FROM devices WHERE app = $1 AND token = $2),
                 removed AS (
