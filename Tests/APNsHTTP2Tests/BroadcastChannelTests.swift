@@ -115,3 +115,67 @@ extension APNsChannelError {
     var reason: APNsErrorReason? { if case .refused(_, let r, _) = self { return r }; return nil }
     var requestID: String? { if case .refused(_, _, let id) = self { return id }; return nil }
 }
+
+/// Herald's Live Activity pushes (`apns.live_activity`) against the simulator, which checks
+/// Apple's payload rules: a push-to-start that subscribes to a channel, updates, and an end.
+@Suite(.serialized) struct LiveActivityPushTests {
+    static func content(_ live: LiveActivityContent, alert: AlertContent? = nil) -> NotificationContent {
+        var content = NotificationContent(alert: alert)
+        content.apns.liveActivity = live
+        return content
+    }
+
+    @Test(arguments: Engine.allCases) func startUpdateAndEndKeepApplesRules(engine: Engine) async throws {
+        let f = try BroadcastChannelTests.fixture()
+        defer { f.apns.stop() }
+        let transport = try BroadcastChannelTests.transport(f, engine: engine)
+        try await transport.start()
+        let channel = try await transport.channels.create(bundleID: BroadcastChannelTests.bundle, storagePolicy: .noMessageStored).get()
+        let start = LiveActivityContent(event: .start, timestamp: 1_790_000_000, contentState: ["score": 0],
+                                        attributesType: "MatchAttributes", attributes: ["home": "A", "away": "B"],
+                                        inputPushChannel: channel.id)
+        let update = LiveActivityContent(event: .update, timestamp: 1_790_000_060, contentState: ["score": 1], staleDate: 1_790_000_660)
+        let end = LiveActivityContent(event: .end, timestamp: 1_790_000_120, contentState: ["score": 2], dismissalDate: 1_790_001_000)
+        let batch = [
+            TransportFixture.delivery(1, content: Self.content(start, alert: .fields(Alert(title: "A v B", body: "Kick-off")))),
+            TransportFixture.delivery(2, content: Self.content(update)),
+            TransportFixture.delivery(3, content: Self.content(end)),
+        ]
+        let outcomes = await transport.deliver(batch)
+        #expect(outcomes.allSatisfy { if case .delivered = $0 { true } else { false } }, "\(outcomes)")
+        let received = try #require(await f.apns.simulator.waitForNotifications(count: 3, timeout: 10))
+        let byToken = Dictionary(uniqueKeysWithValues: received.map { ($0.deviceToken, $0) })
+        let started = try #require(byToken[TransportFixture.token(1)]?.payloadJSON?["aps"])
+        #expect(started["event"] == "start" && started["input-push-channel"]?.stringValue == channel.id)
+        #expect(started["attributes-type"] == "MatchAttributes" && started["alert"]?["title"] == "A v B")
+        #expect(byToken[TransportFixture.token(1)]?.topic == "com.example.app.push-type.liveactivity")
+        #expect(byToken[TransportFixture.token(2)]?.payloadJSON?["aps"]?["stale-date"]?.intValue == 1_790_000_660)
+        #expect(byToken[TransportFixture.token(3)]?.payloadJSON?["aps"]?["dismissal-date"]?.intValue == 1_790_001_000)
+        await transport.shutdown()
+    }
+
+    @Test func pushesThatBreakApplesRulesAreRefusedNamingTheField() {
+        func problem(_ live: LiveActivityContent, alert: AlertContent? = nil) -> String? {
+            do {
+                _ = try APNsRoute.render(Self.content(live, alert: alert), context: RenderContext(notificationID: "n1", app: "a", topic: "com.example.app"))
+                return nil
+            } catch {
+                return error.field
+            }
+        }
+        let alert = AlertContent.text("Kick-off")
+        #expect(problem(LiveActivityContent(event: .start, timestamp: 1, contentState: [:], attributes: [:]), alert: alert)
+                == "apns.live_activity.attributes_type")
+        #expect(problem(LiveActivityContent(event: .start, timestamp: 1, contentState: [:], attributesType: "T"), alert: alert)
+                == "apns.live_activity.attributes")
+        #expect(problem(LiveActivityContent(event: .start, timestamp: 1, attributesType: "T", attributes: [:]), alert: alert)
+                == "apns.live_activity.content_state")
+        #expect(problem(LiveActivityContent(event: .start, timestamp: 1, contentState: [:], attributesType: "T", attributes: [:])) == "alert")
+        #expect(problem(LiveActivityContent(event: .update, timestamp: 1)) == "apns.live_activity.content_state")
+        #expect(problem(LiveActivityContent(event: .update, timestamp: 1, contentState: [:], inputPushChannel: "dGVzdA=="))
+                == "apns.live_activity.input_push_channel")
+        #expect(problem(LiveActivityContent(event: .start, timestamp: 1, contentState: [:], attributesType: "T", attributes: [:],
+                                            inputPushChannel: "no spaces"), alert: alert) == "apns.live_activity.input_push_channel")
+        #expect(problem(LiveActivityContent(event: .end, timestamp: 1)) == nil)
+    }
+}
