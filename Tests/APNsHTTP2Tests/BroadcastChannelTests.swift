@@ -57,6 +57,20 @@ import Testing
         await transport.shutdown()
     }
 
+    @Test(arguments: Engine.allCases) func certificateAuthManagesChannelsAndBroadcasts(engine: Engine) async throws {
+        let apns = try HTTP2SimulatorHarness.certificateAuth { $0.managementPort = 0 }
+        defer { apns.stop() }
+        let f = TransportFixture(apns: apns, certs: apns.certificates)
+        let transport = try f.transport(engine: engine, ["certFile": .string(f.certs.clientCombined),
+                                                         "managementEndpoint": .string("https://127.0.0.1:\(apns.simulator.managementPort)")],
+                                        token: false)
+        try await transport.start()
+        let channel = try await transport.channels.create(bundleID: f.certs.topic, storagePolicy: .noMessageStored).get()
+        _ = try await transport.channels.broadcast(bundleID: f.certs.topic, channelID: channel.id, payload: Self.update(1), priority: 10).get()
+        #expect(apns.simulator.channels.broadcasts.map(\.channelID) == [channel.id])
+        await transport.shutdown()
+    }
+
     @Test func theLimitIsApplesReason() async throws {
         let f = try Self.fixture(channelLimit: 2)
         defer { f.apns.stop() }
