@@ -54,6 +54,28 @@ public enum APNsChannelError: Error, Sendable, Equatable, CustomStringConvertibl
         }
     }
 
+    /// What the failure means for the notification a broadcast carried, in the core's one
+    /// vocabulary: no answer, 429 and 5xx are retried; a channel APNs no longer holds
+    /// (`ChannelNotRegistered`, `BadChannelId`) is the broadcast's ``DeliveryOutcome/tokenInvalid(since:reason:)``
+    /// (its address is dead); refused credentials or a feature not enabled are setup failures; anything else is rejected.
+    public var outcome: DeliveryOutcome {
+        switch self {
+        case .noAnswer(let why): return .retry(after: nil, reason: why)
+        case .setup(let why): return .setupFailure(reason: why)
+        case .malformedAnswer: return .retry(after: nil, reason: description)
+        case .refused(let status, let reason, _):
+            let text = reason?.rawValue ?? "HTTP \(status)"
+            if status == 429 || status >= 500 { return .retry(after: nil, reason: text) }
+            switch reason {
+            case .channelNotRegistered?, .badChannelId?: return .tokenInvalid(since: nil, reason: text)
+            case .featureNotEnabled?: return .setupFailure(reason: "\(text): enable the Broadcast capability of the App ID")
+            case let r? where status == 403:
+                return .setupFailure(reason: ResponseMapping.credentialHint(r).map { "\(text): \($0)" } ?? text)
+            default: return .rejected(reason: text)
+            }
+        }
+    }
+
     public var description: String {
         switch self {
         case .refused(let status, let reason, _): "APNs answered \(status)\(reason.map { " \($0.rawValue)" } ?? "")"

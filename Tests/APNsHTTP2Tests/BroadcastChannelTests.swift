@@ -110,6 +110,31 @@ import Testing
         await transport.shutdown()
     }
 
+    @Test func channelFailuresBecomeTheCoresOutcomes() {
+        #expect(APNsChannelError.refused(status: 404, reason: .channelNotRegistered, requestID: nil).outcome
+                == .tokenInvalid(since: nil, reason: "ChannelNotRegistered"))
+        #expect(APNsChannelError.refused(status: 400, reason: .badChannelId, requestID: nil).outcome
+                == .tokenInvalid(since: nil, reason: "BadChannelId"))
+        #expect(APNsChannelError.refused(status: 429, reason: .tooManyRequests, requestID: nil).outcome
+                == .retry(after: nil, reason: "TooManyRequests"))
+        #expect(APNsChannelError.refused(status: 503, reason: nil, requestID: nil).outcome == .retry(after: nil, reason: "HTTP 503"))
+        #expect(APNsChannelError.refused(status: 400, reason: .cannotCreateChannelConfig, requestID: nil).outcome
+                == .rejected(reason: "CannotCreateChannelConfig"))
+        #expect(APNsChannelError.refused(status: 400, reason: .unknown("SomethingNew"), requestID: nil).outcome
+                == .rejected(reason: "SomethingNew"))
+        if case .setupFailure(let why) = APNsChannelError.refused(status: 403, reason: .invalidProviderToken, requestID: nil).outcome {
+            #expect(why.hasPrefix("InvalidProviderToken: "))
+        } else {
+            Issue.record("a refused provider token is a setup failure")
+        }
+        if case .setupFailure(let why) = APNsChannelError.refused(status: 400, reason: .featureNotEnabled, requestID: nil).outcome {
+            #expect(why.contains("Broadcast capability"))
+        } else {
+            Issue.record("FeatureNotEnabled is a setup failure")
+        }
+        #expect(APNsChannelError.noAnswer("connection lost").outcome == .retry(after: nil, reason: "connection lost"))
+    }
+
     @Test func managementEndpointDefaultsToApplesHosts() throws {
         #expect(APNsHTTP2Configuration.Endpoint.appleManagement(.production).description == "https://api-manage-broadcast.push.apple.com:2196")
         #expect(APNsHTTP2Configuration.Endpoint.appleManagement(.sandbox).description == "https://api-manage-broadcast.sandbox.push.apple.com:2195")
