@@ -84,6 +84,7 @@ struct HTTP2CommandTests {
 
         sim.signal(SIGTERM)
         #expect(await sim.waitForExit() == 0)
+        #expect(sim.stdout.contains(", broadcasts 1\n"), "\(sim.stdout)")
     }
 
     @Test func sigintStopsWithTheSummaryAndExpiredTokensAnswer410() async throws {
@@ -125,7 +126,8 @@ struct HTTP2CommandTests {
         for option in ["--unregistered", "--expired-tokens", "--bad-device-token", "--not-for-topic", "--too-many-requests", "--reset-stream",
                        "--no-answer", "--device-limit", "--internal-server-errors", "--service-unavailable", "--throttle",
                        "--goaway-after", "--close-after", "--latency-ms",
-                       "--max-concurrent-streams", "--record", "--auth-key-pub", "--client-ca", "--token-update-interval"] {
+                       "--max-concurrent-streams", "--record", "--auth-key-pub", "--client-ca", "--token-update-interval",
+                       "--management-port", "--channel-limit"] {
             #expect(help.stdout.contains(option), "\(option)")
         }
     }

@@ -71,7 +71,7 @@ public final class APNsHTTP2Simulator: Sendable {
         guard configuration.channelLimit >= 0 else {
             throw HTTP2SimulatorError("channelLimit must be 0 or more, found \(configuration.channelLimit)")
         }
-        let channels = APNsChannelStore(limit: configuration.channelLimit)
+        let channels = APNsChannelStore(limit: configuration.channelLimit, retainsBroadcasts: configuration.retainsNotifications)
         management = try Self.makeManagement(configuration, channels: channels, authenticator: authenticator)
         core = try HTTP2ServerCore(
             authenticator: authenticator, topics: configuration.topics, recorder: recorder,
@@ -208,6 +208,9 @@ public final class APNsHTTP2Simulator: Sendable {
         core.recorder.flush()
     }
 
-    /// One line for logs and the CLI's exit summary.
-    public var summary: String { "apns-http2 simulator: " + counters.summary }
+    /// One line for logs and the CLI's exit summary (broadcasts, when there were any, at the end).
+    public var summary: String {
+        let broadcasts = core.channels.broadcastCount
+        return "apns-http2 simulator: " + counters.summary + (broadcasts > 0 ? ", broadcasts \(broadcasts)" : "")
+    }
 }

@@ -43,16 +43,22 @@ public final class APNsChannelStore: Sendable {
 
     /// Channels allowed per bundle (Apple: 10,000 per environment).
     public let limit: Int
+    /// Whether accepted broadcasts are kept in ``broadcasts`` (off for long benchmarks; ``broadcastCount`` counts them anyway).
+    public let retainsBroadcasts: Bool
     private let state = Locked<State>(State())
 
     private struct State {
         var channels: [String: [String: Channel]] = [:]
         var order: [String: [String]] = [:]
         var broadcasts: [ReceivedBroadcast] = []
+        var broadcastCount = 0
     }
 
     /// An empty store allowing `limit` channels per bundle.
-    public init(limit: Int = 10_000) { self.limit = limit }
+    public init(limit: Int = 10_000, retainsBroadcasts: Bool = true) {
+        self.limit = limit
+        self.retainsBroadcasts = retainsBroadcasts
+    }
 
     /// Why a channel cannot be made.
     enum CreateError: Error { case limitReached }
@@ -86,10 +92,18 @@ public final class APNsChannelStore: Sendable {
     public func channelIDs(bundle: String) -> [String] { state.withLock { $0.order[bundle] ?? [] } }
 
     /// Records an accepted broadcast.
-    func record(_ broadcast: ReceivedBroadcast) { state.withLock { $0.broadcasts.append(broadcast) } }
+    func record(_ broadcast: ReceivedBroadcast) {
+        state.withLock { s in
+            s.broadcastCount += 1
+            if retainsBroadcasts { s.broadcasts.append(broadcast) }
+        }
+    }
 
-    /// Every accepted broadcast so far, in arrival order.
+    /// Every accepted broadcast so far, in arrival order (when ``retainsBroadcasts``).
     public var broadcasts: [ReceivedBroadcast] { state.withLock { $0.broadcasts } }
+
+    /// How many broadcasts were accepted.
+    public var broadcastCount: Int { state.withLock { $0.broadcastCount } }
 
     /// Whether `id` has the form of Apple's channel ids: base64 (standard alphabet, padded) of
     /// 1–64 bytes.
