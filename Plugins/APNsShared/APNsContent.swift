@@ -58,11 +58,13 @@ extension APNsOptions {
                 let dismissal = live.int("dismissal_date")
                 let attributesType = live.string("attributes_type")
                 let attributes = freeForm(live.child("attributes"))
+                let channel = live.string("input_push_channel")
                 activity?.contentState = state
                 activity?.staleDate = stale.map(Int64.init)
                 activity?.dismissalDate = dismissal.map(Int64.init)
                 activity?.attributesType = attributesType
                 activity?.attributes = attributes
+                activity?.inputPushChannel = channel
                 o.liveActivity = activity
             } else {
                 live.error("expected an object with event and timestamp, found \(live.value.typeDescription)")
@@ -108,6 +110,7 @@ extension APNsOptions {
                     l.int64("dismissal_date", live.dismissalDate)
                     l.string("attributes_type", live.attributesType)
                     l.value("attributes", live.attributes)
+                    l.string("input_push_channel", live.inputPushChannel)
                 }
             }
         }
@@ -228,6 +231,13 @@ public enum APNsRoute {
         if content.data[APNsPayload.notificationIDKey] != nil {
             throw ContentProblem(field: "data.\(APNsPayload.notificationIDKey)",
                                  "\"\(APNsPayload.notificationIDKey)\" is reserved: Herald sets it to the notification id in every APNs payload")
+        }
+        let options = content.apnsOptions(block)
+        if options.liveActivity == nil, content.pushType(options) == .liveactivity {
+            throw ContentProblem(field: "apns.live_activity", "required for push type liveactivity: event, timestamp and content_state")
+        }
+        if let live = options.liveActivity, let problem = live.problem(hasAlert: content.alert != nil) {
+            throw ContentProblem(field: problem.field == "alert" ? "alert" : "apns.live_activity.\(problem.field)", problem.message)
         }
         let payload = unchecked(content, block: block, notificationID: context.notificationID)
         let type = APNsSendOptions(payload).pushType
