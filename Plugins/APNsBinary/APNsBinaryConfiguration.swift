@@ -50,8 +50,10 @@ public struct APNsBinaryConfiguration: TransportConfiguration {
 
     public func canCarry(_ attributes: DeviceAttributes) -> Bool { APNsRoute.canCarry(attributes, environment: apnsEnvironment) }
 
+    /// APNs' payload; a widget reload is refused: the binary interface has no push types.
     public func render(_ content: NotificationContent, context: RenderContext) throws(ContentProblem) -> RenderedPayload {
-        try APNsRoute.render(content, context: context)
+        if content.widgets { throw ContentProblem(field: "widgets", "the binary interface cannot reload widgets (it has no push types): use an apns-http2 route") }
+        return try APNsRoute.render(content, context: context)
     }
 
     public var summary: String {

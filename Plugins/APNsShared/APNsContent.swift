@@ -150,6 +150,8 @@ extension NotificationContent {
         if o.threadID == nil { o.threadID = thread }
         if o.category == nil { o.category = category }
         if contentAvailable { o.contentAvailable = true }
+        // A widget reload (the neutral `widgets`) is the `widgets` push type: `{"aps":{"content-changed":true}}`.
+        if widgets, o.pushType == nil { o.pushType = .widgets }
         // Data with nothing to show is a background push on APNs (content-available, priority 5):
         // an alert push with no alert is neither shown nor run.
         if o.pushType == nil, o.liveActivity == nil, alert == nil, badge == nil, sound == nil, !data.isEmpty {
@@ -233,6 +235,15 @@ public enum APNsRoute {
                                  "\"\(APNsPayload.notificationIDKey)\" is reserved: Herald sets it to the notification id in every APNs payload")
         }
         let options = content.apnsOptions(block)
+        if content.widgets {
+            if let other = options.pushType, other != .widgets {
+                throw ContentProblem(field: "apns.push_type", "\"\(other.rawValue)\" with widgets: a widget reload is the widgets push type")
+            }
+            if content.alert != nil || content.badge != nil || content.sound != nil || options.liveActivity != nil || options.contentAvailable {
+                throw ContentProblem(field: "widgets", "a widget reload carries nothing else (no alert, badge, sound, content_available "
+                                     + "or live_activity): send those as a notification of their own")
+            }
+        }
         if options.liveActivity == nil, content.pushType(options) == .liveactivity {
             throw ContentProblem(field: "apns.live_activity", "required for push type liveactivity: event, timestamp and content_state")
         }
@@ -244,7 +255,7 @@ public enum APNsRoute {
         if type == .alert && content.alert == nil && content.badge == nil && content.sound == nil && content.data.isEmpty
             && !content.apnsOptions(block).contentAvailable {
             throw ContentProblem(field: "body", "nothing for APNs to send: give title, body, badge, sound, data, content_available, "
-                                 + "apns.live_activity or apns.push_type \"widgets\"")
+                                 + "widgets, apns.live_activity or apns.push_type \"widgets\"")
         }
         if payload.body.count > type.maxPayloadBytes {
             throw ContentProblem(field: "payload", "is \(payload.body.count) bytes; APNs accepts at most \(type.maxPayloadBytes) for \(type.rawValue) notifications")

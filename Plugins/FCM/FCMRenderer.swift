@@ -40,6 +40,7 @@ enum FCMRenderer {
     static let webpushKeys: Set<String> = ["headers", "data", "notification", "fcm_options"]
 
     static func render(_ content: NotificationContent, context: RenderContext) throws(ContentProblem) -> RenderedPayload {
+        if content.widgets { throw .widgetsNotCarried }
         let block = try normalizedObject(content.overrides["fcm"], field: "fcm", allowed: blockKeys) ?? [:]
         let dataOnly = content.contentAvailable
 

@@ -26,6 +26,7 @@ public final class LocalTransport: TransportPlugin, InboxNumberingTransport {
         /// its own to show (only other platforms' override blocks), so that such a notification
         /// goes to a connected device's push route instead of an empty stream event.
         public func render(_ content: NotificationContent, context: RenderContext) throws(ContentProblem) -> RenderedPayload {
+            if content.widgets { throw .widgetsNotCarried }
             guard content.hasVisibleText || content.badge != nil || content.sound != nil || content.imageURL != nil
                 || !content.data.isEmpty || content.contentAvailable else {
                 throw ContentProblem(field: "body", "nothing for the app's stream to show: the notification has only other platforms' "

@@ -27,6 +27,7 @@ public enum WebPushRendering {
 
     /// Renders and checks the 3993-byte plaintext limit (with room for `created_at`).
     public static func render(_ content: NotificationContent, context: RenderContext, defaultTTL: Int) throws(ContentProblem) -> RenderedPayload {
+        if content.widgets { throw .widgetsNotCarried }
         let block = content.override(block)
         var headers: [String: String] = [:]
         var extra: [(String, JSONValue)] = []

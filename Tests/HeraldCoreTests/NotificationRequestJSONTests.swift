@@ -54,6 +54,28 @@ struct NotificationRequestJSONTests {
         #expect(renderProblem(#"{"app":"a","users":["u"],"apns":{"push_type":"alert"}}"#)?.field == "body")
     }
 
+    /// `"widgets": true`: the neutral widget reload, kept in the stored form, rendered by APNs as
+    /// the widgets push type with `{"aps":{"content-changed":true}}`, and refused by other renderers.
+    @Test func widgetsIsTheNeutralWidgetReload() throws {
+        let r = try parse(#"{"app":"a","users":["u"],"widgets":true}"#)
+        #expect(r.content.widgets && !r.content.isEmpty)
+        #expect(try NotificationContent.fromAPIJSON(r.content.apiJSON) == r.content)
+        #expect(r.content.pushType == .widgets)
+        let payload = try APNsRoute.render(r.content, context: RenderContext(notificationID: "n", app: "a", topic: "a"))
+        #expect(APNsSendOptions(payload).pushType == .widgets)
+        #expect(String(decoding: payload.body, as: UTF8.self) == #"{"aps":{"content-changed":true},"herald_id":"n"}"#)
+        // Nothing else rides on a widget reload, and no other push type.
+        #expect(renderProblem(#"{"app":"a","users":["u"],"widgets":true,"title":"x"}"#)?.field == "widgets")
+        #expect(renderProblem(#"{"app":"a","users":["u"],"widgets":true,"apns":{"push_type":"alert"}}"#)?.field == "apns.push_type")
+        #expect(renderProblem(#"{"app":"a","users":["u"],"widgets":true,"apns":{"push_type":"widgets"}}"#) == nil)
+        #expect(issues(#"{"app":"a","users":["u"],"widgets":"yes"}"#).first?.path == "widgets")
+        // The core's default renderer (a route of a plugin with no renderer of its own) refuses it.
+        struct Plain: TransportConfiguration { var summary: String { "plain" } }
+        #expect(throws: ContentProblem.widgetsNotCarried) {
+            try Plain().render(r.content, context: RenderContext(notificationID: "n", app: "a", topic: "a"))
+        }
+    }
+
     @Test func errorsNameTheirField() {
         #expect(issues(#"{"app":"a","users":["u"],"alert":{"titel":"x"}}"#).first?.path == "alert.titel")
         #expect(issues(#"{"app":"a","users":["u"],"alert":{"titel":"x"}}"#).first?.message.contains("did you mean \"title\"") == true)

@@ -158,6 +158,9 @@ struct CrossPlatformFixture {
               push: ["ios": "rejected", "android": "delivered", "web": "rejected"], localTakes: false),
         Shape(name: "apns-only block", body: #""apns": {"content_available": true}"#,
               push: ["ios": "delivered", "android": "rejected", "web": "rejected"], localTakes: false),
+        // A widget reload: only APNs carries it (FCM, Web Push and the stream refuse it).
+        Shape(name: "widgets", body: #""widgets": true"#,
+              push: ["ios": "delivered", "android": "rejected", "web": "rejected"], localTakes: false),
         // 4,000 bytes of text: inside APNs' 4096 and FCM's 4096, past Web Push's 3993 of plaintext.
         Shape(name: "too large for Web Push", body: #""body": "\#(big)""#,
               push: ["ios": "delivered", "android": "delivered", "web": "rejected"], localTakes: true),
@@ -220,6 +223,11 @@ struct CrossPlatformFixture {
                 #expect(fcmData.count == 1 && fcmData.first?.message["notification"] == nil, "\(fcmData.map(\.message.jsonString))")
                 let webData = f.webpush.rules.received.compactMap(\.json).filter { $0["data"]?["k"]?.stringValue == "v" }
                 #expect(webData.count == 1 && webData.first?["title"] == nil, "\(webData.map(\.jsonString))")
+                // The widget reload: its own push type and topic, and content-changed.
+                let widgets = f.apns.simulator.received.filter { $0.pushType == .widgets }
+                #expect(widgets.count == 1 && widgets.first?.topic == "\(CrossPlatformFixture.app).push-type.widgets", "\(widgets.map(\.headers))")
+                #expect(widgets.first?.payloadJSON?["aps"]?["content-changed"]?.boolValue == true, "\(widgets.first?.payloadString ?? "")")
+                #expect(widgets.first?.payloadJSON?["aps"]?.objectValue?.count == 1)
             }
 
             // Content no platform can send, and a header-breaking collapse key: a 400 naming the field.

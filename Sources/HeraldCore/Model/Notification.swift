@@ -70,6 +70,10 @@ public struct NotificationContent: Sendable, Equatable {
     public var expiration: Int64?
     /// Wake the app in the background to fetch content (a data-only message on platforms that have them).
     public var contentAvailable: Bool
+    /// Reload the app's widgets (WidgetKit push, iOS 26): a push with nothing to show, which only a
+    /// route whose platform can carry it renders (APNs: push type `widgets`); every other route
+    /// refuses it (``ContentProblem/widgetsNotCarried``).
+    public var widgets: Bool
     /// Per-platform override blocks (`"apns"`, …), each a JSON object passed only to the plugins
     /// that read that block. The core never looks inside.
     public var overrides: [String: JSONValue]
@@ -78,7 +82,7 @@ public struct NotificationContent: Sendable, Equatable {
                 imageURL: String? = nil, badge: Int? = nil, sound: Sound? = nil, data: [String: JSONValue] = [:],
                 category: String? = nil, thread: String? = nil, collapseKey: String? = nil,
                 priority: NotificationPriority? = nil, expiration: Int64? = nil, contentAvailable: Bool = false,
-                overrides: [String: JSONValue] = [:]) {
+                overrides: [String: JSONValue] = [:], widgets: Bool = false) {
         self.title = title
         self.subtitle = subtitle
         self.body = body
@@ -93,6 +97,7 @@ public struct NotificationContent: Sendable, Equatable {
         self.priority = priority
         self.expiration = expiration
         self.contentAvailable = contentAvailable
+        self.widgets = widgets
         self.overrides = overrides
     }
 

@@ -62,7 +62,7 @@ extension NotificationRequest {
             context.error("users", "give at least one user or token (\"users\" and/or \"tokens\")")
         }
         if context.errors.isEmpty, let content, content.isEmpty {
-            context.error("body", "nothing to send: give title, body, badge, sound, data, content_available or an override block such as apns")
+            context.error("body", "nothing to send: give title, body, badge, sound, data, content_available, widgets or an override block such as apns")
         }
         guard context.errors.isEmpty, let app, let content else { throw RequestIssues(context.errors) }
         return NotificationRequest(app: app, users: users, tokens: tokens, content: content,
@@ -113,11 +113,12 @@ public enum OverrideBlocks: Sendable, Equatable {
 extension NotificationContent {
     /// The top-level keys of the content, besides override blocks.
     static let fieldKeys: Set<String> = ["alert", "title", "subtitle", "body", "localization", "image", "badge", "sound", "data",
-                                         "category", "thread", "collapse_key", "priority", "expiration", "content_available"]
+                                         "category", "thread", "collapse_key", "priority", "expiration", "content_available",
+                                         "widgets"]
 
     /// Whether there is nothing visible or actionable to send.
     public var isEmpty: Bool {
-        !hasVisibleText && imageURL == nil && badge == nil && sound == nil && data.isEmpty && !contentAvailable
+        !hasVisibleText && imageURL == nil && badge == nil && sound == nil && data.isEmpty && !contentAvailable && !widgets
             && overrides.values.allSatisfy { $0.objectValue?.isEmpty ?? true }
     }
 
@@ -213,6 +214,7 @@ extension NotificationContent {
             if v < 0 { e.error("must be a UNIX time in seconds, or 0 for now-or-never") } else { content.expiration = Int64(v) }
         }
         content.contentAvailable = node.bool("content_available") ?? false
+        content.widgets = node.bool("widgets") ?? false
         if case .object(let members) = node.value {
             for (key, value) in members where !fieldKeys.contains(key) && blocks.contains(key) {
                 guard case .object(var block) = value else {
@@ -254,6 +256,7 @@ extension NotificationContent {
         o.string("priority", priority?.rawValue)
         o.int64("expiration", expiration)
         if contentAvailable { o.bool("content_available", true) }
+        if widgets { o.bool("widgets", true) }
         for key in overrides.keys.sorted() { o.value(key, overrides[key]) }
     }
 

@@ -57,3 +57,9 @@ public struct ContentProblem: Error, Sendable, Equatable, CustomStringConvertibl
 
     public var description: String { "\(field): \(message)" }
 }
+
+extension ContentProblem {
+    /// The refusal of a route that cannot reload widgets (``NotificationContent/widgets``).
+    public static let widgetsNotCarried = ContentProblem(
+        field: "widgets", "this route cannot reload widgets: a widget reload is an APNs push (an apns-http2 route)")
+}

@@ -93,7 +93,8 @@ public protocol TransportConfiguration: Sendable {
 
     /// Renders a notification's payload for this route, once per notification; checks the
     /// plugin's own limits (payload size, its override block's keys).
-    /// Default: the neutral content as JSON (``NotificationContent/writeDisplayJSON(into:)``) with the notification id.
+    /// Default: the neutral content as JSON (``NotificationContent/writeDisplayJSON(into:)``) with the notification id;
+    /// a widget reload (``NotificationContent/widgets``) is refused (``ContentProblem/widgetsNotCarried``).
     /// - Throws: ``ContentProblem`` naming the field (`apns.priority`, `payload`) and the limit.
     func render(_ content: NotificationContent, context: RenderContext) throws(ContentProblem) -> RenderedPayload
 
@@ -115,6 +116,7 @@ extension TransportConfiguration {
     public func canCarry(_ attributes: DeviceAttributes) -> Bool { true }
 
     public func render(_ content: NotificationContent, context: RenderContext) throws(ContentProblem) -> RenderedPayload {
+        if content.widgets { throw .widgetsNotCarried }
         var w = JSONWriter(capacity: 256)
         w.object { o in
             o.string("id", context.notificationID)
