@@ -144,6 +144,18 @@ enum PostgresSchema {
         """
         ALTER TABLE deliveries ADD COLUMN history JSONB
         """,
+        // 9: the broadcast channels Herald created (see the SQLite schema's step 8).
+        """
+        CREATE TABLE channels (
+            app TEXT NOT NULL,
+            id TEXT NOT NULL,
+            route TEXT NOT NULL,
+            storage_policy TEXT NOT NULL,
+            created_at BIGINT NOT NULL,
+            PRIMARY KEY (app, id)
+        );
+        CREATE INDEX channels_by_route ON channels (app, route)
+        """,
     ]
 
     /// The schema version of the database (0: none yet).

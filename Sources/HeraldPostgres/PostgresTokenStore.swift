@@ -5,7 +5,7 @@ import HeraldCore
 /// rules as the SQLite store: registering clears an invalidation; an invalidation older than
 /// the last registration is ignored (Apple's timestamp rule).
 final class PostgresTokenStore: TokenStore, Sendable {
-    private let pool: PGPool
+    let pool: PGPool
 
     init(pool: PGPool) { self.pool = pool }
 

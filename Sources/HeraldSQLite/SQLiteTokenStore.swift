@@ -13,7 +13,7 @@ public final class SQLiteTokenStore: TokenStore, Sendable {
     private let connection: ThreadConfined<SQLiteDatabase>
     private let thread = BlockingThread(name: "herald-sqlite-store")
     private let version: Int
-    private var db: SQLiteDatabase { connection.value }
+    var db: SQLiteDatabase { connection.value }
 
     /// Opens (creating and migrating) the store at `path` (`":memory:"` for a private in-memory one).
     public init(path: String, synchronous: SQLiteStorageConfiguration.Synchronous = .full, busyTimeout: TimeInterval = 5) throws {
@@ -32,7 +32,7 @@ public final class SQLiteTokenStore: TokenStore, Sendable {
     public func schemaVersion() throws -> Int { version }
 
     /// Runs `body` on the store's own thread, the only one that touches the connection.
-    private func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await thread.run(body)
     }
 

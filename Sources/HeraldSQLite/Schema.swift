@@ -107,5 +107,18 @@ public enum HeraldSchema {
         """
         ALTER TABLE deliveries ADD COLUMN history TEXT;
         """,
+        // 8: the broadcast channels Herald created (POST /v1/channels), per app, with the route
+        // they were created through and their storage policy ('none' or 'most_recent').
+        """
+        CREATE TABLE channels (
+            app TEXT NOT NULL,
+            id TEXT NOT NULL,
+            route TEXT NOT NULL,
+            storage_policy TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            PRIMARY KEY (app, id)
+        ) WITHOUT ROWID;
+        CREATE INDEX channels_by_route ON channels (app, route);
+        """,
     ])
 }

@@ -45,15 +45,19 @@ public struct OpenStorage: Sendable {
     public var inbox: any InboxStore
     /// Which node each live stream is open on (several nodes on one database).
     public var presence: any PresenceDirectory
+    /// The broadcast channels Herald created (`nil`: this driver keeps none, and the channel API answers 501).
+    public var channels: (any ChannelStore)?
     private let onClose: @Sendable () async -> Void
 
     /// - Parameter onClose: closes the queue and the inbox and releases what ``StorageDriver/open(_:metrics:exclusive:)`` took.
     public init(tokens: any TokenStore, queue: any DeliveryQueue, inbox: any InboxStore,
-                presence: any PresenceDirectory = SingleNodePresence(), onClose: @escaping @Sendable () async -> Void) {
+                presence: any PresenceDirectory = SingleNodePresence(), channels: (any ChannelStore)? = nil,
+                onClose: @escaping @Sendable () async -> Void) {
         self.tokens = tokens
         self.queue = queue
         self.inbox = inbox
         self.presence = presence
+        self.channels = channels
         self.onClose = onClose
     }
 

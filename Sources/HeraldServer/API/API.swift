@@ -51,12 +51,20 @@ public final class API: Sendable {
         public var wake: @Sendable (Set<String>) -> Void
         /// The live streams of `GET /v1/stream` (`nil`: none).
         public var streams: StreamHub?
+        /// The broadcast channels Herald created (`nil`: the storage driver keeps none; the channel API answers 501).
+        public var channels: (any ChannelStore)?
+        /// The running transport named so (`nil` when none is), for the seams a transport may
+        /// implement (``BroadcastChannels``).
+        public var transport: @Sendable (String) -> (any Transport)?
 
         public init(snapshot: @escaping @Sendable () -> RuntimeSnapshot, queue: any DeliveryQueue,
                     store: any TokenStore, clock: any WallClock,
                     readiness: @escaping @Sendable () async -> Readiness, wake: @escaping @Sendable (Set<String>) -> Void,
-                    streams: StreamHub? = nil) {
+                    streams: StreamHub? = nil, channels: (any ChannelStore)? = nil,
+                    transport: @escaping @Sendable (String) -> (any Transport)? = { _ in nil }) {
             self.snapshot = snapshot
+            self.channels = channels
+            self.transport = transport
             self.queue = queue
             self.store = store
             self.clock = clock
@@ -72,6 +80,8 @@ public final class API: Sendable {
     private let logger: Logger
     /// The front ends served beside the API, each on the paths it claims (``FrontEnd/paths``).
     let frontEnds: [any FrontEnd]
+    /// Channel creations of one app, one at a time (the per-app limit is checked before Apple is asked).
+    let channelCreations = KeyedAsyncLock<String>()
 
     /// - Parameter frontEnds: made here, each with the API's accept path (``FrontEndContext``).
     public init(_ dependencies: Dependencies, metrics: MetricsRegistry, logger: Logger, frontEnds: [any FrontEnd.Type] = []) {
@@ -107,6 +117,7 @@ public final class API: Sendable {
         case stream, streamAck
         case mintClientToken
         case streamSubscription, publicClientKey(kind: String, app: String)
+        case createChannel, listChannels, deleteChannel(id: String)
 
         var label: String {
             switch self {
@@ -125,6 +136,9 @@ public final class API: Sendable {
             case .mintClientToken: return "POST /v1/client-tokens"
             case .streamSubscription: return "POST /v1/stream/subscription"
             case .publicClientKey: return "GET /v1/{type}/{app}/public-key"
+            case .createChannel: return "POST /v1/channels"
+            case .listChannels: return "GET /v1/channels"
+            case .deleteChannel: return "DELETE /v1/channels/{id}"
             }
         }
 
@@ -133,13 +147,13 @@ public final class API: Sendable {
             case .health, .ready, .stream, .streamAck, .demo, .demoServiceWorker, .streamSubscription, .publicClientKey: return nil
             case .metrics: return .admin
             case .registerDevice, .removeDevice, .userDevices, .mintClientToken: return .devices
-            case .sendNotification, .notificationStatus: return .send
+            case .sendNotification, .notificationStatus, .createChannel, .listChannels, .deleteChannel: return .send
             }
         }
 
         var hasJSONBody: Bool {
             switch self {
-            case .registerDevice, .sendNotification, .mintClientToken, .streamSubscription: return true
+            case .registerDevice, .sendNotification, .mintClientToken, .streamSubscription, .createChannel: return true
             default: return false
             }
         }
@@ -170,6 +184,10 @@ public final class API: Sendable {
         case 2 where s[0] == "v1" && s[1] == "client-tokens": return only("POST", .mintClientToken)
         case 3 where s[0] == "v1" && s[1] == "stream" && s[2] == "subscription": return only("POST", .streamSubscription)
         case 4 where s[0] == "v1" && s[3] == "public-key": return only("GET", .publicClientKey(kind: s[1], app: s[2]))
+        case 2 where s[0] == "v1" && s[1] == "channels":
+            if method == "GET" { return .success(.listChannels) }
+            return only("POST", .createChannel)
+        case 3 where s[0] == "v1" && s[1] == "channels": return only("DELETE", .deleteChannel(id: s[2]))
         default:
             return .failure(.notFound("no such endpoint: \(request.path); see docs/openapi.yaml"))
         }
@@ -281,6 +299,9 @@ public final class API: Sendable {
             case .mintClientToken: response = try await mintClientToken(request)
             case .streamSubscription: response = try await registerStreamSubscription(request)
             case .publicClientKey(let kind, let app): response = publicClientKey(kind: kind, appID: app)
+            case .createChannel: response = try await createChannel(request)
+            case .listChannels: response = try await listChannels(request)
+            case .deleteChannel(let id): response = try await deleteChannel(id, request)
             case .ready: response = await ready()
             case .health, .metrics, .demo, .demoServiceWorker, .streamAck: response = APIError.notFound("unreachable").response
             }

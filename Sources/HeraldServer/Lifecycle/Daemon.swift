@@ -169,7 +169,8 @@ public final class Daemon: Sendable {
                 let storeOpen = await self?.storeAnswers(queue) ?? false
                 return Readiness(storeOpen: storeOpen, transports: self?.pool.statuses ?? [:])
             },
-            wake: { [weak self] names in self?.pool.wake(names) }, streams: streams), metrics: metrics, logger: logger,
+            wake: { [weak self] names in self?.pool.wake(names) }, streams: streams, channels: storage.channels,
+            transport: { [weak self] name in self?.pool.transport(name) }), metrics: metrics, logger: logger,
             frontEnds: options.frontEnds)
         var serverOptions = HTTPServer.Options(config.server, maxBodyBytes: config.api.maxBodyBytes,
                                                maxStreams: config.api.streams.maxStreams)

@@ -23,6 +23,9 @@ final class WorkerPool: Sendable {
         for t in targets { t.wake() }
     }
 
+    /// The transport of the worker named so.
+    func transport(_ name: String) -> (any Transport)? { workers.withLock { $0[name]?.transport } }
+
     func wakeAll() {
         for w in all.values { w.wake() }
     }
