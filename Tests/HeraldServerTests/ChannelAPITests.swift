@@ -98,6 +98,8 @@ import Testing
         #expect(r.status == 400 && r.errorField == "app", "\(r.text)")
         r = try await client.get("/v1/channels")
         #expect(r.status == 400 && r.errorField == "app", "\(r.text)")
+        r = try await client.delete("/v1/channels")
+        #expect(r.status == 405 && r.headers["allow"] == "GET, POST", "\(r.text)")
         await test.stop()
     }
 

@@ -183,12 +183,19 @@ struct UpgradeManifest: Decodable {
             let version = Int(try await postgres.server.query(postgres.database, "SELECT max(version) FROM herald_schema")
                 .trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
             #expect(version >= manifest.schemaVersion, "the schema went back from \(manifest.schemaVersion) to \(version)")
+            // The steps since made the broadcast channels' table, empty.
+            let channels = try await postgres.server.query(postgres.database, "SELECT count(*) FROM channels")
+            #expect(channels.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "\(channels)")
         }
         child.signal(SIGTERM)
         #expect(await child.waitForExit(timeout: 20) == 0, "herald serve did not exit 0 on SIGTERM: \(child.stderr.suffix(2000))")
         if driver == "sqlite" {
-            let version = try SQLiteDatabase(path: dir.file("herald.db")).userVersion()
+            let database = try SQLiteDatabase(path: dir.file("herald.db"))
+            let version = try database.userVersion()
             #expect(version >= manifest.schemaVersion, "the schema went back from \(manifest.schemaVersion) to \(version)")
+            // The steps since made the broadcast channels' table, empty.
+            let channels = try database.withStatement("SELECT count(*) FROM channels") { s in try s.step() ? s.int64(0) : -1 }
+            #expect(channels == 0)
         }
     }
 

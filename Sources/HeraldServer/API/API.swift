@@ -186,7 +186,9 @@ public final class API: Sendable {
         case 4 where s[0] == "v1" && s[3] == "public-key": return only("GET", .publicClientKey(kind: s[1], app: s[2]))
         case 2 where s[0] == "v1" && s[1] == "channels":
             if method == "GET" { return .success(.listChannels) }
-            return only("POST", .createChannel)
+            if method == "POST" { return .success(.createChannel) }
+            return .failure(APIError(status: 405, code: "method_not_allowed",
+                                     message: "\(request.method) is not allowed here; use GET or POST", headers: ["Allow": "GET, POST"]))
         case 3 where s[0] == "v1" && s[1] == "channels": return only("DELETE", .deleteChannel(id: s[2]))
         default:
             return .failure(.notFound("no such endpoint: \(request.path); see docs/openapi.yaml"))
