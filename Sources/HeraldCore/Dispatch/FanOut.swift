@@ -171,7 +171,8 @@ public struct FanOut: Sendable {
                 throw .store("cannot read devices: \(error)")
             }
             var perUser: [String: Int] = [:]
-            for device in devices {
+            // A device with a purpose of its own (a Live Activity token) is not one of the user's devices for notifications.
+            for device in devices where device.attributes[DeviceAttributes.purpose] == nil {
                 let count = perUser[device.user, default: 0]
                 if count >= app.maxDevicesPerUser { skipped += 1; continue }
                 perUser[device.user] = count + 1

@@ -42,6 +42,11 @@ public struct DeviceAttributes: Sendable, Hashable, Codable, CustomStringConvert
     /// and the subscription's local deliveries go to its stream (``Delivery/streamDevice``).
     public static let streamDevice = "stream_device"
 
+    /// The attribute of a device that exists for one purpose of its own (a Live Activity's
+    /// push-to-start or update token: `live_activity_start`, `live_activity_update`): the API
+    /// reaches it only for that purpose, and a notification to its user never plans it.
+    public static let purpose = "purpose"
+
     /// Compact JSON with sorted keys (the stored form); `nil` when there are none.
     public var json: String? {
         guard !values.isEmpty else { return nil }

@@ -22,6 +22,7 @@ extension API {
         var attributes = DeviceAttributes()
         // Plugin attributes the API passes through (APNs's environment); the route's plugin checks them.
         if let environment = root.string("environment") { attributes["environment"] = environment }
+        let liveActivity = root.child("live_activity").flatMap(LiveActivityToken.read)
         context.reportUnknownKeys()
         if !context.errors.isEmpty { throw Self.issuesError(context.errors) }
         let app = try app(appID, field: "app", in: configuration)
@@ -37,15 +38,41 @@ extension API {
         case (nil, nil): throw APIError.invalid("token", "give the device's address: \"token\" (a string) or \"subscription\" (an object)")
         case (_?, _?): throw APIError.invalid("subscription", "give either \"token\" or \"subscription\", not both")
         }
-        let route: (transport: String, address: DeviceAddress)
+        var route: (transport: String, address: DeviceAddress)
         do throws(AddressProblem) {
-            route = try configuration.registrationRoute(app: app, input: input, attributes: attributes, transport: transportName, platform: platform)
+            if liveActivity != nil, transportName == nil {
+                // A Live Activity token goes through the app's first apns-http2 route.
+                guard let name = app.routes.first(where: { configuration.transports[$0]?.kind == LiveActivityToken.routeKind }) else {
+                    throw AddressProblem(field: "live_activity", "app \(app.id) has no \(LiveActivityToken.routeKind) route: Live Activity tokens need one")
+                }
+                route = try configuration.registrationRoute(app: app, input: input, attributes: attributes, transport: name, platform: nil)
+            } else {
+                route = try configuration.registrationRoute(app: app, input: input, attributes: attributes, transport: transportName, platform: platform)
+            }
         } catch {
             throw APIError.invalid(error.field, error.message)
+        }
+        if let liveActivity {
+            guard configuration.transports[route.transport]?.kind == LiveActivityToken.routeKind else {
+                throw APIError.invalid("live_activity", "Live Activity tokens go through an \(LiveActivityToken.routeKind) route, not \(route.transport)")
+            }
+            route.address.attributes = liveActivity.attributes(adding: route.address.attributes)
         }
         let result = try await dependencies.store.register(
             DeviceRegistration(app: app.id, token: route.address.token, user: user!, transport: route.transport,
                                attributes: route.address.attributes, maxPerUser: app.maxRegisteredDevicesPerUser), at: now)
+        // A new push-to-start token of the same install and type (an update token of the same
+        // install and activity) replaces the old.
+        var replaced: [String] = []
+        if let liveActivity {
+            for old in try await dependencies.store.listDevices(app: app.id, user: user!, limit: 10_000)
+            where liveActivity.replaces(old, token: route.address.token) {
+                if try await dependencies.store.unregister(app: app.id, token: old.token) { replaced.append(old.token) }
+            }
+            for token in replaced {
+                apiLogger.info("Live Activity token replaced", ["app": app.id, "user": user!, "token": Redact.token(token)])
+            }
+        }
         apiLogger.info("device registered", ["app": app.id, "user": user!, "token": Redact.token(route.address.token),
                                               "transport": route.transport, "change": result.change.rawValue])
         result.reportRemoved(logger: apiLogger, metrics: serverMetrics.registry)
@@ -53,6 +80,7 @@ extension API {
             result.device.writeJSON(into: &o)
             o.string("change", result.change.rawValue)
             o.string("previous_user", result.previousUser)
+            if liveActivity != nil { o.stringArray("replaced", replaced) }
         }
     }
 
