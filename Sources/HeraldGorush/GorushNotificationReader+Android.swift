@@ -65,7 +65,10 @@ extension GorushNotificationReader {
             }
         }
         if !androidNotification.isEmpty { android["notification"] = .object(androidNotification) }
-        if let c = node.string("collapse_key") { o.collapseKey = c }
+        if let c = node.string("collapse_key") {
+            // The neutral collapse key, which other routes send as a header (APNs, Web Push's Topic).
+            if let problem = FieldLimits.headerValueProblem(c) { node.error(at: "collapse_key", problem) } else { o.collapseKey = c }
+        }
         if let t = node.int("time_to_live", in: 0...2_419_200) { o.timeToLive = t }
         if let r = node.string("restricted_package_name"), android["restricted_package_name"] == nil {
             android["restricted_package_name"] = .string(r)

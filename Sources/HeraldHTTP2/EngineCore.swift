@@ -212,6 +212,10 @@ class EngineCore: @unchecked Sendable {
                 if let hooks {
                     switch hooks.willStart(r.attempt) {
                     case .send(let added):
+                        if let problem = added.lazy.compactMap(HTTP2FieldCheck.problem).first {
+                            finish(r, .failed(.invalidRequest(problem + " (added by the hooks); not sent")))
+                            continue
+                        }
                         r.added = added
                     case .end(let verdict):
                         finish(r, .endedByHooks(verdict))
