@@ -94,8 +94,9 @@ public final class HTTP2Client: Sendable {
             return n
         }
         let retries = configuration.connectionRetries
+        var shared = SharedHeaders()
         for (slot, request) in requests.enumerated() {
-            if let problem = HTTP2FieldCheck.problem(request) {
+            if let problem = shared.problem(request.headers) ?? HTTP2FieldCheck.problem(request, sharedChecked: true) {
                 completion.complete(slot, .failed(.invalidRequest(problem + "; not sent")))
                 continue
             }
