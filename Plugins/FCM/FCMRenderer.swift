@@ -185,8 +185,15 @@ enum FCMRenderer {
                 throw ContentProblem(field: "\(field).headers.\(name)", "must be a string")
             }
             if let problem = FieldLimits.headerValueProblem(value) { throw ContentProblem(field: "\(field).headers.\(name)", problem) }
+            // APNs refuses a longer collapse id; FCM would pass it on and fail the message.
+            if name.lowercased() == "apns-collapse-id", value.utf8.count > maxAPNsCollapseIDBytes {
+                throw ContentProblem(field: "\(field).headers.\(name)", "must be at most \(maxAPNsCollapseIDBytes) bytes (APNs's limit), found \(value.utf8.count)")
+            }
         }
     }
+
+    /// Longest `apns-collapse-id` APNs takes, in bytes.
+    static let maxAPNsCollapseIDBytes = 64
 
     /// A byte of an HTTP token (RFC 9110 §5.6.2).
     static func isTokenByte(_ b: UInt8) -> Bool {

@@ -25,6 +25,9 @@ struct FCMHeaderValueTests {
             #expect(problem(["webpush": ["headers": ["Topic": .string(value)]]])?.description
                     == "fcm.webpush.headers.Topic: contains a control character (\(name))")
         }
+        #expect(problem(["apns": ["headers": ["apns-collapse-id": .string(String(repeating: "c", count: 65))]]])?.description
+                == "fcm.apns.headers.apns-collapse-id: must be at most 64 bytes (APNs's limit), found 65")
+        #expect(problem(["apns": ["headers": ["apns-collapse-id": .string(String(repeating: "c", count: 64))]]]) == nil)
         #expect(problem(["apns": ["headers": ["x evil": "1"]]])?.field == "fcm.apns.headers")
         #expect(problem(["apns": ["headers": ["x-evil\r\n": "1"]]])?.field == "fcm.apns.headers")
         #expect(problem(["apns": ["headers": ["apns-priority": 5]]])?.field == "fcm.apns.headers.apns-priority")
