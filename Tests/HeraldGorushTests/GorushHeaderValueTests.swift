@@ -19,5 +19,10 @@ import Testing
             #expect(android == GorushError(status: 400, "notifications[1].collapse_key: contains a control character (\(name))"), "\(String(describing: android))")
         }
         #expect(refusal(#"{"notifications": [{"tokens": ["t"], "platform": 1, "message": "m", "collapse_id": "score"}]}"#) == nil)
+        // Headers FCM sends on.
+        let webpush = refusal(#"{"notifications": [{"tokens": ["t"], "platform": 2, "message": "m", "webpush": {"headers": {"Topic": "a\r\nx-evil: 1"}}}]}"#)
+        #expect(webpush == GorushError(status: 400, "notifications[0].webpush.headers.Topic: contains a control character (CR)"), "\(String(describing: webpush))")
+        let apns = refusal(#"{"notifications": [{"tokens": ["t"], "platform": 2, "message": "m", "apns": {"headers": {"apns-collapse-id": "a\u0000b"}}}]}"#)
+        #expect(apns == GorushError(status: 400, "notifications[0].apns.headers.apns-collapse-id: contains a control character (NUL)"), "\(String(describing: apns))")
     }
 }
