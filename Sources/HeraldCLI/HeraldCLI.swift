@@ -79,7 +79,7 @@ public enum HeraldCLI {
                            environment: [String: String] = ProcessInfo.processInfo.environment) async -> Int32 {
         let context = CommandContext(registry: storage.sections(in: registry), storage: storage, environment: environment, frontEnds: frontEnds)
         if arguments.first == "bench" {
-            context.console.err(benchMoved)
+            context.console.errText(benchMoved)
             return 2
         }
         return await dispatch(arguments, program: "herald", commands: commands, overview: overview, context: context)
