@@ -202,7 +202,7 @@ enum StreamDaemonBench {
             if reference {
                 let (code, output) = try Subprocess.run(bench, ["stream-http", "--n", String(n)])
                 console.out("reference (same run): the HTTP layer alone, one event written to \(n) streams:")
-                console.out(output.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
+                console.out(lines: output.split(separator: "\n").map { "  " + $0 })
                 if code != 0 { console.out("  (herald-bench stream-http exited \(code))") }
             }
             if work == nil { _ = try? Subprocess.run("/bin/rm", ["-rf", dir]) }
