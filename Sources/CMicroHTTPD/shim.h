@@ -22,6 +22,8 @@ typedef struct herald_mhd_options {
     unsigned int connection_timeout;
     /** Memory per connection for headers and buffers, in bytes. */
     size_t connection_memory_limit;
+    /** The listen socket's backlog (the kernel caps it at net.core.somaxconn). */
+    unsigned int listen_backlog;
 } herald_mhd_options;
 
 typedef size_t (*herald_mhd_unescape_callback)(void *cls, struct MHD_Connection *connection, char *s);
@@ -80,7 +82,7 @@ static inline struct MHD_Daemon *herald_mhd_start(const herald_mhd_options *o,
                             /* First: options before it would log with the default (stderr) logger. */
                             MHD_OPTION_EXTERNAL_LOGGER, herald_mhd_log, (void *)log,
                             MHD_OPTION_SOCK_ADDR, o->address,
-                            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024,
+                            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)o->listen_backlog,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned int)o->connection_limit,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)o->connection_timeout,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)o->connection_memory_limit,

@@ -15,8 +15,15 @@ import Glibc
 /// Slow and greedy clients are bounded (``ConnectionTable``): a request's headers and body have
 /// deadlines (``Options/headerTimeout``, ``Options/bodyTimeout``) however often bytes trickle in,
 /// one address may hold ``Options/connectionsPerAddress`` connections (loopback is exempt), and
-/// at ``Options/connectionLimit`` a new connection closes the oldest connection that is still
-/// waiting for or sending its request, so requests that arrive whole are answered.
+/// past ``Options/connectionLimit`` API connections, a new one closes the oldest API connection
+/// that is still waiting for or sending its request, so requests that arrive whole are answered.
+/// A connection is an API connection once its request line has been read and its path is not a
+/// stream's (``Options/isStreamRequest``): one whose request the server has not read yet counts
+/// against no budget and is closed only at its deadline (in a reconnect storm, thousands wait
+/// for the one server thread to read them), and stream openings count against
+/// ``Options/maxStreams`` alone. Only when every budget is full (``Options/connectionLimit`` plus
+/// ``Options/maxStreams`` connections, the descriptors' bound) does a new connection close the
+/// oldest one that is not a stream and has no complete request.
 ///
 /// Requests whose length means two things (RFC 9112 §6.3: `Content-Length` with
 /// `Transfer-Encoding`, two different `Content-Length`s, a transfer coding other than `chunked`)
@@ -29,6 +36,9 @@ import Glibc
 public final class HTTPServer: @unchecked Sendable {
     /// Tuning of the server.
     public struct Options: Sendable {
+        /// API connections at most (streams and connections whose request is unread aside):
+        /// past it, the oldest API connection without a complete request is closed, and when
+        /// every one is being answered, a request is answered 503 `too_many_connections`.
         public var connectionLimit: Int = 1024
         public var connectionTimeout: TimeInterval = 60
         /// Largest request body; bigger bodies are answered by the handler with 413.
@@ -192,7 +202,8 @@ public final class HTTPServer: @unchecked Sendable {
                 var o = herald_mhd_options(address: sa, address_length: length,
                                            connection_limit: UInt32(options.connectionLimit + options.maxStreams + Self.acceptHeadroom),
                                            connection_timeout: UInt32(max(0, options.connectionTimeout.rounded(.up))),
-                                           connection_memory_limit: options.connectionMemoryLimit)
+                                           connection_memory_limit: options.connectionMemoryLimit,
+                                           listen_backlog: UInt32(Self.listenBacklog(options)))
                 return herald_mhd_start(&o, { cls, connection, url, method, _, data, size, context in
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
                     return herald_mhd_result(server.access(connection!, url!, method!, data, size!, context!) ? 1 : 0)
@@ -210,9 +221,9 @@ public final class HTTPServer: @unchecked Sendable {
                 }, me, { _, _, s in
                     // Keep the path and query raw: segments are decoded one by one, so "%2F" stays inside a segment.
                     strlen(s!)
-                }, me, { cls, _, connection in
+                }, me, { cls, uri, connection in
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
-                    if let connection { server.requestLineArrived(connection) }
+                    if let connection, let uri { server.requestLineArrived(connection, uri) }
                     return nil
                 }, me, { cls, address, _ in
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
@@ -278,21 +289,25 @@ public final class HTTPServer: @unchecked Sendable {
             let path = request.path
             let isStream = options.isStreamRequest(request.method, path)
             let id = Self.key(connection), now = Self.monotonicNow()
-            let refusal: HTTPResponse? = state.withLock { s in
+            let (refusal, victim): (HTTPResponse?, Int32?) = state.withLock { s in
                 s.active += 1
                 s.table.headersComplete(id, now: now)
                 if isStream {
                     request.countedAsStream = true
                     s.streams += 1
                     s.table.becameStream(id)
-                    return s.streams > options.maxStreams ? Self.tooManyStreams(options.maxStreams) : nil
+                    return (s.streams > options.maxStreams ? Self.tooManyStreams(options.maxStreams) : nil, nil)
                 }
-                if s.connections - s.streams - s.table.shedPending > options.connectionLimit {
+                // (An API request on a stream path: it counts against the API's budget from now.)
+                s.table.classify(id, stream: false)
+                let victim = shedForAPI(&s, sparing: id, limit: options.connectionLimit)
+                if s.table.apiConnections > options.connectionLimit {
                     s.table.busy(id)
-                    return Self.tooManyConnections(options.connectionLimit)
+                    return (Self.tooManyConnections(options.connectionLimit), victim)
                 }
-                return nil
+                return (nil, victim)
             }
+            if let victim { shedUnderPressure(victim) }
             if let refusal { return answerAtOnce(connection, request, refusal) }
             let framing = Self.collectHeaders(connection)
             request.headers = framing.headers
@@ -352,6 +367,7 @@ public final class HTTPServer: @unchecked Sendable {
             if let key {
                 let name = String(cString: key).lowercased()
                 let text = value.map { String(cString: $0) } ?? ""
+                if let value, HeaderCollector.isFolded(key: key, value: value) { h.folded.append(name) }
                 h.values[name] = text
                 if name == "content-length" { h.lengths.append(text) }
                 if name == "transfer-encoding" { h.encodings.append(text) }
@@ -510,6 +526,13 @@ public final class HTTPServer: @unchecked Sendable {
     /// write buffer, so this only sizes a buffer the library allocates and HTTP/1.0 uses.
     private static let streamBlockSize = 512
 
+    /// The listen socket's backlog: room for every connection the budgets hold to arrive at once
+    /// (a reconnect storm) without a SYN dropped, which costs its client a second or more before
+    /// it tries again. The kernel caps it at `net.core.somaxconn` (4096 on Debian 12).
+    static func listenBacklog(_ options: Options) -> Int {
+        min(65_535, max(1_024, options.connectionLimit + options.maxStreams))
+    }
+
     /// Connections the library accepts past ``Options/connectionLimit`` plus ``Options/maxStreams``,
     /// so that a new connection can still close the oldest idle one and be served.
     private static let acceptHeadroom = 64
@@ -628,9 +651,38 @@ public final class HTTPServer: @unchecked Sendable {
         return family == 0 ? nil : ConnectionTable.Peer(bytes)
     }
 
-    private func requestLineArrived(_ connection: OpaquePointer) {
+    /// A request line arrived: the connection is an API connection or a stream opening from now
+    /// (by its path; the library does not give the method yet, so a stream path counts as a
+    /// stream opening until the headers say otherwise). An API connection past
+    /// ``Options/connectionLimit`` closes the oldest API connection still waiting for or sending
+    /// its request; connections whose request has not been read yet are never closed for it.
+    private func requestLineArrived(_ connection: OpaquePointer, _ uri: UnsafePointer<CChar>) {
         let id = Self.key(connection), now = Self.monotonicNow()
-        state.withLock { $0.table.requestLine(id, now: now) }
+        let target = Self.originForm(String(cString: uri))
+        let path = target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? target
+        let isStream = options.isStreamRequest("GET", path)
+        let limit = options.connectionLimit
+        let victim: Int32? = state.withLock { s in
+            s.table.requestLine(id, now: now)
+            s.table.classify(id, stream: isStream)
+            return isStream ? nil : shedForAPI(&s, sparing: id, limit: limit)
+        }
+        if let victim { shedUnderPressure(victim) }
+    }
+
+    /// Marks the oldest API connection still waiting for or sending its request as shed when the
+    /// API connections are past `limit`; returns its socket (under the state lock).
+    private func shedForAPI(_ s: inout State, sparing id: UInt, limit: Int) -> Int32? {
+        guard s.table.apiConnections > limit, let fd = s.table.shedOldest(sparing: id) else { return nil }
+        s.unlogged[ConnectionTable.ShedReason.pressure.rawValue, default: 0] += 1
+        return fd
+    }
+
+    /// Closes a connection shed to make room, on the server thread: the library closes sockets
+    /// only on this thread, so the descriptor is still the victim's. Its peer sees the close at once.
+    private func shedUnderPressure(_ fd: Int32) {
+        shutdown(fd, Int32(SHUT_RDWR))
+        shedCounters[.pressure]?.increment()
     }
 
     /// A request is over (answered, or its connection closing): the connection waits for the next.
@@ -675,20 +727,19 @@ public final class HTTPServer: @unchecked Sendable {
         if opened {
             let peer = Self.peer { herald_mhd_client_address(connection, $0) }
             let fd = herald_mhd_connection_fd(connection), now = Self.monotonicNow()
-            let limit = options.connectionLimit
+            // Every budget full (API connections and streams): the descriptors run out next, so
+            // the oldest connection that is not a stream and still waits for or sends its
+            // request makes room. Below that, a connection whose request is unread is never closed.
+            let limit = options.connectionLimit + options.maxStreams
             let victim: Int32? = state.withLock { s in
                 s.connections += 1
                 s.table.opened(id, fd: fd, peer: peer, now: now)
-                guard s.connections - s.streams - s.table.shedPending > limit, let fd = s.table.shedOldest(sparing: id) else { return nil }
+                guard s.connections - s.table.shedPending > limit,
+                      let fd = s.table.shedOldest(sparing: id, among: [.unknown, .api]) else { return nil }
                 s.unlogged[ConnectionTable.ShedReason.pressure.rawValue, default: 0] += 1
                 return fd
             }
-            if let victim {
-                // On the server thread: the library closes sockets only on this thread, so the
-                // descriptor is still the victim's. Its peer sees the close at once.
-                shutdown(victim, Int32(SHUT_RDWR))
-                shedCounters[.pressure]?.increment()
-            }
+            if let victim { shedUnderPressure(victim) }
         } else {
             state.withLock { s in
                 s.connections -= 1
@@ -809,11 +860,44 @@ final class HeaderCollector {
     var values: [String: String] = [:]
     var lengths: [String] = []
     var encodings: [String] = []
+    /// Names (lower-cased, as the library joined them) of header lines that had a line folded
+    /// onto them (obs-fold).
+    var folded: [String] = []
+
+    /// Whether the header whose name and value the library gives at `key` and `value` had an
+    /// obs-fold line (a line starting with a space or tab) joined onto it.
+    ///
+    /// libmicrohttpd 0.9.75 parses a header line in place in its read buffer (the name, its colon
+    /// turned into a NUL, optional spaces, the value), and joins a folded line onto the *name*
+    /// (`process_broken_line`): the name is copied to a new block of the connection's pool,
+    /// after the read buffer, with the folded text after it, and the value stays where it was.
+    /// So a name and value that are not adjacent (only spaces or tabs between the name's NUL and
+    /// the value) are a folded header, whatever the folded text was: `X: y` then
+    /// ` Transfer-Encoding: chunked` is read as one header named `xtransfer-encoding: chunked`,
+    /// and a proxy that unfolds it reads `Transfer-Encoding` where the library reads none.
+    /// (Pinned by FrontDoorTests' obs-fold test: a library that parsed otherwise fails it.)
+    static func isFolded(key: UnsafePointer<CChar>, value: UnsafePointer<CChar>) -> Bool {
+        let afterName = key + strlen(key) + 1
+        let gap = afterName.distance(to: value)
+        // Both lie in the connection's pool (12 KiB by default): a gap past it is no header line.
+        guard gap >= 0, gap <= 64 * 1024 else { return true }
+        return !(0..<gap).allSatisfy { afterName[$0] == 0x20 || afterName[$0] == 0x09 }
+    }
 
     /// What makes the body's length ambiguous (RFC 9112 section 6.3), naming the header, or `nil`.
     /// libmicrohttpd 0.9.75 reads the first `Content-Length`, and lets `Transfer-Encoding`
     /// override it; a proxy in front may have read either.
+    ///
+    /// A folded header line (obs-fold) is refused first (RFC 9112 section 5.2 lets a server refuse
+    /// it with 400): the library joins it onto the previous header's name, so a folded
+    /// ` Transfer-Encoding: chunked` beside `Content-Length` is a length the library and a proxy
+    /// in front would read differently (section 6.1).
     var framingProblem: (field: String, message: String)? {
+        if let name = folded.first {
+            let field = name.contains("transfer-encoding") ? "Transfer-Encoding"
+                : name.contains("content-length") ? "Content-Length" : "headers"
+            return (field, "a header line folded onto the previous one (a line that starts with a space or tab, obs-fold) is refused (RFC 9112 section 5.2); send each header on one line")
+        }
         if !encodings.isEmpty {
             if !lengths.isEmpty {
                 return ("Transfer-Encoding", "a request with both Content-Length and Transfer-Encoding is refused (RFC 9112 section 6.3); send one of them")
