@@ -55,6 +55,12 @@ public final class HTTPServer: @unchecked Sendable {
         public var maxStreams: Int = 10_000
         /// Unsent bytes a stream may hold; a write past it disconnects the client (it stopped reading).
         public var streamBufferBytes: Int = 65_536
+        /// Which requests are health probes (method, path): one that arrives whole in a new
+        /// connection's first bytes, with no body, is answered by the acceptor thread with the
+        /// immediate handler's response, without waiting for the server thread (which may be
+        /// busy with a reconnect storm). Others, and a probe that answers `nil` there, go through
+        /// the server thread as usual.
+        public var isProbeRequest: @Sendable (_ method: String, _ path: String) -> Bool = { _, _ in false }
         /// Which requests open streams (method, path): they are checked against ``maxStreams``
         /// instead of ``connectionLimit`` from their first byte. A handler may still answer any
         /// request with a stream; it then counts as one from that moment.
@@ -116,6 +122,8 @@ public final class HTTPServer: @unchecked Sendable {
     private let reaper = Locked<Task<Void, Never>?>(nil)
     /// The library's logger's target (``lengthRefused()``), freed after the daemon stops.
     private var logTarget: UnsafeMutablePointer<herald_mhd_log_target>?
+    /// Accepts connections and hands them to the library (set by ``start(_:setting:)``).
+    private var acceptor: HTTPAcceptor?
 
     private struct State {
         var table: ConnectionTable
@@ -130,6 +138,9 @@ public final class HTTPServer: @unchecked Sendable {
         /// the flood).
         var unlogged: [String: Int] = [:]
         var loggedAt = 0.0
+        /// Sockets handed over after the acceptor answered a probe on them: their next request
+        /// comes on a kept-alive connection (``ConnectionTable/responded(_:now:)`` at open).
+        var afterProbe: Set<Int32> = []
     }
     /// Open streams and their heartbeats.
     private let registry: StreamRegistry
@@ -170,6 +181,7 @@ public final class HTTPServer: @unchecked Sendable {
 
     deinit {
         reaper.withLock { $0?.cancel() }
+        acceptor?.stop()
         if let daemon {
             // Not stopped with stop(deadline:): cut the streams first (see there).
             registry.stopHeartbeats()
@@ -195,6 +207,12 @@ public final class HTTPServer: @unchecked Sendable {
             Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue().lengthRefused()
         }, cls: me))
         logTarget = log
+        let listener: Int32 = withUnsafePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { herald_listen_socket($0, length, Int32(Self.listenBacklog(options))) }
+        }
+        guard listener >= 0 else {
+            throw HTTPServerError(message: "cannot listen on \(address): \(String(cString: strerror(errno))) (is another process using the port?)")
+        }
         let d: OpaquePointer? = withUnsafePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
                 // The library's own limit leaves room above ours: a connection past connectionLimit is
@@ -232,10 +250,28 @@ public final class HTTPServer: @unchecked Sendable {
             }
         }
         guard let d else {
-            throw HTTPServerError(message: "cannot listen on \(address): \(String(cString: strerror(errno))) (is another process using the port?)")
+            let reason = String(cString: strerror(errno))
+            close(listener)
+            throw HTTPServerError(message: "cannot serve on \(address): \(reason)")
         }
         daemon = d
-        port = Int(herald_mhd_bound_port(d))
+        port = Int(herald_socket_port(listener))
+        let acceptor: HTTPAcceptor
+        do {
+            acceptor = try HTTPAcceptor(listener: listener, admits: { [unowned self] in admits($0) },
+                                        isProbe: options.isProbeRequest,
+                                        answer: { [unowned self] probe, fd in answerProbe(probe, fd) },
+                                        handOff: { [unowned self] fd, address, length, afterProbe in
+                                            handOff(fd, address, length, afterProbe: afterProbe)
+                                        })
+        } catch {
+            close(listener)
+            daemon = nil
+            MHD_stop_daemon(d)
+            throw error
+        }
+        self.acceptor = acceptor
+        acceptor.start()
         let tick = UInt64(max(0.05, min(0.25, min(options.headerTimeout, options.bodyTimeout) / 4)) * 1e9)
         reaper.withLock {
             $0 = Task { [weak self] in
@@ -621,6 +657,79 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
+    /// The acceptor's answer to a probe it read whole (on the acceptor thread): the immediate
+    /// handler's response as HTTP/1.1 bytes, or `nil` (not answered at once: the server thread
+    /// reads the request again).
+    private func answerProbe(_ probe: HTTPAcceptor.Probe, _ fd: Int32) -> [UInt8]? {
+        let parts = probe.target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        var query: [String: String] = [:]
+        if parts.count == 2 {
+            for pair in parts[1].split(separator: "&") {
+                let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let key = PercentEncoding.decode(String(kv[0]), plusIsSpace: true) ?? String(kv[0])
+                query[key] = kv.count == 2 ? PercentEncoding.decode(String(kv[1]), plusIsSpace: true) ?? String(kv[1]) : ""
+            }
+        }
+        let request = HTTPRequest(method: probe.method, path: String(parts[0]), query: query, headers: probe.headers,
+                                  body: [], bodyTooLarge: false, peer: IPAddress(peerOf: fd))
+        guard let response = immediate(request), response.streamBody == nil else { return nil }
+        return Self.wire(response, keepAlive: probe.keepAlive)
+    }
+
+    /// A response as HTTP/1.1 bytes, as libmicrohttpd writes it (status line, `Date`, the
+    /// headers, `Content-Length`; `Connection: close` when the connection ends).
+    static func wire(_ response: HTTPResponse, keepAlive: Bool) -> [UInt8] {
+        var headers = response.headers
+        if !response.body.isEmpty && !headers.contains(where: { $0.0.lowercased() == "content-type" }) {
+            headers.append(("Content-Type", "application/json"))
+        }
+        if !keepAlive && !headers.contains(where: { $0.0.lowercased() == "connection" }) { headers.append(("Connection", "close")) }
+        var text = "HTTP/1.1 \(response.status) \(reasonPhrase(response.status))\r\nDate: \(httpDate())\r\n"
+        for (name, value) in headers { text += "\(name): \(value)\r\n" }
+        text += "Content-Length: \(response.body.count)\r\n\r\n"
+        return Array(text.utf8) + response.body
+    }
+
+    private static func reasonPhrase(_ status: Int) -> String {
+        switch status {
+        case 200: "OK"
+        case 204: "No Content"
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 429: "Too Many Requests"
+        case 500: "Internal Server Error"
+        case 503: "Service Unavailable"
+        default: "Status \(status)"
+        }
+    }
+
+    /// Now as an HTTP date (RFC 9110 §5.6.7: `Sun, 06 Nov 1994 08:49:37 GMT`).
+    private static func httpDate() -> String {
+        var t = time(nil)
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        var buffer = [CChar](repeating: 0, count: 64)
+        let n = strftime(&buffer, buffer.count, "%a, %d %b %Y %H:%M:%S GMT", &parts)
+        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Hands an accepted socket to the library (on the acceptor thread).
+    private func handOff(_ fd: Int32, _ address: UnsafePointer<sockaddr>, _ length: socklen_t, afterProbe: Bool) {
+        guard let daemon else {
+            close(fd)
+            return
+        }
+        if afterProbe { state.withLock { _ = $0.afterProbe.insert(fd) } }
+        if herald_mhd_add_connection(daemon, fd, address, length) == 0 && afterProbe {
+            // Refused (the library closed the socket): forget the mark before the number is reused.
+            state.withLock { _ = $0.afterProbe.remove(fd) }
+        }
+    }
+
+
     /// A connection's key in the ``ConnectionTable``.
     private static func key(_ connection: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: connection)) }
 
@@ -734,6 +843,11 @@ public final class HTTPServer: @unchecked Sendable {
             let victim: Int32? = state.withLock { s in
                 s.connections += 1
                 s.table.opened(id, fd: fd, peer: peer, now: now)
+                if s.afterProbe.remove(fd) != nil {
+                    // Answered once by the acceptor: its next request is a kept-alive one.
+                    s.table.classify(id, stream: false)
+                    s.table.responded(id, now: now)
+                }
                 guard s.connections - s.table.shedPending > limit,
                       let fd = s.table.shedOldest(sparing: id, among: [.unknown, .api]) else { return nil }
                 s.unlogged[ConnectionTable.ShedReason.pressure.rawValue, default: 0] += 1
@@ -758,9 +872,7 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// Stops accepting connections; requests already received still get their answers.
     public func stopAccepting() {
-        guard let daemon else { return }
-        let fd = herald_mhd_quiesce(daemon)
-        if fd >= 0 { close(fd) }
+        acceptor?.stop()
     }
 
     /// Stops the server: no new connections, and requests that arrive on open connections are
