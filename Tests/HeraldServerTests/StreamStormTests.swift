@@ -104,25 +104,29 @@ import Glibc
         #expect(outcome.closedBare == 0)
         #expect(outcome.statuses == [200: n], "\(outcome.statuses)")
         #expect(await eventually(timeout: 20) { server.openStreams == n }, "\(server.openStreams) streams open")
-        // /healthz in the middle of it: asked while the requests were being read and answered.
+        // /healthz and /readyz in the middle of it: asked while the requests were being read and answered.
         let during = probes.filter { $0.start >= outcome.burst && $0.start < outcome.lastConnected }
-        #expect(!during.isEmpty, "no /healthz between the burst and the last `: connected` (\(probes.count) probes)")
-        #expect(during.allSatisfy { $0.ok && $0.seconds <= 0.1 },
-                "/healthz during the storm: \(during.map { "\($0.ok ? 200 : 0) in \(Int($0.seconds * 1000)) ms" })")
+        let health = during.filter { $0.path == "/healthz" }, ready = during.filter { $0.path == "/readyz" }
+        #expect(!health.isEmpty && !ready.isEmpty, "no /healthz or /readyz between the burst and the last `: connected` (\(probes.count) probes)")
+        #expect(health.allSatisfy { $0.ok && $0.seconds <= 0.1 },
+                "/healthz during the storm: \(health.map { "\($0.ok ? 200 : 0) in \(Int($0.seconds * 1000)) ms" })")
+        #expect(ready.allSatisfy { $0.ok }, "/readyz during the storm: \(ready.map { "\($0.ok ? 200 : 0) in \(Int($0.seconds * 1000)) ms" })")
         // Nothing closed for being one of many.
         let metrics = try await d.client.get("/metrics").text
         let shed = metrics.split(separator: "\n").filter { $0.hasPrefix("herald_http_connections_shed_total{") && !$0.hasSuffix(" 0") }
         #expect(shed.isEmpty, "\(shed)")
         let times = outcome.times.sorted()
         let p99 = times.isEmpty ? 0 : times[min(times.count - 1, Int(Double(times.count - 1) * 0.99))]
-        print("storm: \(n) streams at once: \(outcome.connected) connected, from the burst to `: connected` p99 \(Int(p99 * 1000)) ms, last \(Int((outcome.lastConnected - outcome.burst) * 1000)) ms; /healthz during it: \(during.map { Int($0.seconds * 1000) }) ms")
+        print("storm: \(n) streams at once: \(outcome.connected) connected, from the burst to `: connected` p99 \(Int(p99 * 1000)) ms, last \(Int((outcome.lastConnected - outcome.burst) * 1000)) ms; /healthz during it: \(health.map { Int($0.seconds * 1000) }) ms; /readyz: \(ready.map { Int($0.seconds * 1000) }) ms")
         outcome.close()
     }
 }
 
-/// Asks `/healthz` over a new connection every 10 ms on a thread of its own, each answer timed.
+/// Asks `/healthz` and `/readyz` in turn over a new connection every 10 ms on a thread of its
+/// own, each answer timed.
 final class HealthProber: @unchecked Sendable {
     struct Probe: Sendable {
+        var path: String
         var start: Double
         var seconds: Double
         var ok: Bool
@@ -140,8 +144,11 @@ final class HealthProber: @unchecked Sendable {
         state.withLock { $0.running = true }
         let port = port, state = state, done = done
         Thread {
-            let request = Array("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
+            var turn = 0
             while state.withLock({ $0.running }) {
+                let path = turn % 2 == 0 ? "/healthz" : "/readyz"
+                turn += 1
+                let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
                 let start = Storm.now()
                 var ok = false
                 if let fd = try? Loopback.connect(port: port, receiveTimeout: 5) {
@@ -151,7 +158,7 @@ final class HealthProber: @unchecked Sendable {
                     ok = n > 12 && String(decoding: buffer[0..<12], as: UTF8.self) == "HTTP/1.1 200"
                     close(fd)
                 }
-                let probe = Probe(start: start, seconds: Storm.now() - start, ok: ok)
+                let probe = Probe(path: path, start: start, seconds: Storm.now() - start, ok: ok)
                 state.withLock { $0.probes.append(probe) }
                 usleep(10_000)
             }

@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// Accepts the ``HTTPServer``'s connections on a thread of its own and hands them to
-/// libmicrohttpd, answering health probes (`GET /healthz`) itself on the way.
+/// libmicrohttpd, taking health probes (`GET /healthz`, `GET /readyz`) out of the line on the way.
 ///
 /// Why a thread of its own: libmicrohttpd's poll thread accepts one connection per loop, and each
 /// loop polls every connection and serves every ready one. In a reconnect storm (10,000 apps at
@@ -15,16 +15,16 @@ import Glibc
 /// serve thousands of requests each: a load balancer marks the node dead at the worst moment.
 /// Here every waiting connection is accepted in one go (`accept` until `EAGAIN`), handed over
 /// with `MHD_add_connection` (libmicrohttpd takes every queued connection in one loop), and a
-/// connection whose first bytes are a whole `GET /healthz` is answered at once, without
-/// waiting for the poll thread.
+/// connection whose first bytes are a whole probe is given to the server's ``serve`` closure,
+/// which answers it without waiting for the poll thread.
 ///
 /// A connection whose first bytes have not arrived at accept waits here at most
 /// ``firstBytesGrace`` before it is handed over anyway (then `server.headerTimeout` runs as for
 /// any connection): only a probe can be answered here, and nothing else waits.
 ///
-/// - Important: a probe answered here is answered exactly as the server thread would (the same
-///   immediate handler, counted in `herald_http_requests_total`); its connection, when kept alive,
-///   is handed over after the answer and carries its next requests through libmicrohttpd.
+/// - Important: a probe is answered exactly as the server thread would answer it (the same
+///   handlers, counted in `herald_http_requests_total`); its connection, when kept alive, is
+///   handed over after the answer and carries its next requests through libmicrohttpd.
 final class HTTPAcceptor: @unchecked Sendable {
     /// A request read whole from a new connection's first bytes, answered here.
     struct Probe {
@@ -55,20 +55,20 @@ final class HTTPAcceptor: @unchecked Sendable {
     private let admits: (UnsafePointer<sockaddr>) -> Bool
     /// Which method and path are answered here when read whole.
     private let isProbe: (String, String) -> Bool
-    /// Answers a probe: the bytes to write (a whole HTTP/1.1 response), or `nil` to hand the
-    /// connection over unanswered.
-    private let answer: (Probe, Int32) -> [UInt8]?
+    /// Answers a probe whose bytes were taken from the socket, and owns the connection from then on
+    /// (writes the answer, then hands the connection over or closes it).
+    private let serve: (Probe, Int32, sockaddr_storage, socklen_t) -> Void
     /// Hands a connection to libmicrohttpd; `afterProbe`: it was answered once here already.
     private let handOff: (Int32, UnsafePointer<sockaddr>, socklen_t, _ afterProbe: Bool) -> Void
 
     /// Takes `listener` (a listening, non-blocking socket) and closes it in ``stop()``.
     init(listener: Int32, admits: @escaping (UnsafePointer<sockaddr>) -> Bool, isProbe: @escaping (String, String) -> Bool,
-         answer: @escaping (Probe, Int32) -> [UInt8]?,
+         serve: @escaping (Probe, Int32, sockaddr_storage, socklen_t) -> Void,
          handOff: @escaping (Int32, UnsafePointer<sockaddr>, socklen_t, Bool) -> Void) throws(HTTPServerError) {
         self.listener = listener
         self.admits = admits
         self.isProbe = isProbe
-        self.answer = answer
+        self.serve = serve
         self.handOff = handOff
         epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
         wakeFD = herald_eventfd()
@@ -179,20 +179,19 @@ final class HTTPAcceptor: @unchecked Sendable {
             close(fd)
             return
         }
-        if n > 0, let probe = Self.probe(peek[0..<n], isProbe: isProbe), let response = answer(probe, fd) {
-            // Take the request's bytes, write the answer (a small one: the socket's buffer takes it).
+        if n > 0, let probe = Self.probe(peek[0..<n], isProbe: isProbe) {
+            // Take the request's bytes (peeked: they are there), then the server answers it.
             var taken = 0
             while taken < probe.length {
                 let r = peek.withUnsafeMutableBytes { recv(fd, $0.baseAddress, min($0.count, probe.length - taken), Int32(MSG_DONTWAIT)) }
                 if r <= 0 { break }
                 taken += r
             }
-            let sent = response.withUnsafeBytes { herald_send_now(fd, $0.baseAddress, $0.count) }
-            guard taken == probe.length, sent == response.count, probe.keepAlive else {
+            guard taken == probe.length else {
                 close(fd)
                 return
             }
-            give(fd, address, length, afterProbe: true)
+            serve(probe, fd, address, length)
             return
         }
         give(fd, address, length, afterProbe: false)

@@ -56,10 +56,10 @@ public final class HTTPServer: @unchecked Sendable {
         /// Unsent bytes a stream may hold; a write past it disconnects the client (it stopped reading).
         public var streamBufferBytes: Int = 65_536
         /// Which requests are health probes (method, path): one that arrives whole in a new
-        /// connection's first bytes, with no body, is answered by the acceptor thread with the
-        /// immediate handler's response, without waiting for the server thread (which may be
-        /// busy with a reconnect storm). Others, and a probe that answers `nil` there, go through
-        /// the server thread as usual.
+        /// connection's first bytes, with no body, is taken by the acceptor thread and answered
+        /// with the same handlers (the immediate one on that thread, else the async one in a task),
+        /// without waiting for the server thread, which may be busy with a reconnect storm.
+        /// Others, and a probe whose bytes come in pieces, go through the server thread.
         public var isProbeRequest: @Sendable (_ method: String, _ path: String) -> Bool = { _, _ in false }
         /// Which requests open streams (method, path): they are checked against ``maxStreams``
         /// instead of ``connectionLimit`` from their first byte. A handler may still answer any
@@ -124,6 +124,8 @@ public final class HTTPServer: @unchecked Sendable {
     private var logTarget: UnsafeMutablePointer<herald_mhd_log_target>?
     /// Accepts connections and hands them to the library (set by ``start(_:setting:)``).
     private var acceptor: HTTPAcceptor?
+    /// Probes answered by the async handler, by number; awaited by ``stop(deadline:)``.
+    private let probes = Locked<(running: [Int: Task<Void, Never>], next: Int, stopping: Bool)>(([:], 0, false))
 
     private struct State {
         var table: ConnectionTable
@@ -260,7 +262,7 @@ public final class HTTPServer: @unchecked Sendable {
         do {
             acceptor = try HTTPAcceptor(listener: listener, admits: { [unowned self] in admits($0) },
                                         isProbe: options.isProbeRequest,
-                                        answer: { [unowned self] probe, fd in answerProbe(probe, fd) },
+                                        serve: { [unowned self] probe, fd, address, length in serveProbe(probe, fd, address, length) },
                                         handOff: { [unowned self] fd, address, length, afterProbe in
                                             handOff(fd, address, length, afterProbe: afterProbe)
                                         })
@@ -657,10 +659,11 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
-    /// The acceptor's answer to a probe it read whole (on the acceptor thread): the immediate
-    /// handler's response as HTTP/1.1 bytes, or `nil` (not answered at once: the server thread
-    /// reads the request again).
-    private func answerProbe(_ probe: HTTPAcceptor.Probe, _ fd: Int32) -> [UInt8]? {
+    /// Answers a probe the acceptor read whole (on the acceptor thread): at once with the
+    /// immediate handler's response, else with the async handler's in a task of the server's
+    /// own (awaited by ``stop(deadline:)``); then the connection goes to the library when kept
+    /// alive, or is closed.
+    private func serveProbe(_ probe: HTTPAcceptor.Probe, _ fd: Int32, _ address: sockaddr_storage, _ length: socklen_t) {
         let parts = probe.target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
         var query: [String: String] = [:]
         if parts.count == 2 {
@@ -672,8 +675,40 @@ public final class HTTPServer: @unchecked Sendable {
         }
         let request = HTTPRequest(method: probe.method, path: String(parts[0]), query: query, headers: probe.headers,
                                   body: [], bodyTooLarge: false, peer: IPAddress(peerOf: fd))
-        guard let response = immediate(request), response.streamBody == nil else { return nil }
-        return Self.wire(response, keepAlive: probe.keepAlive)
+        if let response = immediate(request) {
+            finishProbe(response, probe, fd, address, length)
+            return
+        }
+        let handler = self.handler
+        probes.withLock { p in
+            if p.stopping {
+                options.answeredByServer(probe.method, request.path, 503)
+                finishProbe(Self.shuttingDown, probe, fd, address, length)
+                return
+            }
+            let id = p.next
+            p.next += 1
+            // Ahead of the handlers of a storm's requests, which may fill the pool's queue.
+            p.running[id] = Task(priority: .high) { [self] in
+                let response = await handler(request)
+                finishProbe(response, probe, fd, address, length)
+                probes.withLock { _ = $0.running.removeValue(forKey: id) }
+            }
+        }
+    }
+
+    /// Writes a probe's answer (small: the socket's buffer takes it at once), then hands the
+    /// connection to the library when it is kept alive, or closes it.
+    private func finishProbe(_ response: HTTPResponse, _ probe: HTTPAcceptor.Probe, _ fd: Int32, _ address: sockaddr_storage, _ length: socklen_t) {
+        let keepAlive = probe.keepAlive && response.streamBody == nil
+        let bytes = Self.wire(response.streamBody == nil ? response : HTTPResponse(status: 500), keepAlive: keepAlive)
+        let sent = bytes.withUnsafeBytes { herald_send_now(fd, $0.baseAddress, $0.count) }
+        guard sent == bytes.count, keepAlive else {
+            close(fd)
+            return
+        }
+        var address = address
+        withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { handOff(fd, $0, length, afterProbe: true) } }
     }
 
     /// A response as HTTP/1.1 bytes, as libmicrohttpd writes it (status line, `Date`, the
@@ -888,6 +923,8 @@ public final class HTTPServer: @unchecked Sendable {
             await task.value
         }
         state.withLock { $0.stopping = true }
+        // The acceptor has stopped: no probe starts after this; the running ones end quickly.
+        for task in probes.withLock({ p in p.stopping = true; return Array(p.running.values) }) { await task.value }
         // Streams get their closing bytes and a clean end now; none waits for the deadline.
         registry.stopHeartbeats()
         for stream in registry.all { stream.end(final: stream.closing, reason: .serverStopping) }
