@@ -12,6 +12,11 @@ import Glibc
 /// its connection is suspended whenever it has nothing to send, has no idle timeout, and is
 /// counted against ``Options/maxStreams``, not ``Options/connectionLimit``.
 ///
+/// Connections are accepted by an ``HTTPAcceptor`` thread, every waiting one at once, and handed
+/// to the library; a health probe (``Options/isProbeRequest``) that arrives whole in a new
+/// connection's first bytes is answered from there, so a reconnect storm that keeps the poll
+/// thread busy does not delay it.
+///
 /// Slow and greedy clients are bounded (``ConnectionTable``): a request's headers and body have
 /// deadlines (``Options/headerTimeout``, ``Options/bodyTimeout``) however often bytes trickle in,
 /// one address may hold ``Options/connectionsPerAddress`` connections (loopback is exempt), and
