@@ -27,7 +27,7 @@ run: build
 # (MatrixGatewayLimitsTests, not yet explained), push 30,000 notifications through three nodes (MultiNodeTests), tell a
 # stalled reader from a gone one by timing (HTTPStreamTests) or wait on a test
 # clock's sleepers run on their own after the rest, so that neither slows the other past its bounds.
-ALONE := FrontDoorTests|StreamStormTests|HangUpWatcherTests|StreamHubAckTests|HeraldBenchTests|DatabaseOutageTests|MatrixGatewayLimitsTests|SQLiteDeliveryQueueTests|MultiNodeTests|HTTPStreamTests
+ALONE := FrontDoorTests|StreamStormTests|HTTPAcceptorTests|HangUpWatcherTests|StreamHubAckTests|HeraldBenchTests|DatabaseOutageTests|MatrixGatewayLimitsTests|SQLiteDeliveryQueueTests|MultiNodeTests|HTTPStreamTests
 test:
 	@scripts/bootstrap.sh --with-synapse --with-chromium
 	$(SWIFT) test --skip '$(ALONE)'
