@@ -14,7 +14,7 @@ enum StreamBench {
     static let clientSpec = CommandSpec(
         path: "stream-client",
         summary: "Open N event streams to a URL and report when events arrive (a load client).",
-        usage: "stream-client (--url URL ... | --url-file FILE) [--n N] [--header 'Name: value' ...] [--until-event ID] [--ack [--ack-keep-alive]] [--storm] [--timeout S]",
+        usage: "stream-client (--url URL ... | --url-file FILE) [--n N] [--header 'Name: value' ...] [--until-event ID] [--ack [--ack-keep-alive]] [--storm | --paced] [--timeout S]",
         options: [
             .value("url", "URL", "http://host:port/path to open (IPv4 literal or localhost); several are used in turn", repeatable: true),
             .value("url-file", "FILE", "URLs to open, one per line (e.g. one client token each), after any --url"),
@@ -25,10 +25,11 @@ enum StreamBench {
             .flag("ack", "acknowledge as Herald's acking clients do: open each stream with ack=1 and answer every event with POST /v1/stream/ack (same query)"),
             .flag("ack-keep-alive", "with --ack: send the acknowledgements on up to 256 kept-alive connections (default: a connection each, closed after its answer)"),
             .flag("storm", "open every connection at once (a reconnect storm; default: at most 256 waiting for their status line)"),
+            .flag("paced", "at most 256 waiting for their status line (the default), with --storm's report"),
         ],
         discussion: """
         Writes lines to standard output: `connected streaming=<n> failed=<n> statuses=<status:count,...>`
-        once every connection has its status line (or failed); with --storm then
+        once every connection has its status line (or failed); with --storm or --paced then
         `storm streaming=<n> refused503=<n> retry_after=<n> failed=<n> other=<n> p50=<s> p99=<s> max=<s>`
         once every stream has its first comment (`: connected`): the seconds from each connect's start
         to that comment, and how many 503 answers carried Retry-After; then, for --until-event,
@@ -74,12 +75,12 @@ enum StreamBench {
         raiseOpenFileLimit()
         let wanted = arguments.value("until-event")
         var arrivals: [Double] = []
-        let storm = arguments.flag("storm")
+        let storm = arguments.flag("storm"), paced = arguments.flag("paced")
         let client = StreamLoadClient(targets: targets, maxPendingConnects: storm ? n : 256, keepAliveAcks: arguments.flag("ack-keep-alive")) { event in
             if event.id == wanted { arrivals.append(event.arrival) }
         }
         let end = StreamLoadClient.now() + timeout
-        var reportedConnect = false, reportedStorm = !storm
+        var reportedConnect = false, reportedStorm = !(storm || paced)
         client.run { () -> Bool in
             let c = client.counters
             if !reportedConnect, c.statuses.values.reduce(0, +) + c.failedConnects == n {
@@ -96,7 +97,7 @@ enum StreamBench {
                                     + "other=\(c.statuses.values.reduce(0, +) - ok - refused) p50=\(at(0.5)) p99=\(at(0.99)) max=\(at(1))")
             }
             if StreamLoadClient.now() > end { return true }
-            if wanted == nil && storm { return reportedStorm }
+            if wanted == nil && (storm || paced) { return reportedStorm }
             return wanted != nil && reportedConnect && arrivals.count >= c.streaming && c.acksPending == 0
         }
         if let wanted {
