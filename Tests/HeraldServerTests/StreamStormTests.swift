@@ -26,14 +26,14 @@ import Glibc
     static let secret = "storm-secret-0123456789abcdef-0123456789"
     static let n = 5_000
 
-    static func config(storage: String) -> String {
+    static func config(storage: String, maxStreams: Int = 6_000) -> String {
         """
         {
           "storage": \(storage),
           "apps": {"\(app)": {"routes": ["live"], "foreground": "local-only", "clientSecret": "\(secret)"}},
           "transports": {"live": {"type": "local"}},
           "api": {"listen": "127.0.0.1:0", "keys": [{"id": "t", "secret": "\(TestDaemon.key)", "scopes": ["admin", "send"]}],
-                  "streams": {"maxStreams": 6000}},
+                  "streams": {"maxStreams": \(maxStreams)}},
           "server": {"maintenanceInterval": "1h"},
           "log": {"level": "info"}
         }
@@ -80,14 +80,39 @@ import Glibc
         try await Self.storm(d)
     }
 
-    static func storm(_ d: TestDaemon) async throws {
+    /// 1,500 at once past a `maxStreams` of 1,000: 1,000 streams, and 500 answered
+    /// `503 too_many_streams` with `Retry-After`, none closed bare (on main: closed with no status).
+    @Test(.timeLimit(.minutes(3))) func pastMaxStreamsAStormIsAnswered503WithRetryAfterNeverClosedBare() async throws {
+        try Self.raiseFileLimit()
+        let d = try await Self.start(Self.config(storage: #"{"path": "herald.db", "synchronous": "normal"}"#, maxStreams: 1_000), drivers: .embedded)
+        let server = try #require(d.daemon.running.withLock { $0?.server })
+        let baseline = server.connectionCounts.connections
+        let requests = Self.requests(1_500)
+        let outcome = try await offPool {
+            try Storm.run(port: d.port, requests: requests, prober: HealthProber(port: d.port)) {
+                server.connectionCounts.connections - baseline >= 1_500
+            }
+        }
+        #expect(outcome.connected == 1_000, "\(outcome.statuses)")
+        #expect(outcome.statuses == [200: 1_000, 503: 500], "\(outcome.statuses)")
+        #expect(outcome.retryAfter == 500)
+        #expect(outcome.closedBare == 0)
+        outcome.close()
+    }
+
+    /// `count` stream requests, one user and device each.
+    static func requests(_ count: Int) -> [[UInt8]] {
         let now = Date()
-        let requests: [[UInt8]] = (0..<n).map { i in
+        return (0..<count).map { i in
             let device = String(format: "%032x", i)
             let claims = ClientTokenClaims(user: "u\(i)", app: app, device: device, issuedAt: now, expiresAt: now.addingTimeInterval(3600))
             let token = ClientToken.sign(claims, secret: Secret(secret))
             return Array("GET /v1/stream?app=\(app) HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nAuthorization: Bearer \(token)\r\n\r\n".utf8)
         }
+    }
+
+    static func storm(_ d: TestDaemon) async throws {
+        let requests = requests(n)
         let server = try #require(d.daemon.running.withLock { $0?.server })
         let baseline = server.connectionCounts.connections
         let port = d.port
@@ -183,6 +208,8 @@ enum Storm {
         var statuses: [Int: Int] = [:]
         /// Connections closed before a status line.
         var closedBare = 0
+        /// Answers other than 200 that carried `Retry-After`.
+        var retryAfter = 0
         /// Seconds from the burst to each `: connected`.
         var times: [Double] = []
         /// When the requests went (CLOCK_MONOTONIC seconds), and when the last `: connected` came.
@@ -254,6 +281,7 @@ enum Storm {
                     let status = text.count >= 12 ? Int(String(decoding: text[9..<12], as: UTF8.self)) ?? 0 : 0
                     if status != 200 {
                         outcome.statuses[status, default: 0] += 1
+                        if String(decoding: text[..<end.lowerBound], as: UTF8.self).lowercased().contains("\r\nretry-after: ") { outcome.retryAfter += 1 }
                     } else if text[end.upperBound...].firstRange(of: marker) != nil {
                         let t = now()
                         outcome.statuses[200, default: 0] += 1
@@ -273,6 +301,9 @@ enum Storm {
                 }
             }
             open = still
+            // Read in batches: a poll over thousands of sockets per answer would take a core the
+            // daemon and the prober share.
+            usleep(5_000)
         }
         // A little past the last `: connected`, so that probes after it are not "during".
         usleep(100_000)
