@@ -265,10 +265,12 @@ public final class HTTPServer: @unchecked Sendable {
         port = Int(herald_socket_port(listener))
         let acceptor: HTTPAcceptor
         do {
-            acceptor = try HTTPAcceptor(listener: listener, admits: { [unowned self] in admits($0) },
+            // unowned(unsafe): the acceptor's thread is joined in stop() and first thing in deinit,
+            // while the server's memory is still there (a checked unowned traps once deinit began).
+            acceptor = try HTTPAcceptor(listener: listener, admits: { [unowned(unsafe) self] in admits($0) },
                                         isProbe: options.isProbeRequest,
-                                        serve: { [unowned self] probe, fd, address, length in serveProbe(probe, fd, address, length) },
-                                        handOff: { [unowned self] fd, address, length, afterProbe in
+                                        serve: { [unowned(unsafe) self] probe, fd, address, length in serveProbe(probe, fd, address, length) },
+                                        handOff: { [unowned(unsafe) self] fd, address, length, afterProbe in
                                             handOff(fd, address, length, afterProbe: afterProbe)
                                         })
         } catch {
@@ -768,7 +770,6 @@ public final class HTTPServer: @unchecked Sendable {
             state.withLock { _ = $0.afterProbe.remove(fd) }
         }
     }
-
 
     /// A connection's key in the ``ConnectionTable``.
     private static func key(_ connection: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: connection)) }
