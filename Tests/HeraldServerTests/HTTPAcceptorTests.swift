@@ -90,6 +90,58 @@ import Glibc
         await server.stop(deadline: 5)
     }
 
+    /// Out of descriptors, the acceptor neither spins (the listening socket stays readable) nor
+    /// loses a connection: the kernel's backlog keeps them, and they are served once descriptors
+    /// are free again.
+    @Test func outOfDescriptorsTheAcceptorWaitsAndLosesNothing() async throws {
+        let server = HTTPServer(options: HTTPServer.Options(), logger: .disabled, metrics: MetricsRegistry()) { _ in
+            HTTPResponse(status: 200, body: Array("pong".utf8))
+        }
+        try server.start(ListenAddress(host: "127.0.0.1", port: 0))
+        let port = server.port
+        let (cpu, answers): (Double, [String]) = try await offPool {
+            // The client's sockets first, then a limit that leaves the server none to accept with.
+            let fds = (0..<20).map { _ in socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0) }
+            defer { fds.forEach { _ = Glibc.close($0) } }
+            var saved = rlimit()
+            getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &saved)
+            var highest: Int32 = 0
+            for fd in 0..<Int32(65_536) where fcntl(fd, F_GETFD) >= 0 { highest = fd }
+            var tight = saved
+            tight.rlim_cur = rlim_t(highest + 1)
+            setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &tight)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            for fd in fds {
+                _ = withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
+                _ = Array("GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            }
+            var before = rusage(), after = rusage()
+            getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &before)
+            usleep(1_000_000)
+            getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &after)
+            setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &saved)
+            func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+            let cpu = seconds(after.ru_utime) + seconds(after.ru_stime) - seconds(before.ru_utime) - seconds(before.ru_stime)
+            var answers: [String] = []
+            var buffer = [UInt8](repeating: 0, count: 512)
+            for fd in fds {
+                var tv = timeval(tv_sec: 10, tv_usec: 0)
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+                let n = recv(fd, &buffer, buffer.count, 0)
+                answers.append(n > 0 ? String(decoding: buffer[0..<n], as: UTF8.self) : "")
+            }
+            return (cpu, answers)
+        }
+        #expect(cpu < 0.5, "\(cpu) s of CPU in the second without descriptors: the acceptor spun")
+        #expect(answers.allSatisfy { $0.hasPrefix("HTTP/1.1 200 OK\r\n") && $0.hasSuffix("pong") }, "\(answers)")
+        await server.stop(deadline: 5)
+    }
+
     /// 5,000 connections opened in one instant, past the 4,096 the kernel queues for the listening
     /// socket, are all taken at once (no SYN is dropped, which would cost its client a second) and
     /// all answered. (On main the poll thread took one connection per loop, each loop polling every

@@ -41,12 +41,18 @@ final class HTTPAcceptor: @unchecked Sendable {
 
     /// How long a new connection may stay here waiting for its first bytes.
     static let firstBytesGrace = 0.02
+    /// How long accepting pauses when the process is out of descriptors.
+    static let descriptorPause = 0.1
 
     private let listener: Int32
     private let epfd: Int32
     private let wakeFD: Int32
     /// Guarded by the thread (only it touches them once started).
     private var pending: [Int32: (address: sockaddr_storage, length: socklen_t, since: Double)] = [:]
+    /// Out of descriptors: the listening socket is left out of the epoll set until then (it stays
+    /// readable, and a level-triggered wake per loop would spin a core), and the kernel's backlog
+    /// keeps the connections meanwhile.
+    private var pausedUntil: Double?
     private let lock = ConditionLock()
     private var running = false
     private var stopping = false
@@ -110,7 +116,8 @@ final class HTTPAcceptor: @unchecked Sendable {
         var events = [epoll_event](repeating: epoll_event(), count: 256)
         var peek = [UInt8](repeating: 0, count: 4096)
         while true {
-            let timeout: Int32 = pending.isEmpty ? -1 : Int32(Self.firstBytesGrace * 1000) + 1
+            var timeout: Int32 = pending.isEmpty ? -1 : Int32(Self.firstBytesGrace * 1000) + 1
+            if pausedUntil != nil { timeout = timeout < 0 ? Int32(Self.descriptorPause * 1000) : min(timeout, Int32(Self.descriptorPause * 1000)) }
             let n = events.withUnsafeMutableBufferPointer { epoll_wait(epfd, $0.baseAddress, Int32($0.count), timeout) }
             if n < 0 && errno != EINTR { break }
             if lock.withLock({ stopping }) { break }
@@ -127,6 +134,12 @@ final class HTTPAcceptor: @unchecked Sendable {
             }
             // Connections whose first bytes did not come within the grace go on unexamined.
             let now = Self.now()
+            if let until = pausedUntil, now >= until {
+                pausedUntil = nil
+                var listen = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(u64: UInt64(UInt32(bitPattern: listener))))
+                epoll_ctl(epfd, EPOLL_CTL_ADD, listener, &listen)
+                acceptAll(&peek)
+            }
             for (fd, waiting) in pending where now - waiting.since >= Self.firstBytesGrace {
                 pending[fd] = nil
                 epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nil)
@@ -150,8 +163,12 @@ final class HTTPAcceptor: @unchecked Sendable {
             let fd = herald_accept(listener, &address, &length)
             if fd < 0 {
                 if errno == EINTR || errno == ECONNABORTED { continue }
-                // EAGAIN: drained. EMFILE/ENFILE: out of descriptors; the backlog keeps them until
-                // a descriptor is free (the next wake tries again).
+                if errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM, pausedUntil == nil {
+                    // Out of descriptors: try again a little later (see `pausedUntil`).
+                    epoll_ctl(epfd, EPOLL_CTL_DEL, listener, nil)
+                    pausedUntil = Self.now() + Self.descriptorPause
+                }
+                // EAGAIN: drained.
                 return
             }
             let admitted = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { admits($0) } }
