@@ -189,6 +189,9 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
         }
         let caFile = node.filePath("caFile")
         let topic = node.string("topic")
+        if let topic, let problem = FieldLimits.headerValueProblem(topic) {
+            node.error(at: "topic", "\(problem): it is sent as the apns-topic header")
+        }
         let connections = node.int("connections", in: 1...64)
         let streams = node.int("maxConcurrentStreams", in: 1...10_000)
         let timeout = node.duration("timeout", minimum: 0.01)

@@ -99,9 +99,10 @@ enum DevicesCommands {
             return
         }
         if devices.isEmpty { console.err("no devices"); return }
+        // Cells escaped before the columns are measured (the console escapes every line anyway).
         let rows = [["APP", "USER", "TOKEN", "TRANSPORT", "ENVIRONMENT", "UPDATED", "STATUS"]] + devices.map { d in
             [d.app, d.user, d.token, d.transport, d.attributes["environment"] ?? "-", d.updatedAt.iso8601,
-             d.invalidatedAt.map { "invalid since \($0.iso8601): \(d.invalidationReason ?? "")" } ?? "active"]
+             d.invalidatedAt.map { "invalid since \($0.iso8601): \(d.invalidationReason ?? "")" } ?? "active"].map(TerminalText.escaped)
         }
         let widths = (0..<7).map { c in rows.map { $0[c].count }.max()! }
         for row in rows {

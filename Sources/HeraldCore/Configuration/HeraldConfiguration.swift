@@ -243,6 +243,9 @@ public struct AppConfiguration: Sendable, Equatable {
         }
         self.id = id
         topic = node.string("topic") ?? id
+        if let problem = FieldLimits.headerValueProblem(topic) {
+            node.error(at: "topic", "\(problem): it is sent as a header (APNs's apns-topic)")
+        }
         let routes = node.stringArray("routes", required: true, nonEmpty: true) ?? []
         self.routes = routes
         if let routesNode = node.child("routes"), case .array = routesNode.value {
