@@ -64,6 +64,8 @@ let package = Package(
         .target(name: "HeraldWebPush", dependencies: ["HeraldCore", "HeraldCrypto", "HeraldHTTP2"], path: "Plugins/WebPush"),
         .target(name: "HeraldFCM", dependencies: ["HeraldCore", "HeraldCrypto", "HeraldHTTP2"], path: "Plugins/FCM"),
         .target(name: "HeraldAPNsBinary", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "APNsBinaryProtocol"], path: "Plugins/APNsBinary"),
+        // China's Android vendors: what they share (form posts, access tokens, quota days, batch answers), then one plugin each.
+        .target(name: "HeraldChinaPush", dependencies: ["HeraldCore", "HeraldHTTP2"], path: "Plugins/ChinaPush"),
 
         // MARK: CLI and executable
         .target(name: "HeraldCLI",

@@ -1,0 +1,231 @@
+import FoundationEssentials
+import HeraldCore
+import HeraldHTTP2
+
+/// What a vendor answered one batch call (one notification to up to ``ChinaPushVendor/maxBatch`` devices).
+public enum VendorAnswer: Sendable, Equatable {
+    /// One outcome per device of the group, in order (success, invalid tokens, per-device refusals).
+    case outcomes([DeliveryOutcome])
+    /// The access token expired or was refused (HMS 80200003/80200001, OPPO 11, vivo 10000…):
+    /// fetch a new one and send once more.
+    case accessTokenExpired(String)
+    /// The credentials are wrong (Xiaomi 21301, OPPO 14/16, vivo 10206/10200): pause the transport.
+    case badCredentials(String)
+    /// Too many requests now: retry with backoff (no sooner than `retryAfter` when given).
+    case rateLimited(String, retryAfter: TimeInterval?)
+    /// The vendor's daily quota is used up: retry after the vendor's day ends (midnight UTC+8).
+    case dailyQuota(String)
+    /// 5xx, `-1`, no answer: retry with backoff.
+    case temporary(String, retryAfter: TimeInterval?)
+    /// The vendor refused the notification itself (a field, a size): never retried.
+    case rejected(String)
+
+    /// The answer to a request that got no vendor answer at all (a lost connection, a
+    /// refused request, a deadline): `nil` when `result` holds an answer the vendor's own reader reads.
+    public static func transportFailure(_ result: HTTP2Result, vendor: String) -> VendorAnswer? {
+        switch result {
+        case .answered(let r):
+            if r.status >= 500 { return .temporary("\(vendor) answered HTTP \(r.status)", retryAfter: r.retryAfter) }
+            if r.status == 429 { return .rateLimited("\(vendor) answered HTTP 429", retryAfter: r.retryAfter) }
+            return nil
+        case .noAnswer(let reason): return .temporary("no answer from \(vendor): \(reason)", retryAfter: nil)
+        case .failed(let error):
+            if case .invalidRequest = error { return .rejected(error.description) }
+            return .badCredentials("cannot reach \(vendor): \(error.description)")
+        case .endedByHooks: return .temporary("ended by the HTTP client's hooks", retryAfter: nil)
+        }
+    }
+}
+
+/// What a vendor plugin tells the shared engine: how to get an access token, and how to send
+/// one notification to a group of devices.
+public protocol ChinaPushVendor: Sendable {
+    /// The vendor's name in reasons, logs and `/readyz` (`HMS`, `Xiaomi`, `OPPO`, `vivo`).
+    var label: String { get }
+    /// The most devices in one batch call.
+    var maxBatch: Int { get }
+    /// Whether sends need an access token (Xiaomi's key goes on every request instead).
+    var usesAccessToken: Bool { get }
+    /// How long before an access token expires to refresh it.
+    var refreshMargin: TimeInterval { get }
+    /// Asks the auth endpoint for a token, once.
+    func fetchAccessToken() async -> TokenGrant
+    /// Sends one notification (the group's deliveries share a payload) to the group's devices.
+    func send(_ group: [Delivery], accessToken: Secret?) async -> VendorAnswer
+}
+
+extension ChinaPushVendor {
+    public var usesAccessToken: Bool { true }
+    public var refreshMargin: TimeInterval { 300 }
+    public func fetchAccessToken() async -> TokenGrant { .refused("\(label) has no access token") }
+}
+
+/// The delivery loop the vendor plugins share: groups a batch by notification into the vendor's
+/// batch calls, holds an access token (one refresh at a time, a second try after the vendor says it
+/// expired), and turns limits into retries.
+///
+/// - A rate limit is retried with the delivery engine's backoff (or the vendor's `Retry-After`).
+/// - A daily quota closes the route until the vendor's day ends (midnight UTC+8): deliveries are
+///   deferred to then, or end `expired` when their expiration comes first; ``impairment`` names
+///   the quota for `/readyz` meanwhile.
+/// - Bad credentials (refused at the auth endpoint, or by the send) are setup failures: the host
+///   pauses the transport until a reload with fixed secrets.
+/// Both limits are counted in `herald_vendor_limited_total{transport,vendor,limit}`.
+public final class ChinaPushEngine: Sendable {
+    public let name: String
+    public let vendor: any ChinaPushVendor
+    private let clock: any WallClock
+    private let logger: Logger
+    private let tokens: AccessTokenCache?
+    private let rateLimited: Counter
+    private let quotaHits: Counter
+    private let quotaUntil = Locked<Date?>(nil)
+
+    public init(name: String, vendor: any ChinaPushVendor, context: TransportContext) {
+        self.name = name
+        self.vendor = vendor
+        clock = context.clock
+        logger = context.logger.labeled("transport.\(name)")
+        if vendor.usesAccessToken {
+            tokens = AccessTokenCache(label: vendor.label, clock: context.clock, logger: logger, refreshMargin: vendor.refreshMargin) {
+                await vendor.fetchAccessToken()
+            }
+        } else {
+            tokens = nil
+        }
+        let help = "Sends a China vendor refused for a rate limit or a used-up daily quota, by transport."
+        rateLimited = context.metrics.counter("herald_vendor_limited_total", help: help,
+                                              labels: [("transport", name), ("vendor", vendor.label), ("limit", "rate")])
+        quotaHits = context.metrics.counter("herald_vendor_limited_total", help: help,
+                                            labels: [("transport", name), ("vendor", vendor.label), ("limit", "daily_quota")])
+    }
+
+    /// How many access tokens were fetched (tests).
+    public var tokensFetched: Int { get async { await tokens?.fetched ?? 0 } }
+
+    /// The daily quota, while it is used up: `/readyz` shows it.
+    public var impairment: String? {
+        guard let until = quotaUntil.withLock({ $0 }), clock.now < until else { return nil }
+        return "\(vendor.label) daily quota used up on route \(name) until \(Self.beijingTime(until)) (midnight UTC+8)"
+    }
+
+    /// One outcome per delivery, in order.
+    public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] {
+        guard !batch.isEmpty else { return [] }
+        if let until = quotaUntil.withLock({ $0 }), clock.now < until {
+            return batch.map { quotaOutcome($0, until: until) }
+        }
+        // One notification's deliveries share a payload: one batch call per notification per maxBatch devices.
+        var groups: [[Int]] = []
+        var byNotification: [String: Int] = [:]
+        for (i, d) in batch.enumerated() {
+            if let g = byNotification[d.notificationID], groups[g].count < vendor.maxBatch {
+                groups[g].append(i)
+            } else {
+                byNotification[d.notificationID] = groups.count
+                groups.append([i])
+            }
+        }
+        var outcomes = [DeliveryOutcome?](repeating: nil, count: batch.count)
+        await withTaskGroup(of: ([Int], [DeliveryOutcome]).self) { group in
+            for indices in groups {
+                let deliveries = indices.map { batch[$0] }
+                group.addTask { (indices, await self.send(deliveries)) }
+            }
+            for await (indices, results) in group {
+                for (i, o) in zip(indices, results) { outcomes[i] = o }
+            }
+        }
+        return outcomes.map { $0 ?? .retry(after: nil, reason: "not sent") }
+    }
+
+    /// Stops a token refresh in flight.
+    public func stop() async { await tokens?.stop() }
+
+    private func send(_ group: [Delivery]) async -> [DeliveryOutcome] {
+        for round in 0..<2 {
+            var token: Secret? = nil
+            if let tokens {
+                do { token = try await tokens.token() } catch {
+                    switch error {
+                    case .setup(let reason): return group.map { _ in .setupFailure(reason: reason) }
+                    case .temporary(let reason, let after): return group.map { _ in .retry(after: after, reason: reason) }
+                    }
+                }
+            }
+            let answer = await vendor.send(group, accessToken: token)
+            switch answer {
+            case .outcomes(let outcomes) where outcomes.count == group.count:
+                return outcomes
+            case .outcomes(let outcomes):
+                return group.map { _ in .retry(after: nil, reason: "\(vendor.label) answered \(outcomes.count) results for \(group.count) devices") }
+            case .accessTokenExpired(let reason):
+                if round == 0, let token, let tokens {
+                    logger.info("\(vendor.label) says the access token expired; fetching a new one and sending once more", ["reason": reason])
+                    await tokens.invalidate(token)
+                    continue
+                }
+                return group.map { _ in .setupFailure(reason: "\(vendor.label) refused a freshly fetched access token: \(reason)") }
+            case .badCredentials(let reason):
+                return group.map { _ in .setupFailure(reason: reason) }
+            case .rateLimited(let reason, let after):
+                rateLimited.increment(by: Int64(group.count))
+                return group.map { _ in .retry(after: after, reason: "rate limited: \(reason)") }
+            case .dailyQuota(let reason):
+                quotaHits.increment(by: Int64(group.count))
+                let until = VendorDay.end(of: clock.now)
+                let first = quotaUntil.withLock { u -> Bool in
+                    defer { u = until }
+                    return u != until
+                }
+                if first {
+                    logger.warning("\(vendor.label) daily quota used up; holding deliveries until midnight UTC+8",
+                                   ["reason": reason, "until": Self.beijingTime(until)])
+                }
+                return group.map { quotaOutcome($0, until: until) }
+            case .temporary(let reason, let after):
+                return group.map { _ in .retry(after: after, reason: reason) }
+            case .rejected(let reason):
+                return group.map { _ in .rejected(reason: reason) }
+            }
+        }
+        return group.map { _ in .retry(after: nil, reason: "not sent") }
+    }
+
+    /// Deferred to the end of the vendor day, or expired when the notification expires first.
+    private func quotaOutcome(_ d: Delivery, until: Date) -> DeliveryOutcome {
+        if let e = d.payload.expiration, e == 0 || TimeInterval(e) < until.timeIntervalSince1970 { return .expired }
+        return .deferred(after: max(1, until.timeIntervalSince(clock.now)),
+                         reason: "\(vendor.label) daily quota used up until \(Self.beijingTime(until)) (midnight UTC+8)")
+    }
+
+    /// `2026-12-07T00:00+08:00`.
+    static func beijingTime(_ date: Date) -> String {
+        let t = Int64(date.timeIntervalSince1970 + VendorDay.utcOffset)
+        let days = t >= 0 ? t / 86_400 : (t - 86_399) / 86_400
+        let secs = t - days * 86_400
+        // Civil date from days since 1970 (Howard Hinnant's algorithm).
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
+        func two(_ v: Int64) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        return "\(y)-\(two(m))-\(two(d))T\(two(secs / 3600)):\(two(secs % 3600 / 60))+08:00"
+    }
+}
+
+/// Per-device outcomes from a batch answer.
+public enum BatchOutcomes {
+    /// `.delivered(receipt)` for each token, `.tokenInvalid(since: now)` for those in `invalid`.
+    public static func map(_ group: [Delivery], invalid: Set<String>, receipt: String?, now: Date, vendor: String,
+                           reason: String = "the vendor reports the token invalid") -> [DeliveryOutcome] {
+        group.map { d in
+            invalid.contains(d.token) ? .tokenInvalid(since: now, reason: "\(vendor): \(reason)") : .delivered(receipt: receipt)
+        }
+    }
+}
