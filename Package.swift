@@ -66,6 +66,7 @@ let package = Package(
         .target(name: "HeraldAPNsBinary", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "APNsBinaryProtocol"], path: "Plugins/APNsBinary"),
         // China's Android vendors: what they share (form posts, access tokens, quota days, batch answers), then one plugin each.
         .target(name: "HeraldChinaPush", dependencies: ["HeraldCore", "HeraldHTTP2"], path: "Plugins/ChinaPush"),
+        .target(name: "HeraldHMS", dependencies: ["HeraldCore", "HeraldChinaPush", "HeraldHTTP2"], path: "Plugins/HMS"),
 
         // MARK: CLI and executable
         .target(name: "HeraldCLI",
@@ -128,6 +129,9 @@ let package = Package(
                     path: "Tests/APNsBinaryTests"),
         .testTarget(name: "HeraldFCMTests", dependencies: ["HeraldFCM", "HeraldCore", "HeraldCrypto", "HeraldHTTP2", "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/HeraldFCMTests"),
+        .testTarget(name: "HeraldChinaPushTests", dependencies: ["HeraldChinaPush", "HeraldHMS", "HeraldCore", "HeraldCrypto", "HeraldHTTP2",
+                                                              "HeraldSimulator", "HeraldTestKit"],
+                    path: "Tests/HeraldChinaPushTests"),
         .testTarget(name: "HeraldClientTests", dependencies: ["HeraldClient", "HeraldServer", "HeraldSQLite", "HeraldCore", "HeraldCrypto",
                                                            "HeraldLocalTransport", "HeraldTestKit"],
                     path: "Tests/HeraldClientTests"),
