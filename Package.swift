@@ -67,6 +67,7 @@ let package = Package(
         // China's Android vendors: what they share (form posts, access tokens, quota days, batch answers), then one plugin each.
         .target(name: "HeraldChinaPush", dependencies: ["HeraldCore", "HeraldHTTP2"], path: "Plugins/ChinaPush"),
         .target(name: "HeraldHMS", dependencies: ["HeraldCore", "HeraldChinaPush", "HeraldHTTP2"], path: "Plugins/HMS"),
+        .target(name: "HeraldXiaomi", dependencies: ["HeraldCore", "HeraldChinaPush", "HeraldHTTP2"], path: "Plugins/Xiaomi"),
 
         // MARK: CLI and executable
         .target(name: "HeraldCLI",
@@ -129,7 +130,7 @@ let package = Package(
                     path: "Tests/APNsBinaryTests"),
         .testTarget(name: "HeraldFCMTests", dependencies: ["HeraldFCM", "HeraldCore", "HeraldCrypto", "HeraldHTTP2", "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/HeraldFCMTests"),
-        .testTarget(name: "HeraldChinaPushTests", dependencies: ["HeraldChinaPush", "HeraldHMS", "HeraldCore", "HeraldCrypto", "HeraldHTTP2",
+        .testTarget(name: "HeraldChinaPushTests", dependencies: ["HeraldChinaPush", "HeraldHMS", "HeraldXiaomi", "HeraldCore", "HeraldCrypto", "HeraldHTTP2",
                                                               "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/HeraldChinaPushTests"),
         .testTarget(name: "HeraldClientTests", dependencies: ["HeraldClient", "HeraldServer", "HeraldSQLite", "HeraldCore", "HeraldCrypto",
