@@ -69,6 +69,7 @@ let package = Package(
         .target(name: "HeraldHMS", dependencies: ["HeraldCore", "HeraldChinaPush", "HeraldHTTP2"], path: "Plugins/HMS"),
         .target(name: "HeraldXiaomi", dependencies: ["HeraldCore", "HeraldChinaPush", "HeraldHTTP2"], path: "Plugins/Xiaomi"),
         .target(name: "HeraldOPPO", dependencies: ["HeraldCore", "HeraldChinaPush", "HeraldCrypto", "HeraldHTTP2"], path: "Plugins/OPPO"),
+        .target(name: "HeraldVivo", dependencies: ["HeraldCore", "HeraldChinaPush", "HeraldCrypto", "HeraldHTTP2"], path: "Plugins/Vivo"),
 
         // MARK: CLI and executable
         .target(name: "HeraldCLI",
@@ -131,7 +132,7 @@ let package = Package(
                     path: "Tests/APNsBinaryTests"),
         .testTarget(name: "HeraldFCMTests", dependencies: ["HeraldFCM", "HeraldCore", "HeraldCrypto", "HeraldHTTP2", "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/HeraldFCMTests"),
-        .testTarget(name: "HeraldChinaPushTests", dependencies: ["HeraldChinaPush", "HeraldHMS", "HeraldXiaomi", "HeraldOPPO", "HeraldCore", "HeraldCrypto", "HeraldHTTP2",
+        .testTarget(name: "HeraldChinaPushTests", dependencies: ["HeraldChinaPush", "HeraldHMS", "HeraldXiaomi", "HeraldOPPO", "HeraldVivo", "HeraldCore", "HeraldCrypto", "HeraldHTTP2",
                                                               "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/HeraldChinaPushTests"),
         .testTarget(name: "HeraldClientTests", dependencies: ["HeraldClient", "HeraldServer", "HeraldSQLite", "HeraldCore", "HeraldCrypto",
