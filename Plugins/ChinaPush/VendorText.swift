@@ -33,3 +33,16 @@ public enum VendorText {
         return Int(h % max) + 1
     }
 }
+
+/// The title and body a vendor notification shows, where every vendor requires both.
+public enum VendorVisibleText {
+    /// The notification's title and body; a missing title is `defaultTitle` (the route's, usually
+    /// the app's name) or else the body, and a missing body is the title. `nil` when the
+    /// notification has neither (a data message, or one that must be refused).
+    public static func of(_ content: NotificationContent, defaultTitle: String?) -> (title: String, body: String)? {
+        let title = content.title.flatMap { $0.isEmpty ? nil : $0 }
+        let body = content.body.flatMap { $0.isEmpty ? nil : $0 }
+        guard let text = title ?? body else { return nil }
+        return (title ?? defaultTitle ?? text, body ?? text)
+    }
+}

@@ -19,6 +19,9 @@ public struct HMSConfiguration: TransportConfiguration {
     /// The class of a notification that names none (`messageClass`, default `marketing`, as Huawei
     /// treats an undeclared message).
     public var messageClass: MessageClass = .marketing
+    /// The title of a notification that has only a body (`defaultTitle`, usually the app's name;
+    /// without it the body is the title too): the vendor requires one.
+    public var defaultTitle: String?
 
     public static let defaultEndpoint = VendorOrigin(host: "push-api.cloud.huawei.com")
     public static let defaultAuthEndpoint = VendorOrigin(host: "oauth-login.cloud.huawei.com", path: "/oauth2/v3/token")
@@ -43,7 +46,7 @@ public struct HMSConfiguration: TransportConfiguration {
     }
 
     public func render(_ content: NotificationContent, context: RenderContext) throws(ContentProblem) -> RenderedPayload {
-        try HMSRenderer.render(content, context: context, defaultClass: messageClass)
+        try HMSRenderer.render(content, context: context, defaultClass: messageClass, defaultTitle: defaultTitle)
     }
 
     /// Reads and validates the section.
@@ -61,9 +64,11 @@ public struct HMSConfiguration: TransportConfiguration {
             }
         }
         let messageClass = node.oneOf("messageClass", MessageClass.self)
+        let defaultTitle = node.string("defaultTitle")
         guard let appID, let secret, appID.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
         var c = HMSConfiguration(appID: appID, appSecret: secret, connection: connection, authEndpoint: auth)
         if let messageClass { c.messageClass = messageClass }
+        c.defaultTitle = defaultTitle
         return c
     }
 }

@@ -45,7 +45,8 @@ enum HMSRenderer {
         }
     }
 
-    static func render(_ content: NotificationContent, context: RenderContext, defaultClass: MessageClass) throws(ContentProblem) -> RenderedPayload {
+    static func render(_ content: NotificationContent, context: RenderContext, defaultClass: MessageClass,
+                       defaultTitle: String? = nil) throws(ContentProblem) -> RenderedPayload {
         let block = content.override("hms")
         for key in block.keys.sorted() where !blockKeys.contains(key) {
             throw ContentProblem(field: "hms.\(key)", "unknown key; known: \(blockKeys.sorted().joined(separator: ", "))")
@@ -79,8 +80,10 @@ enum HMSRenderer {
 
         if !content.contentAvailable {
             var n: [String: JSONValue] = [:]
-            if let t = content.title { n["title"] = .string(t) }
-            if let b = content.body { n["body"] = .string(b) }
+            if let text = VendorVisibleText.of(content, defaultTitle: defaultTitle) {
+                n["title"] = .string(text.title)
+                n["body"] = .string(text.body)
+            }
             if let i = content.imageURL { n["image"] = .string(i) }
             if let k = content.collapseKey { n["notify_id"] = .number(Double(VendorText.notifyID(k))) }
             n["importance"] = .string(messageClass.isSystem ? "NORMAL" : "LOW")
@@ -113,7 +116,7 @@ enum HMSRenderer {
                 }
             }
             guard n["title"] != nil, n["body"] != nil else {
-                throw ContentProblem(field: content.title == nil ? "title" : "body", "Huawei's notification message needs a title and a body (or send content_available for a data message)")
+                throw ContentProblem(field: "body", "Huawei's notification message needs a title or a body (or send content_available for a data message)")
             }
             android["notification"] = .object(n)
         } else if block["notification"] != nil {

@@ -16,6 +16,9 @@ public struct OPPOConfiguration: TransportConfiguration {
     public var connection: VendorConnection
     /// The class of a notification that names none (`messageClass`, default `marketing`).
     public var messageClass: MessageClass = .marketing
+    /// The title of a notification that has only a body (`defaultTitle`, usually the app's name;
+    /// without it the body is the title too): the vendor requires one.
+    public var defaultTitle: String?
     /// The notification channel the app created (`channelId`): OPPO needs one on Android 8 and later.
     public var channelID: String?
 
@@ -45,10 +48,12 @@ public struct OPPOConfiguration: TransportConfiguration {
         let secret = node.secret("masterSecret", required: true)
         let connection = VendorConnection.read(node, defaultEndpoint: defaultEndpoint)
         let messageClass = node.oneOf("messageClass", MessageClass.self)
+        let defaultTitle = node.string("defaultTitle")
         let channel = node.string("channelId")
         guard let key, let secret else { return nil }
         var c = OPPOConfiguration(appKey: key, masterSecret: secret, connection: connection)
         if let messageClass { c.messageClass = messageClass }
+        c.defaultTitle = defaultTitle
         c.channelID = channel
         return c
     }

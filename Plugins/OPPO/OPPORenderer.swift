@@ -46,8 +46,9 @@ enum OPPORenderer {
         if content.contentAvailable {
             throw ContentProblem(field: "content_available", "OPPO's server API sends notifications only: give a title and a body")
         }
-        guard let title = content.title, !title.isEmpty else { throw ContentProblem(field: "title", "OPPO's notification needs a title") }
-        guard let body = content.body, !body.isEmpty else { throw ContentProblem(field: "body", "OPPO's notification needs a body") }
+        guard let (title, body) = VendorVisibleText.of(content, defaultTitle: configuration.defaultTitle) else {
+            throw ContentProblem(field: "body", "OPPO's notification needs a title or a body")
+        }
         try VendorText.check(title, field: "title", limit: maxTitle, vendor: "OPPO")
         try VendorText.check(body, field: "body", limit: maxContent, vendor: "OPPO")
         try VendorText.check(content.subtitle, field: "subtitle", limit: maxSubtitle, vendor: "OPPO")

@@ -18,6 +18,9 @@ public struct VivoConfiguration: TransportConfiguration {
     public var connection: VendorConnection
     /// The class of a notification that names none (`messageClass`, default `marketing`).
     public var messageClass: MessageClass = .marketing
+    /// The title of a notification that has only a body (`defaultTitle`, usually the app's name;
+    /// without it the body is the title too): the vendor requires one.
+    public var defaultTitle: String?
     /// Send in vivo's test mode (`testMode`, `pushMode` 1): only the app's registered test devices get them. Default false.
     public var testMode = false
 
@@ -54,10 +57,12 @@ public struct VivoConfiguration: TransportConfiguration {
         let secret = node.secret("appSecret", required: true)
         let connection = VendorConnection.read(node, defaultEndpoint: defaultEndpoint)
         let messageClass = node.oneOf("messageClass", MessageClass.self)
+        let defaultTitle = node.string("defaultTitle")
         let test = node.bool("testMode")
         guard let id, let key, let secret, id.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
         var c = VivoConfiguration(appID: id, appKey: key, appSecret: secret, connection: connection)
         if let messageClass { c.messageClass = messageClass }
+        c.defaultTitle = defaultTitle
         if let test { c.testMode = test }
         return c
     }

@@ -41,8 +41,9 @@ enum VivoRenderer {
         if content.contentAvailable {
             throw ContentProblem(field: "content_available", "vivo's server API sends notifications only: give a title and a body")
         }
-        guard let title = content.title, !title.isEmpty else { throw ContentProblem(field: "title", "vivo's notification needs a title") }
-        guard let body = content.body, !body.isEmpty else { throw ContentProblem(field: "body", "vivo's notification needs a body") }
+        guard let (title, body) = VendorVisibleText.of(content, defaultTitle: configuration.defaultTitle) else {
+            throw ContentProblem(field: "body", "vivo's notification needs a title or a body")
+        }
         try VendorText.check(title, field: "title", limit: maxTitle, vendor: "vivo", weighted: true)
         try VendorText.check(body, field: "body", limit: maxContent, vendor: "vivo", weighted: true)
         let messageClass = MessageClass.of(content, fallback: configuration.messageClass)

@@ -17,6 +17,9 @@ public struct XiaomiConfiguration: TransportConfiguration {
     public var connection: VendorConnection
     /// The class of a notification that names none (`messageClass`, default `marketing`).
     public var messageClass: MessageClass = .marketing
+    /// The title of a notification that has only a body (`defaultTitle`, usually the app's name;
+    /// without it the body is the title too): the vendor requires one.
+    public var defaultTitle: String?
     /// The channel registered with Xiaomi for system messages (`systemChannelId`): `extra.channel_id` of IM, account, order… messages.
     public var systemChannelID: String?
     /// The channel for operational messages (`marketingChannelId`).
@@ -53,11 +56,13 @@ public struct XiaomiConfiguration: TransportConfiguration {
         }
         let connection = VendorConnection.read(node, defaultEndpoint: defaultEndpoint)
         let messageClass = node.oneOf("messageClass", MessageClass.self)
+        let defaultTitle = node.string("defaultTitle")
         let system = node.string("systemChannelId")
         let marketing = node.string("marketingChannelId")
         guard let secret, let package, isPackageName(package) else { return nil }
         var c = XiaomiConfiguration(appSecret: secret, packageName: package, connection: connection)
         if let messageClass { c.messageClass = messageClass }
+        c.defaultTitle = defaultTitle
         c.systemChannelID = system
         c.marketingChannelID = marketing
         return c

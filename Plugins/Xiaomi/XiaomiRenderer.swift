@@ -44,11 +44,9 @@ enum XiaomiRenderer {
             fields["pass_through"] = "1"
         } else {
             fields["pass_through"] = "0"
-            guard let title = content.title, !title.allSatisfy(\.isWhitespace) else {
-                throw ContentProblem(field: "title", "Xiaomi's notification needs a title that is not only spaces (or send content_available)")
-            }
-            guard let body = content.body, !body.allSatisfy(\.isWhitespace) else {
-                throw ContentProblem(field: "body", "Xiaomi's notification needs a description (body) that is not only spaces")
+            guard let (title, body) = VendorVisibleText.of(content, defaultTitle: configuration.defaultTitle),
+                  !title.allSatisfy(\.isWhitespace), !body.allSatisfy(\.isWhitespace) else {
+                throw ContentProblem(field: "body", "Xiaomi's notification needs a title or a body that is not only spaces (or send content_available)")
             }
             try VendorText.check(title, field: "title", limit: maxTitle, vendor: "Xiaomi")
             try VendorText.check(body, field: "body", limit: maxDescription, vendor: "Xiaomi")

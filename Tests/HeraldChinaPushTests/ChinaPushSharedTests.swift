@@ -37,6 +37,13 @@ struct ChinaPushSharedTests {
         #expect(MessageClass.im.isSystem && !MessageClass.marketing.isSystem)
     }
 
+    @Test func aBodyAloneGetsTheRoutesDefaultTitleElseItself() {
+        #expect(VendorVisibleText.of(NotificationContent(body: "Sale!"), defaultTitle: "Example")! == ("Example", "Sale!"))
+        #expect(VendorVisibleText.of(NotificationContent(body: "Sale!"), defaultTitle: nil)! == ("Sale!", "Sale!"))
+        #expect(VendorVisibleText.of(NotificationContent(title: "Hi"), defaultTitle: "Example")! == ("Hi", "Hi"))
+        #expect(VendorVisibleText.of(NotificationContent(data: ["k": "v"]), defaultTitle: "Example") == nil)
+    }
+
     @Test func notifyIDsAreStableAndPositive() {
         #expect(VendorText.notifyID("chat-42") == VendorText.notifyID("chat-42"))
         #expect(VendorText.notifyID("chat-42") != VendorText.notifyID("chat-43"))
