@@ -77,7 +77,8 @@ let package = Package(
                 path: "Sources/HeraldCLI"),
         .executableTarget(name: "herald",
                           dependencies: ["HeraldCLI", "HeraldCore", "HeraldServer", "HeraldMatrix", "HeraldSQLite", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
-                                         "HeraldAPNsBinary", "HeraldWebPush", "HeraldFCM", "HeraldGorush"],
+                                         "HeraldAPNsBinary", "HeraldWebPush", "HeraldFCM", "HeraldGorush",
+                                         "HeraldHMS", "HeraldXiaomi", "HeraldOPPO", "HeraldVivo"],
                           path: "Sources/herald"),
 
         // MARK: Benchmarks and load clients (`herald-bench`, not part of `herald`)
