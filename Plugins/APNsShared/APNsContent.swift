@@ -147,6 +147,11 @@ extension NotificationContent {
         if o.threadID == nil { o.threadID = thread }
         if o.category == nil { o.category = category }
         if contentAvailable { o.contentAvailable = true }
+        // Data with nothing to show is a background push on APNs (content-available, priority 5):
+        // an alert push with no alert is neither shown nor run.
+        if o.pushType == nil, o.liveActivity == nil, alert == nil, badge == nil, sound == nil, !data.isEmpty {
+            o.contentAvailable = true
+        }
         return o
     }
 

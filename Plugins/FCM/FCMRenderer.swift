@@ -157,6 +157,9 @@ enum FCMRenderer {
                 o.object("android") { a in for (k, v) in androidMembers { a.value(k, v) } }
             }
         }
+        if notification.isEmpty, androidNotification.isEmpty, data.count == 1, block.isEmpty, !content.contentAvailable {
+            throw ContentProblem(field: "body", "nothing for FCM to send: give title, body, data, content_available or an fcm block")
+        }
         let bytes = w.bytes
         let counted = bytes.count + (addsTTL ? ttlRoom : 0)
         if counted > maxPayloadBytes {

@@ -21,6 +21,24 @@ public final class LocalTransport: TransportPlugin, InboxNumberingTransport {
     public struct Configuration: TransportConfiguration {
         public var summary: String { "live streams of the daemon (GET /v1/stream)" }
         public init() {}
+
+        /// The neutral content as JSON with the notification id; refused when it has nothing of
+        /// its own to show (only other platforms' override blocks), so that such a notification
+        /// goes to a connected device's push route instead of an empty stream event.
+        public func render(_ content: NotificationContent, context: RenderContext) throws(ContentProblem) -> RenderedPayload {
+            guard content.hasVisibleText || content.badge != nil || content.sound != nil || content.imageURL != nil
+                || !content.data.isEmpty || content.contentAvailable else {
+                throw ContentProblem(field: "body", "nothing for the app's stream to show: the notification has only other platforms' "
+                                     + "override blocks (give title, body, badge, sound, image, data or content_available)")
+            }
+            var w = JSONWriter(capacity: 256)
+            w.object { o in
+                o.string("id", context.notificationID)
+                o.string("app", context.app)
+                content.writeDisplayJSON(into: &o)
+            }
+            return RenderedPayload(body: w.bytes, expiration: content.expiration)
+        }
     }
 
     public static let kind = HeraldConfiguration.localKind

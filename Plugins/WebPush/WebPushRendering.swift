@@ -55,6 +55,10 @@ public enum WebPushRendering {
         if headers[Header.urgency] == nil { headers[Header.urgency] = urgency(content.priority) }
         if headers[Header.topic] == nil, let key = content.collapseKey, !key.isEmpty { headers[Header.topic] = topic(for: key) }
         if headers[Header.ttl] == nil, content.expiration == nil { headers[Header.ttl] = String(defaultTTL) }
+        if !content.hasVisibleText, content.imageURL == nil, content.badge == nil, content.data.isEmpty, extra.isEmpty {
+            throw ContentProblem(field: "body", "nothing for Web Push to send: a page's service worker must show something "
+                                 + "(give title, body, image, badge, data or webpush members)")
+        }
         let overridden = Set(extra.map(\.0))
         var w = JSONWriter(capacity: 512)
         w.object { o in

@@ -122,14 +122,15 @@ public final class GorushGateway: FrontEnd {
         }
         let target = GorushPush.Target(app: app.id, topic: app.topic, maxNotifications: section.maxNotifications, now: context.clock.now)
         let push = try GorushPush.parse(request.body, for: target)
-        // Every notification checked for every route of the app before the first is stored.
+        // Every notification checked, for the route its platform's tokens take (the rule
+        // registration follows), before the first is stored.
         for item in push.items {
             let at = "notifications[\(item.index)]"
             do {
                 let platform = item.request.platform ?? .ios
-                _ = try FanOut.firstRoute(of: platform, app: app, configuration: configuration)
-                _ = try FanOut.render(FanOut.withDefaults(item.request.content, app: app), app: app, configuration: configuration,
-                                      notificationID: UUIDSource.random().lowercasedString)
+                let route = try FanOut.firstRoute(of: platform, app: app, configuration: configuration)
+                _ = try FanOut.render(FanOut.withDefaults(item.request.content, app: app), route: route, app: app, configuration: configuration,
+                                      notificationID: UUIDSource.timeOrdered().lowercasedString)
             } catch {
                 throw refusal(at, error)
             }

@@ -162,17 +162,45 @@ public struct MatrixConfiguration: ConfigurationSection, Equatable {
     /// The platforms the gateway has a payload for.
     public static let platforms: [Platform] = [.ios, .android, .web]
 
-    /// The platform whose payload `mapping`'s pushers get: its `platform`; else iOS when it names
-    /// an `environment`; else the platform of the Herald app's first route that has one of
-    /// ``platforms`` (its plugin says so: `fcm` is `android`, `webpush` is `web`); else iOS (routes
-    /// that carry any device, such as `log`).
-    public static func platform(of mapping: App, app: AppConfiguration, configuration: HeraldConfiguration) -> Platform {
+    /// The platform whose payload `mapping`'s pushers get when one platform is possible: its
+    /// `platform`; else iOS when it names an `environment`; else the platform of the Herald app's
+    /// push routes when they share one (a route that carries any device, such as `log`, counts as
+    /// iOS). `nil` when the app has routes of several platforms: each pushkey then takes the first
+    /// route whose plugin takes it (``candidateRoutes(of:app:configuration:)``, the rule
+    /// registration follows).
+    public static func platform(of mapping: App, app: AppConfiguration, configuration: HeraldConfiguration) -> Platform? {
         if let p = mapping.platform { return p }
         if mapping.environment != nil { return .ios }
-        for route in app.routes {
-            if let p = configuration.transports[route]?.configuration.platform, platforms.contains(p) { return p }
+        let platforms = Set(pushRoutes(app: app, configuration: configuration).map(\.platform))
+        return platforms.count == 1 ? platforms.first : nil
+    }
+
+    /// The app's push routes in registration order, with the payload shape each gets.
+    static func pushRoutes(app: AppConfiguration, configuration: HeraldConfiguration) -> [(route: String, platform: Platform)] {
+        configuration.routeOrder(app).compactMap { r in
+            guard let spec = configuration.transports[r], spec.kind != HeraldConfiguration.localKind else { return nil }
+            let p = spec.configuration.platform ?? .ios
+            return platforms.contains(p) ? (r, p) : nil
         }
-        return .ios
+    }
+
+    /// The routes a pushkey of `mapping` may take, in the order they are tried, each with the
+    /// payload shape it gets: with a platform, that platform's first route; else the app's push
+    /// routes in registration order (routes of a platform first; a route that carries any device,
+    /// such as `log`, gets the iOS shape). The local route is never one: a pusher has no stream.
+    public static func candidateRoutes(of mapping: App, app: AppConfiguration, configuration: HeraldConfiguration) -> [(route: String, platform: Platform)] {
+        if let p = platform(of: mapping, app: app, configuration: configuration) {
+            if p == .ios {
+                // iOS tokens pick their route by environment when queued; the first that could is named.
+                let ios = configuration.routeOrder(app).filter { r in
+                    guard let spec = configuration.transports[r], spec.kind != HeraldConfiguration.localKind else { return false }
+                    return spec.configuration.platform == .ios || spec.configuration.platform == nil
+                }
+                return ios.map { ($0, .ios) }
+            }
+            return (try? configuration.platformRoute(app: app, platform: p)).map { [($0, p)] } ?? []
+        }
+        return pushRoutes(app: app, configuration: configuration)
     }
 
     private static func explain(_ path: String) -> String {
@@ -204,7 +232,19 @@ extension HeraldConfiguration {
         for id in matrix.apps.keys.sorted() {
             let m = matrix.apps[id]!
             guard let app = app(m.app) else { continue }
-            let platform = MatrixConfiguration.platform(of: m, app: app, configuration: self)
+            guard let platform = MatrixConfiguration.platform(of: m, app: app, configuration: self) else {
+                // Each pushkey takes the first route whose plugin takes it.
+                let candidates = MatrixConfiguration.candidateRoutes(of: m, app: app, configuration: self)
+                let payload = m.defaultPayload.isEmpty ? "" : " defaultPayload=\(JSONValue.object(m.defaultPayload).jsonString)"
+                if candidates.isEmpty {
+                    errors += 1
+                    lines.append("    error: matrix.apps[\"\(id)\"]: app \(m.app) has no route that could carry this app_id's pushes "
+                                 + "(an ios, android or web route); add one to apps.\(m.app).routes")
+                } else {
+                    lines.append("  \(id) → app \(m.app) (by pushkey: \(candidates.map { "\($0.route) (\($0.platform))" }.joined(separator: ", ")))\(payload)")
+                }
+                continue
+            }
             if platform != .ios {
                 let payload = m.defaultPayload.isEmpty ? "" : " defaultPayload=\(JSONValue.object(m.defaultPayload).jsonString)"
                 if let route = try? platformRoute(app: app, platform: platform) {

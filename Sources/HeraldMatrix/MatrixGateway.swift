@@ -247,7 +247,7 @@ public final class MatrixGateway: FrontEnd {
     }
 
     /// The pushkey as an address of the platform's route, or why it is rejected (outcome, reason).
-    private func matrixTarget(_ device: MatrixDevice, platform: Platform, mapping: MatrixConfiguration.App, app: AppConfiguration,
+    private func matrixTarget(_ device: MatrixDevice, platform: Platform, route: String, mapping: MatrixConfiguration.App, app: AppConfiguration,
                               configuration: HeraldConfiguration) -> Result<MatrixTarget, MatrixRefusal> {
         if platform == .ios {
             let token: String
@@ -269,13 +269,9 @@ public final class MatrixGateway: FrontEnd {
         } else {
             input = .token(device.pushkey)
         }
-        let name: String, spec: TransportSpec
-        do throws(AddressProblem) {
-            name = try configuration.platformRoute(app: app, platform: platform)
-            guard let s = configuration.transports[name] else { throw AddressProblem(field: "platform", "route \(name) is not configured") }
-            spec = s
-        } catch {
-            return .failure(MatrixRefusal(outcome: "rejected_no_route", reason: "\(error.message) (matrix.apps[\"\(device.appID.prefix(200))\"])"))
+        let name = route
+        guard let spec = configuration.transports[name] else {
+            return .failure(MatrixRefusal(outcome: "rejected_no_route", reason: "route \(name) is not configured (matrix.apps[\"\(device.appID.prefix(200))\"])"))
         }
         do {
             let address = try spec.configuration.address(input, attributes: DeviceAttributes())
@@ -291,6 +287,36 @@ public final class MatrixGateway: FrontEnd {
             let outcome = platform == .web ? "rejected_bad_subscription" : "rejected_bad_pushkey"
             return .failure(MatrixRefusal(outcome: outcome, reason: "route \(name) refuses the pusher: \(error)"))
         }
+    }
+
+    /// The pusher's route and platform, with the rule registration follows: the mapping's
+    /// `platform` (or iOS for an `environment`), else the first of the app's routes whose plugin
+    /// takes the pushkey (``MatrixConfiguration/candidateRoutes(of:app:configuration:)``).
+    /// Rejected only when no route of the app could ever take it; a route that refuses it by
+    /// policy (an endpoint outside `allowedEndpoints`) leaves it not sent but not rejected.
+    private func resolve(_ device: MatrixDevice, mapping: MatrixConfiguration.App, app: AppConfiguration,
+                         configuration: HeraldConfiguration) -> Result<(Platform, MatrixTarget), MatrixRefusal> {
+        let candidates = MatrixConfiguration.candidateRoutes(of: mapping, app: app, configuration: configuration)
+        guard !candidates.isEmpty else {
+            let what = MatrixConfiguration.platform(of: mapping, app: app, configuration: configuration).map { "no \($0) route" }
+                ?? "no route that could carry a pusher (ios, android or web)"
+            return .failure(MatrixRefusal(outcome: "rejected_no_route",
+                                          reason: "app \(app.id) has \(what) (matrix.apps[\"\(device.appID.prefix(200))\"])"))
+        }
+        var refusals: [MatrixRefusal] = []
+        var tried = Set<Platform>()
+        for (route, platform) in candidates {
+            // iOS tokens are one shape whichever APNs route takes them (chosen by environment when queued).
+            if platform == .ios && !tried.insert(.ios).inserted { continue }
+            switch matrixTarget(device, platform: platform, route: route, mapping: mapping, app: app, configuration: configuration) {
+            case .success(let target): return .success((platform, target))
+            case .failure(let refusal): refusals.append(refusal)
+            }
+        }
+        if refusals.count == 1 { return .failure(refusals[0]) }
+        if let policy = refusals.first(where: { !$0.rejects }) { return .failure(policy) }
+        return .failure(MatrixRefusal(outcome: "rejected_no_route", reason: "no route of app \(app.id) takes the pushkey: "
+                                      + refusals.map(\.reason).joined(separator: "; ")))
     }
 
     /// The payload of the pusher's platform.
@@ -311,10 +337,9 @@ public final class MatrixGateway: FrontEnd {
             return .rejected
         }
         let label = device.appID
-        let platform = MatrixConfiguration.platform(of: mapping, app: app, configuration: configuration)
-        let target: MatrixTarget
-        switch matrixTarget(device, platform: platform, mapping: mapping, app: app, configuration: configuration) {
-        case .success(let t): target = t
+        let platform: Platform, target: MatrixTarget
+        switch resolve(device, mapping: mapping, app: app, configuration: configuration) {
+        case .success(let found): (platform, target) = found
         case .failure(let refusal):
             matrixNotSent(label, refusal.outcome, device, source: source, reason: refusal.reason)
             return refusal.rejects ? .rejected : .done
@@ -346,7 +371,7 @@ public final class MatrixGateway: FrontEnd {
         if let known { attributes = known.attributes }
         // An iOS token's route is looked up with the stored device's attributes (its environment), as registered.
         if known == nil || known?.invalidatedAt != nil,
-           let route = platform == .ios ? configuration.firstRoute(app: app, input: .token(token), attributes: attributes) : target.route {
+           let route = platform == .ios ? Self.iosRoute(app: app, token: token, attributes: attributes, configuration: configuration) : target.route {
             let isNew = known == nil
             if isNew {
                 let admitted = try await matrixState.devices.reserve(device.appID, cap: matrix.maxDevicesPerApp, now: now) {
@@ -409,15 +434,11 @@ public final class MatrixGateway: FrontEnd {
             receipt = try await context.accept(NotificationRequest(app: app.id, tokens: [token], content: content, idempotencyKey: key,
                                                            attributes: attributes, platform: platform == .ios ? nil : platform))
         } catch let e as APIError where e.status == 400 {
-            if platform == .ios {
-                // Herald's own mapping produced something the queue refuses: a defect, not the pusher's fault.
-                matrixState.pushkey(label, "refused")
-                apiLogger.error("notification refused", ["app_id": label, "error": e.message])
-            } else {
-                // The route refused the message (over FCM's 4096 bytes or Web Push's 3993 of
-                // plaintext: a large event): not the pusher's fault, and retrying cannot help.
-                matrixNotSent(label, "too_large", device, source: source, reason: "the route refused the message: \(e.message)")
-            }
+            // The pusher's route refused the message: over its size limit (FCM's 4096 bytes or Web
+            // Push's 3993 of plaintext: a large event), counted `too_large`; anything else (a
+            // default_payload its plugin does not take) `refused_by_route`. Not the pusher's
+            // fault, and retrying cannot help. The logged reason names the route.
+            matrixNotSent(label, e.field == "payload" ? "too_large" : "refused_by_route", device, source: source, reason: e.message)
             return .done
         }
         matrixState.pushkey(label, receipt.replayed ? "duplicate" : "accepted")
@@ -426,6 +447,19 @@ public final class MatrixGateway: FrontEnd {
                               [("app_id", label), ("mode", mode.rawValue)])
         }
         return .done
+    }
+
+    /// The first iOS route of the app (or one that carries any device, such as `log`) that takes
+    /// the token with these attributes (its environment).
+    static func iosRoute(app: AppConfiguration, token: String, attributes: DeviceAttributes,
+                         configuration: HeraldConfiguration) -> (transport: String, address: DeviceAddress)? {
+        for name in configuration.routeOrder(app) {
+            guard let spec = configuration.transports[name], spec.kind != HeraldConfiguration.localKind,
+                  spec.configuration.platform == .ios || spec.configuration.platform == nil,
+                  let address = spec.accepts(.token(token), attributes: attributes) else { continue }
+            return (name, address)
+        }
+        return nil
     }
 
     /// The user owning an `app_id`'s devices: `matrix:<app_id>`.
@@ -488,7 +522,7 @@ final class MatrixGatewayState: Sendable {
     /// `herald_matrix_pushkeys_total{app_id,outcome}`.
     func pushkey(_ appID: String, _ outcome: String) {
         count("herald_matrix_pushkeys_total", "Pushers of Matrix notify requests, by Matrix app id and what Herald did "
-              + "(accepted, duplicate, rejected_*, nothing_to_send, too_large, refused, foreign_device, device_limit).",
+              + "(accepted, duplicate, rejected_*, nothing_to_send, too_large, refused_by_route, foreign_device, device_limit).",
               [("app_id", appID), ("outcome", outcome)])
     }
 

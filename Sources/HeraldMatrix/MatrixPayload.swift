@@ -96,6 +96,11 @@ public enum MatrixPayload {
             if let badge { content.badge = min(badge, Int(Int32.max)) }
         }
         if notification.priority == .low { content.apns.priority = 5 }
+        // Sygnal sends ids without an alert as an alert push (apps add `mutable-content` or an
+        // alert in their default payload); Herald's own rule would make it a background push.
+        if content.alert == nil, content.badge == nil, content.sound == nil, content.apns.pushType == nil, !content.apns.contentAvailable {
+            content.apns.pushType = .alert
+        }
         let limit = content.pushType.maxPayloadBytes
         guard let fitted = fit(content, limit: limit) else {
             return .tooLarge(bytes: encodedSize(content))

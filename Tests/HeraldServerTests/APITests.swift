@@ -158,6 +158,8 @@ import Testing
     @Test func notificationErrorsNameTheField() async throws {
         let d = try await TestDaemon.start()
         let c = d.client
+        // A route judges content only for its own deliveries: user "a" has a device on route "t".
+        try await d.register(user: "a", token: TestDaemon.token(1))
         func check(_ body: String, field: String?, code: String = "invalid_request", sourceLocation: SourceLocation = #_sourceLocation) async throws {
             let r = try await c.post("/v1/notifications", body)
             #expect(r.status == 400, "\(r)", sourceLocation: sourceLocation)
@@ -167,6 +169,9 @@ import Testing
         try await check(#"{"app":"com.example.app","users":["a"],"alert":{"titel":"x"}}"#, field: "alert.titel")
         try await check(#"{"app":"com.example.app","users":["a"],"alert":"x","badge":-1}"#, field: "badge")
         try await check(#"{"app":"com.example.app","users":["a"],"alert":"x","apns":{"priority":7}}"#, field: "apns.priority")
+        // A user with no device: no route is asked, nothing is sent.
+        let none = try await c.post("/v1/notifications", #"{"app":"com.example.app","users":["nobody"],"alert":"x","apns":{"priority":7}}"#)
+        #expect(none.status == 202 && none.json?["deliveries"]?.intValue == 0, "\(none)")
         // content_available is a neutral field now, with nothing else a background push.
         #expect(try await c.post("/v1/notifications", #"{"app":"com.example.app","users":["a"],"content_available":true}"#).status == 202)
         // Background pushes take any priority (they are sent with 5).

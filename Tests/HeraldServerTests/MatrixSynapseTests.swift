@@ -11,17 +11,22 @@ import Testing
 /// payload; an Android one with an FCM registration token; a web one with a Web Push simulator
 /// subscription), an invitation and messages; the APNs, FCM and Web Push simulators receive
 /// what Sygnal would have sent (the web one decrypted).
+///
+/// The gateway's `matrix.apps` are the shipped config.json's: the iOS app id mapped without a
+/// platform and the Android one with `platform: android`, both to `com.example.app`, which routes
+/// through APNs and FCM (each pushkey takes the route that takes it), and the web one to
+/// `com.example.web`.
 @Suite(.serialized, .stopsDaemons) struct MatrixSynapseTests {
-    static let appID = "org.example.herald.ios"
+    static let appID = "im.vector.app.ios.prod"
 
     @Test(.timeLimit(.minutes(4))) func synapsePushesThroughHerald() async throws {
         let dir = try TemporaryDirectory(prefix: "herald-synapse")
         defer { dir.remove() }
         typealias F = MatrixGatewayFixture
-        let gateway = try await F.start(matrix: #"""
-            {"apps": {"\#(Self.appID)": {"app": "com.example.app"}, "\#(F.androidAppID)": {"app": "com.example.android"},
-                      "\#(F.webAppID)": {"app": "com.example.web"}}}
-            """#, platforms: F.Platforms())
+        let shipped = try JSONValue.parse(try String(contentsOfFile: PackagePaths.root + "/config.json", encoding: .utf8))
+        let apps = try #require(shipped["matrix"]?["apps"])
+        #expect(apps["im.vector.app.android"]?["app"]?.stringValue == "com.example.app" && apps[Self.appID]?["platform"] == nil)
+        let gateway = try await F.start(matrix: #"{"apps": \#(apps.jsonString)}"#, platforms: F.Platforms(), appRoutes: #"["apns", "android"]"#)
         var synapse: SynapseProcess? = nil
         do {
             synapse = try await SynapseProcess.start(in: dir)

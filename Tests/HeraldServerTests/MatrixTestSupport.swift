@@ -40,10 +40,13 @@ struct MatrixGatewayFixture {
     /// `androidAndWeb` (the FCM simulator's service-account file, the Web Push simulator and a
     /// VAPID key) also `com.example.android` (route `android`, fcm) and `com.example.web` (route
     /// `web`, webpush, push services on 127.0.0.1 only).
+    /// - Parameter appRoutes: the routes of `com.example.app` (`["apns", "android"]` makes it the
+    ///   shipped config's app with iOS and Android routes).
     static func config(_ apns: HTTP2SimulatorHarness, matrix: String, storage: String = #""path": "herald.db", "synchronous": "normal""#,
-                       androidAndWeb: (fcm: FCMSimulator, serviceAccount: String, vapidKey: String)? = nil) -> String {
+                       androidAndWeb: (fcm: FCMSimulator, serviceAccount: String, vapidKey: String)? = nil,
+                       appRoutes: String = #"["apns"]"#) -> String {
         let c = apns.certificates
-        var apps = #""com.example.app": {"routes": ["apns"]}"#, transports = ""
+        var apps = #""com.example.app": {"routes": \#(appRoutes)}"#, transports = ""
         if let p = androidAndWeb {
             apps += #", "com.example.android": {"routes": ["android"]}, "com.example.web": {"routes": ["web"]}"#
             transports = """
@@ -69,7 +72,7 @@ struct MatrixGatewayFixture {
     }
 
     static func start(matrix: String = #"{"apps": {"\#(appID)": {"app": "com.example.app"}}}"#,
-                      faults: HTTP2Faults = HTTP2Faults(), platforms: Platforms? = nil) async throws -> MatrixGatewayFixture {
+                      faults: HTTP2Faults = HTTP2Faults(), platforms: Platforms? = nil, appRoutes: String = #"["apns"]"#) async throws -> MatrixGatewayFixture {
         let apns = try HTTP2SimulatorHarness.tokenAuth(faults: faults)
         var fcm: FCMSimulator? = nil, webpush: WebPushSimulator? = nil
         do {
@@ -93,7 +96,7 @@ struct MatrixGatewayFixture {
                 registry.register(FCMTransport.self)
                 registry.register(WebPushTransport.self)
             }
-            let configuration = try DaemonConfiguration.parse(Data(config(apns, matrix: matrix, androidAndWeb: androidAndWeb).utf8),
+            let configuration = try DaemonConfiguration.parse(Data(config(apns, matrix: matrix, androidAndWeb: androidAndWeb, appRoutes: appRoutes).utf8),
                                                               baseDirectory: directory.path, registry: registry, environment: [:])
             let logs = RecordingLogHandler()
             let daemon = Daemon(configuration: configuration, registry: registry, storage: .embedded, logSink: logs,

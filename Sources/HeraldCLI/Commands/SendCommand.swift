@@ -80,13 +80,6 @@ enum SendCommand {
             attributes[APNsEnvironment.attribute] = e
         }
         let request = NotificationRequest(app: app.id, users: users, tokens: tokens, content: content, attributes: attributes)
-        // Every route of the app checks the content before anything is sent (with an id as long as
-        // the real one: payloads that carry it, such as APNs' herald_id, count it in their size).
-        do throws(DispatchError) {
-            _ = try FanOut.render(FanOut.withDefaults(content, app: app), app: app, configuration: configuration, notificationID: UUIDSource.timeOrdered().lowercasedString)
-        } catch {
-            throw .usage(cliField(error), command: command)
-        }
 
         let store = try await context.openStore(configuration)
         let logger = context.logger(configuration, verbose: arguments.flag("verbose"))
@@ -150,6 +143,13 @@ enum SendCommand {
         do { plan = try await dispatcher.plan(request) } catch {
             for t in started.values { await t.shutdown() }
             throw .runtime(String(describing: error))
+        }
+        // Each route judged the content for its own devices; when none can take it, say why as a
+        // usage error (nothing was sent), else the refused devices are reported one by one.
+        if plan.deliveries.isEmpty, let first = plan.refusals.first {
+            for t in started.values { await t.shutdown() }
+            throw .usage(cliField(.invalidRequest(field: first.problem.field, message: plan.refusals.map(\.description).joined(separator: "; "))),
+                         command: command)
         }
         let total = plan.deliveries.count + plan.reports.count
         let progress = (!json && context.console.stderrIsTerminal && total > 1) ? ProgressBar(total: total, console: console) : nil

@@ -91,8 +91,6 @@ public final class Dispatcher: Sendable {
     public func sendBulk(_ request: NotificationRequest, chunks: some Sequence<[String]>, window: Int = 20_000,
                          onReport: @escaping @Sendable (DeliveryReport) -> Void) async throws(DispatchError) -> [DeliveryState: Int] {
         guard let app = configuration.app(request.app) else { throw .unknownApp(request.app, known: configuration.apps.keys.sorted()) }
-        // Every chunk's plan renders for every route: a content no route can carry fails the first.
-        _ = try FanOut.render(FanOut.withDefaults(request.content, app: app), app: app, configuration: configuration, notificationID: "")
         let notificationID = UUIDSource.timeOrdered().lowercasedString
         let first = request.users.isEmpty && request.tokens.isEmpty ? nil : try await fanOut.plan(request, notificationID: notificationID)
         let counts = Locked<[DeliveryState: Int]>([:])

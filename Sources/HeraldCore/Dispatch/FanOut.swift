@@ -10,12 +10,37 @@ public struct DispatchPlan: Sendable {
     public var content: NotificationContent
     /// Deliveries to send, numbered from 1 in this plan.
     public var deliveries: [Delivery]
-    /// Devices that are already final without sending (a malformed token, no route).
+    /// Devices that are already final without sending (a malformed token, no route, content
+    /// their route refused).
     public var reports: [DeliveryReport]
+    /// The routes that refused the content, each once: their deliveries are in ``reports`` as
+    /// `rejected`, and a fallback through such a route was dropped. Routes no delivery takes are
+    /// never asked.
+    public var refusals: [RouteRefusal]
     /// Devices left out because a user had more than `maxDevicesPerUser`.
     public var skippedOverLimit: Int
     /// Targets that appeared more than once (same token via two users or a user and a raw token).
     public var duplicates: Int
+}
+
+/// A route that cannot carry a notification's content: its deliveries are `rejected`, the
+/// others go on.
+public struct RouteRefusal: Sendable, Equatable, CustomStringConvertible {
+    /// The route (its key under `transports`).
+    public var route: String
+    /// Its plugin type.
+    public var kind: String
+    /// The field and limit, in the plugin's words.
+    public var problem: ContentProblem
+
+    public init(route: String, kind: String, problem: ContentProblem) {
+        self.route = route
+        self.kind = kind
+        self.problem = problem
+    }
+
+    /// `route apns (apns-http2): body: nothing for APNs to send …`: the reason a refused delivery carries.
+    public var description: String { "route \(route) (\(kind)): \(problem.field): \(problem.message)" }
 }
 
 /// A request the dispatcher cannot act on; says which field and why.
@@ -62,8 +87,12 @@ public struct FanOut: Sendable {
     }
 
     /// Plans the deliveries of `request`.
-    /// - Throws: ``DispatchError`` for an unknown app, a request with no target, content that
-    ///   one of the app's routes cannot carry (named with its limit), or a store failure.
+    ///
+    /// The content is rendered once for each route its deliveries take (and each fallback they
+    /// may take), and only for those: a route that refuses it (over its size limit, nothing it
+    /// can send, a bad override block) makes only its own deliveries `rejected`, with its reason
+    /// (``DispatchPlan/refusals``), and is dropped as a fallback; the other deliveries go on.
+    /// - Throws: ``DispatchError`` for an unknown app, a request with no target, or a store failure.
     /// - Parameters:
     ///   - notificationID: the id the deliveries carry (a bulk send plans chunks of one notification).
     ///   - tokenIndexOffset: added to `tokens[i]` in errors (the chunk's place in a bulk send).
@@ -77,7 +106,6 @@ public struct FanOut: Sendable {
             throw .invalidRequest(field: "users", message: "give at least one user or token")
         }
         let content = Self.withDefaults(request.content, app: app)
-        let payloads = try render(content, app: app, notificationID: notificationID)
 
         var deliveries: [Delivery] = []
         var reports: [DeliveryReport] = []
@@ -93,7 +121,7 @@ public struct FanOut: Sendable {
         func append(_ token: String, _ user: String?, _ route: String, fallback: String?, streamDevice: String? = nil) {
             deliveries.append(Delivery(id: Int64(deliveries.count + 1), notificationID: notificationID, app: app.id,
                                        topic: app.topic, token: token, user: user, transport: route,
-                                       messageID: UUIDSource.random(), content: content, payload: payloads[route] ?? .unrendered,
+                                       messageID: UUIDSource.random(), content: content, payload: .unrendered,
                                        fallback: fallback, streamDevice: streamDevice))
         }
 
@@ -203,8 +231,63 @@ public struct FanOut: Sendable {
                 add(token: token, user: nil, route: found)
             }
         }
+        let refusals = judge(&deliveries, reports: &reports, content: content, app: app, notificationID: notificationID)
         return DispatchPlan(notificationID: notificationID, app: app, content: content, deliveries: deliveries, reports: reports,
-                            skippedOverLimit: skipped, duplicates: duplicates)
+                            refusals: refusals, skippedOverLimit: skipped, duplicates: duplicates)
+    }
+
+    /// Renders `content` for each route the deliveries take or may fall back to, and applies each
+    /// refusal to that route's deliveries only: one goes through its fallback when that route
+    /// takes the content, else it becomes a `rejected` report (unless another delivery of the same
+    /// device goes on); fallbacks through a refusing route are dropped; the rest carry their
+    /// route's payload, renumbered from 1.
+    /// - Returns: the refusals, in route order.
+    func judge(_ deliveries: inout [Delivery], reports: inout [DeliveryReport], content: NotificationContent, app: AppConfiguration,
+               notificationID: String) -> [RouteRefusal] {
+        var used: [String] = []
+        var seen = Set<String>()
+        for d in deliveries {
+            if seen.insert(d.transport).inserted { used.append(d.transport) }
+            if let f = d.fallback, seen.insert(f).inserted { used.append(f) }
+        }
+        let context = RenderContext(notificationID: notificationID, app: app.id, topic: app.topic)
+        var payloads: [String: RenderedPayload] = [:]
+        var refused: [String: RouteRefusal] = [:]
+        for route in used {
+            guard let spec = configuration.transports[route] else { continue }
+            do {
+                payloads[route] = try spec.configuration.render(content, context: context)
+            } catch {
+                refused[route] = RouteRefusal(route: route, kind: spec.kind, problem: error)
+            }
+        }
+        var kept: [Delivery] = []
+        kept.reserveCapacity(deliveries.count)
+        var rejected: [(Delivery, RouteRefusal)] = []
+        for var d in deliveries {
+            if let refusal = refused[d.transport] {
+                // The fallback carries it when it can (a connected device's push route when its
+                // stream has nothing to show); else the delivery is rejected with its route's reason.
+                guard let f = d.fallback, refused[f] == nil, payloads[f] != nil else {
+                    rejected.append((d, refusal))
+                    continue
+                }
+                d.transport = f
+                d.fallback = nil
+            }
+            if let f = d.fallback, refused[f] != nil { d.fallback = nil }
+            d.payload = payloads[d.transport] ?? .unrendered
+            d.id = Int64(kept.count + 1)
+            kept.append(d)
+        }
+        // A device another of its deliveries reaches (local-and-push) is not reported refused.
+        let reached = Set(kept.map(\.token))
+        for (d, refusal) in rejected where !reached.contains(d.token) {
+            reports.append(DeliveryReport(token: d.token, user: d.user, transport: d.transport, outcome: .rejected,
+                                          reason: refusal.description, attempts: 0, messageID: d.messageID.lowercasedString))
+        }
+        deliveries = kept
+        return used.compactMap { refused[$0] }
     }
 
     /// A device's route: its own while the app still routes through it and it can carry the
@@ -247,26 +330,18 @@ public struct FanOut: Sendable {
         return merged
     }
 
-    /// Renders the content once for each of the app's routes: every route it may take checks
-    /// its own limits before anything is queued.
+    /// Renders the content for one route (a front end checking the route it chose before it
+    /// stores anything).
     /// - Throws: ``DispatchError/invalidRequest(field:message:)`` naming the route and its limit.
-    public func render(_ content: NotificationContent, app: AppConfiguration, notificationID: String) throws(DispatchError) -> [String: RenderedPayload] {
-        try Self.render(content, app: app, configuration: configuration, notificationID: notificationID)
-    }
-
-    /// ``render(_:app:notificationID:)`` without a fan-out (the CLI checks content before it opens the store).
-    public static func render(_ content: NotificationContent, app: AppConfiguration, configuration: HeraldConfiguration,
-                              notificationID: String) throws(DispatchError) -> [String: RenderedPayload] {
-        let context = RenderContext(notificationID: notificationID, app: app.id, topic: app.topic)
-        var payloads: [String: RenderedPayload] = [:]
-        for name in app.routes {
-            guard let spec = configuration.transports[name] else { continue }
-            do {
-                payloads[name] = try spec.configuration.render(content, context: context)
-            } catch {
-                throw .invalidRequest(field: error.field, message: "route \(name) (\(spec.kind)): \(error.message)")
-            }
+    public static func render(_ content: NotificationContent, route: String, app: AppConfiguration, configuration: HeraldConfiguration,
+                              notificationID: String) throws(DispatchError) -> RenderedPayload {
+        guard let spec = configuration.transports[route] else {
+            throw .invalidRequest(field: "transport", message: "route \(route) is not configured")
         }
-        return payloads
+        do {
+            return try spec.configuration.render(content, context: RenderContext(notificationID: notificationID, app: app.id, topic: app.topic))
+        } catch {
+            throw .invalidRequest(field: error.field, message: RouteRefusal(route: route, kind: spec.kind, problem: error).description)
+        }
     }
 }

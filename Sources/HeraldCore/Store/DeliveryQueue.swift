@@ -166,11 +166,15 @@ public struct EnqueueReceipt: Sendable, Equatable {
     public var deliveries: Int
     /// Whether this is the answer to an earlier request with the same idempotency key.
     public var replayed: Bool
+    /// The devices final at accept time (content their route refused, no route, an address no
+    /// route takes), set by the accept path from its plan; empty on a replayed answer.
+    public var refused: [DeliveryReport]
 
-    public init(id: String, deliveries: Int, replayed: Bool) {
+    public init(id: String, deliveries: Int, replayed: Bool, refused: [DeliveryReport] = []) {
         self.id = id
         self.deliveries = deliveries
         self.replayed = replayed
+        self.refused = refused
     }
 }
 

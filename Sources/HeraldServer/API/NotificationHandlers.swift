@@ -51,6 +51,12 @@ extension API {
             }
         }
 
+        // Each route judged its own deliveries: refuse the request only when no device can take it.
+        if plan.deliveries.isEmpty, let first = plan.refusals.first {
+            throw APIError.invalid(first.problem.field, "no device of this notification can take it: "
+                                   + plan.refusals.map(\.description).joined(separator: "; "))
+        }
+
         var perTransport: [String: Int] = [:]
         for d in plan.deliveries { perTransport[d.transport, default: 0] += 1 }
         let depth = dependencies.queue.depth()
@@ -67,7 +73,8 @@ extension API {
         // The last point where a shutdown may still refuse: past it the notification is being
         // committed, and the answer (202) says so however long the commit takes.
         if Task.isCancelled { throw APIError.shuttingDown }
-        let receipt = try await dependencies.queue.enqueue(queued, idempotencySince: since)
+        var receipt = try await dependencies.queue.enqueue(queued, idempotencySince: since)
+        if !receipt.replayed { receipt.refused = plan.reports }
         if receipt.replayed {
             serverMetrics.replayed()
         } else {
@@ -89,6 +96,20 @@ extension API {
         HTTPResponse.json(202, headers: receipt.replayed ? [("Idempotent-Replayed", "true")] : []) { o in
             o.string("id", receipt.id)
             o.int("deliveries", receipt.deliveries)
+            if !receipt.refused.isEmpty {
+                o.array("refused") { w in
+                    for (i, r) in receipt.refused.enumerated() {
+                        if i > 0 { w.raw(UInt8(ascii: ",")) }
+                        w.object { e in
+                            e.string("token", r.token)
+                            if let u = r.user { e.string("user", u) } else { e.null("user") }
+                            if let t = r.transport { e.string("route", t) } else { e.null("route") }
+                            e.string("state", r.outcome.rawValue)
+                            e.string("reason", r.reason)
+                        }
+                    }
+                }
+            }
         }
     }
 
