@@ -4,8 +4,9 @@ import Glibc
 /// Which route takes a device: the one place that decides, for registrations and for raw
 /// addresses in a notification.
 ///
-/// The rule: an explicit `transport`; else the app's first route of the given `platform`;
-/// else the first route whose plugin accepts the address (and can carry its attributes),
+/// The rule: an explicit `transport`; else the app's first route of the given `vendor` (the
+/// plugin's ``TransportConfiguration/vendor``); else the app's first route of the given
+/// `platform` that takes the address; else the first route whose plugin accepts the address (and can carry its attributes),
 /// routes of a platform before those that carry any device (the `local` streams, `log`).
 extension HeraldConfiguration {
     /// The app's routes in the order an unrouted address tries them: routes of a platform
