@@ -84,7 +84,8 @@ let package = Package(
         // MARK: Benchmarks and load clients (`herald-bench`, not part of `herald`)
         .target(name: "HeraldBench",
                 dependencies: ["HeraldCLI", "HeraldCore", "HeraldAPNs", "HeraldCrypto", "HeraldServer", "HeraldTestKit", "APNsBinaryProtocol", "CLinux",
-                               "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldWebPush", "HeraldFCM"],
+                               "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldWebPush", "HeraldFCM",
+                               "HeraldChinaPush", "HeraldHMS", "HeraldXiaomi", "HeraldOPPO", "HeraldVivo"],
                 path: "Sources/HeraldBench"),
         .executableTarget(name: "herald-bench", dependencies: ["HeraldBench"], path: "Sources/herald-bench"),
 
