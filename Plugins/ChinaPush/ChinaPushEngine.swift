@@ -65,9 +65,10 @@ extension ChinaPushVendor {
 /// expired), and turns limits into retries.
 ///
 /// - A rate limit is retried with the delivery engine's backoff (or the vendor's `Retry-After`).
-/// - A daily quota closes the route until the vendor's day ends (midnight UTC+8): deliveries are
-///   deferred to then, or end `expired` when their expiration comes first; ``impairment`` names
-///   the quota for `/readyz` meanwhile.
+/// - A daily quota closes the route, for the kind of message it counts (``MessageKind``:
+///   operational or system), until the vendor's day ends (midnight UTC+8): those deliveries are
+///   deferred to then unsent, or end `expired` when their expiration comes first, while the other
+///   kind goes on; ``impairment`` names the quota for `/readyz` meanwhile.
 /// - Bad credentials (refused at the auth endpoint, or by the send) are setup failures: the host
 ///   pauses the transport until a reload with fixed secrets.
 /// Both limits are counted in `herald_vendor_limited_total{transport,vendor,limit}`.
@@ -79,7 +80,8 @@ public final class ChinaPushEngine: Sendable {
     private let tokens: AccessTokenCache?
     private let rateLimited: Counter
     private let quotaHits: Counter
-    private let quotaUntil = Locked<Date?>(nil)
+    /// Per kind of message (``MessageKind``): when its daily quota opens again.
+    private let quotaUntil = Locked<[String: Date]>([:])
 
     public init(name: String, vendor: any ChinaPushVendor, context: TransportContext) {
         self.name = name
@@ -103,22 +105,30 @@ public final class ChinaPushEngine: Sendable {
     /// How many access tokens were fetched (tests).
     public var tokensFetched: Int { get async { await tokens?.fetched ?? 0 } }
 
-    /// The daily quota, while it is used up: `/readyz` shows it.
+    /// The daily quotas used up, while they are: `/readyz` shows them.
     public var impairment: String? {
-        guard let until = quotaUntil.withLock({ $0 }), clock.now < until else { return nil }
-        return "\(vendor.label) daily quota used up on route \(name) until \(Self.beijingTime(until)) (midnight UTC+8)"
+        let now = clock.now
+        let closed = quotaUntil.withLock { $0 }.filter { now < $0.value }
+        guard let until = closed.values.max() else { return nil }
+        let kinds = closed.keys.sorted().joined(separator: " and ")
+        return "\(vendor.label) daily quota used up on route \(name) until \(Self.beijingTime(until)) (midnight UTC+8) for \(kinds) messages"
     }
 
     /// One outcome per delivery, in order.
     public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] {
         guard !batch.isEmpty else { return [] }
-        if let until = quotaUntil.withLock({ $0 }), clock.now < until {
-            return batch.map { quotaOutcome($0, until: until) }
-        }
+        var outcomes = [DeliveryOutcome?](repeating: nil, count: batch.count)
+        // A kind of message whose daily quota is used up waits for the vendor's next day unsent.
+        let now = clock.now
+        let closed = quotaUntil.withLock { $0 }.filter { now < $0.value }
         // One notification's deliveries share a payload: one batch call per notification per maxBatch devices.
         var groups: [[Int]] = []
         var byNotification: [String: Int] = [:]
         for (i, d) in batch.enumerated() {
+            if let until = closed[MessageKind.of(d.payload)] {
+                outcomes[i] = quotaOutcome(d, until: until)
+                continue
+            }
             if let g = byNotification[d.notificationID], groups[g].count < vendor.maxBatch {
                 groups[g].append(i)
             } else {
@@ -126,7 +136,6 @@ public final class ChinaPushEngine: Sendable {
                 groups.append([i])
             }
         }
-        var outcomes = [DeliveryOutcome?](repeating: nil, count: batch.count)
         await withTaskGroup(of: ([Int], [DeliveryOutcome]).self) { group in
             for indices in groups {
                 let deliveries = indices.map { batch[$0] }
@@ -174,13 +183,14 @@ public final class ChinaPushEngine: Sendable {
             case .dailyQuota(let reason):
                 quotaHits.increment(by: Int64(group.count))
                 let until = VendorDay.end(of: clock.now)
+                let kind = MessageKind.of(group[0].payload)
                 let first = quotaUntil.withLock { u -> Bool in
-                    defer { u = until }
-                    return u != until
+                    defer { u[kind] = until }
+                    return u[kind] != until
                 }
                 if first {
-                    logger.warning("\(vendor.label) daily quota used up; holding deliveries until midnight UTC+8",
-                                   ["reason": reason, "until": Self.beijingTime(until)])
+                    logger.warning("\(vendor.label) daily quota used up; holding these messages until midnight UTC+8",
+                                   ["reason": reason, "until": Self.beijingTime(until), "kind": kind])
                 }
                 return group.map { quotaOutcome($0, until: until) }
             case .temporary(let reason, let after):

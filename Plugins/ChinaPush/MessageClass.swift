@@ -66,3 +66,19 @@ public struct MessageClass: RawRepresentable, Hashable, Sendable, CaseIterable, 
     /// The names, for messages.
     public static var names: String { allCases.map(\.rawValue).joined(separator: ", ") }
 }
+
+/// Which daily quota a rendered payload counts against: vendors cap operational messages, and
+/// system messages apart. Renderers mark the payload (``header``); a daily quota answer holds
+/// only the messages of its kind.
+public enum MessageKind {
+    /// The ``RenderedPayload/headers`` key.
+    public static let header = "china-message-kind"
+    public static let system = "system"
+    public static let operational = "operational"
+
+    /// The header for a class.
+    public static func of(_ c: MessageClass) -> String { c.isSystem ? system : operational }
+
+    /// The kind a payload was rendered as (`operational` when unmarked).
+    public static func of(_ payload: RenderedPayload) -> String { payload.headers[header] ?? operational }
+}

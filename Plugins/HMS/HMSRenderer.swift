@@ -130,6 +130,7 @@ enum HMSRenderer {
         if counted > maxMessageBytes {
             throw ContentProblem(field: "payload", "the Huawei message is \(counted) bytes; Push Kit takes at most \(maxMessageBytes) (4 KB, without the tokens)")
         }
-        return RenderedPayload(body: w.bytes, expiration: content.expiration)
+        let kind = android["category"] == "MARKETING" ? MessageKind.operational : MessageKind.system
+        return RenderedPayload(body: w.bytes, headers: [MessageKind.header: kind], expiration: content.expiration)
     }
 }

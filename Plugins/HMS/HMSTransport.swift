@@ -43,7 +43,7 @@ public final class HMSTransport: TransportPlugin {
     }
 
     public func checkReport() async -> [CheckFinding] {
-        [CheckFinding(.ok, "Huawei app \(configuration.appID), appSecret set (\(configuration.appSecret.value.count) characters); tokens from \(configuration.authEndpoint)")]
+        [CheckFinding(.ok, "Huawei app \(configuration.appID), appSecret set; tokens from \(configuration.authEndpoint)")]
     }
 }
 

@@ -89,6 +89,8 @@ enum OPPORenderer {
         }
         var w = JSONWriter(capacity: 256)
         w.write(.object(n))
-        return RenderedPayload(body: w.bytes, expiration: content.expiration)
+        let operational: Set<String> = ["NEWS", "CONTENT", "MARKETING", "SOCIAL"]
+        let kind = operational.contains(n["category"]?.stringValue ?? "") ? MessageKind.operational : MessageKind.system
+        return RenderedPayload(body: w.bytes, headers: [MessageKind.header: kind], expiration: content.expiration)
     }
 }

@@ -82,6 +82,7 @@ enum VivoRenderer {
         }
         var w = JSONWriter(capacity: 256)
         w.write(.object(m))
-        return RenderedPayload(body: w.bytes, expiration: content.expiration)
+        let kind = m["classification"]?.intValue == 1 ? MessageKind.system : MessageKind.operational
+        return RenderedPayload(body: w.bytes, headers: [MessageKind.header: kind], expiration: content.expiration)
     }
 }

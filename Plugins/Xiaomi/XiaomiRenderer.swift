@@ -83,6 +83,6 @@ enum XiaomiRenderer {
         }
         var w = JSONWriter(capacity: 256)
         w.write(.object(fields.mapValues(JSONValue.string)))
-        return RenderedPayload(body: w.bytes, expiration: content.expiration)
+        return RenderedPayload(body: w.bytes, headers: [MessageKind.header: MessageKind.of(messageClass)], expiration: content.expiration)
     }
 }

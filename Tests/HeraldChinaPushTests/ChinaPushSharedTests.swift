@@ -167,6 +167,11 @@ struct ChinaPushEngineTests {
         let held = await engine.deliver(deliveries(["c"], notification: "n3", expiration: soon))
         #expect(held == [.expired])
         #expect(vendor.groups.value.count == sent)
+        // System messages have their own quota: they still go.
+        var system = deliveries(["s"], notification: "n5")
+        system[0].payload.headers[MessageKind.header] = MessageKind.system
+        #expect(await engine.deliver(system).allSatisfy(isDelivered))
+        #expect(engine.impairment?.hasSuffix("for operational messages") == true)
         // The new day opens the route again.
         clock.advance(by: untilMidnight + 1)
         #expect(engine.impairment == nil)
