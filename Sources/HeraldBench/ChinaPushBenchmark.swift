@@ -14,9 +14,10 @@ enum ChinaPushBenchCommand {
     static let spec = CommandSpec(
         path: "china",
         summary: "Benchmark the hms, xiaomi, oppo and vivo transports against their simulators, next to h2load.",
-        usage: "china [--vendor hms|xiaomi|oppo|vivo] [--n N] [--streams S] [--work DIR]",
+        usage: "china [--vendor hms|xiaomi|oppo|vivo] [--engine curl|nghttp2] [--n N] [--streams S] [--work DIR]",
         options: [
             .value("vendor", "NAME", "one plugin (default: all four)"),
+            .value("engine", "ENGINE", "the plugins' HTTP engine: curl (their default) or nghttp2 (default curl)"),
             .value("n", "N", "notifications per run (default 20000)"),
             .value("streams", "S", "requests in flight on the connection, for h2load -m (the transports use up to 100) (default 100)"),
             .value("work", "DIR", "folder for certificates and the simulators' logs (default var/bench-china)"),
@@ -26,7 +27,7 @@ enum ChinaPushBenchCommand {
         from it with curl where the vendor has one, and runs h2load -c 1 -m S posting the request
         the plugin sends for one notification to one device (vivo's with one requestId for all, which
         the simulator answers as a duplicate without storing it). Then sends N notifications, each to
-        one device, through the plugin (the curl engine, one connection). Prints notifications/s and
+        one device, through the plugin (--engine, one connection). Prints notifications/s and
         this process's CPU (getrusage) per notification, and the ratio to h2load; target ≥ 0.5×.
         Needs h2load, curl and openssl.
         """)
@@ -40,8 +41,10 @@ enum ChinaPushBenchCommand {
             guard vendors.contains(v) else { throw .usage("--vendor: expected one of \(vendors.joined(separator: ", ")), found \"\(v)\"", command: spec.path) }
             chosen = [v]
         }
+        let engine = arguments.value("engine") ?? "curl"
+        guard ["curl", "nghttp2"].contains(engine) else { throw .usage("--engine: expected curl or nghttp2, found \"\(engine)\"", command: spec.path) }
         do {
-            let bench = ChinaPushBenchmark(n: n, streams: streams, work: work, registry: context.registry, console: context.console)
+            let bench = ChinaPushBenchmark(n: n, streams: streams, work: work, engine: engine, registry: context.registry, console: context.console)
             try await bench.run(chosen)
         } catch let error as CLIError {
             throw error
@@ -56,6 +59,7 @@ struct ChinaPushBenchmark {
     let n: Int
     let streams: Int
     let work: String
+    let engine: String
     let registry: TransportRegistry
     let console: Console
     /// The simulators' default credentials (`herald simulate … --help`).
@@ -72,7 +76,7 @@ struct ChinaPushBenchmark {
         let certs = work + "/certs"
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
         try shell("/bin/bash", [PackageScripts.path("make-test-certs.sh"), certs])
-        console.out("China vendors, 1 connection, \(n) notifications of one device each, servers herald simulate VENDOR (another process):")
+        console.out("China vendors, \(engine) engine, 1 connection, \(n) notifications of one device each, servers herald simulate VENDOR (another process):")
         var missed: [String] = []
         for vendor in vendors {
             let (reference, rate, cpu, failures) = try await measure(vendor, certs: certs)
@@ -101,7 +105,7 @@ struct ChinaPushBenchmark {
         }
         let config = """
         {"apps": {"com.example.app": {"routes": ["\(vendor)"]}},
-         "transports": {"\(vendor)": {\(section), "endpoint": "\(origin)", "caFile": "\(certs)/ca.pem", "timeout": "60s"}}}
+         "transports": {"\(vendor)": {\(section), "endpoint": "\(origin)", "caFile": "\(certs)/ca.pem", "timeout": "60s", "engine": "\(engine)"}}}
         """
         let configuration = try HeraldConfiguration.parse(Data(config.utf8), baseDirectory: work, registry: registry, environment: [:])
         let spec = configuration.transports[vendor]!

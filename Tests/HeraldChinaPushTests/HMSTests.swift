@@ -110,6 +110,14 @@ struct HMSTransportTests {
         await f.stop()
     }
 
+    @Test func theNGHTTP2EngineDeliversToo() async throws {
+        let f = try await hmsFixture(edit: { $0["engine"] = "nghttp2" })
+        #expect(f.transport.configuration.connection.engine == .nghttp2)
+        #expect(try await f.send([vendorToken(1), vendorToken(2)]).allSatisfy(isDelivered))
+        #expect(f.simulator.received.first?.tokens.count == 2)
+        await f.stop()
+    }
+
     @Test func aDataMessageHasNoNotification() async throws {
         let f = try await hmsFixture()
         #expect(try await f.send([vendorToken(1)], NotificationContent(data: ["k": "v"], contentAvailable: true)).allSatisfy(isDelivered))
