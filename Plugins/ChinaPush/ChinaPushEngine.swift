@@ -39,6 +39,12 @@ public enum VendorAnswer: Sendable, Equatable {
 
 /// What a vendor plugin tells the shared engine: how to get an access token, and how to send
 /// one notification to a group of devices.
+///
+/// A vendor whose send is one request implements ``request(for:accessToken:)`` and
+/// ``answer(_:for:)``: the engine then sends the requests of a whole batch in one call of the
+/// shared HTTP client (one wake-up of its connection thread, not one per request). A vendor that
+/// needs several requests for some groups (vivo's list push) returns `nil` for those and
+/// implements ``send(_:accessToken:)``.
 public protocol ChinaPushVendor: Sendable {
     /// The vendor's name in reasons, logs and `/readyz` (`HMS`, `Xiaomi`, `OPPO`, `vivo`).
     var label: String { get }
@@ -48,8 +54,15 @@ public protocol ChinaPushVendor: Sendable {
     var usesAccessToken: Bool { get }
     /// How long before an access token expires to refresh it.
     var refreshMargin: TimeInterval { get }
+    /// The connections ``request(for:accessToken:)``'s requests go on (`nil`: only ``send(_:accessToken:)``).
+    var http: VendorHTTP? { get }
     /// Asks the auth endpoint for a token, once.
     func fetchAccessToken() async -> TokenGrant
+    /// The one request that sends `group`'s notification to its devices, or `nil` when it takes
+    /// more (then ``send(_:accessToken:)``).
+    func request(for group: [Delivery], accessToken: Secret?) -> HTTP2Request?
+    /// Reads the vendor's answer to ``request(for:accessToken:)``.
+    func answer(_ result: HTTP2Result, for group: [Delivery]) -> VendorAnswer
     /// Sends one notification (the group's deliveries share a payload) to the group's devices.
     func send(_ group: [Delivery], accessToken: Secret?) async -> VendorAnswer
 }
@@ -57,7 +70,20 @@ public protocol ChinaPushVendor: Sendable {
 extension ChinaPushVendor {
     public var usesAccessToken: Bool { true }
     public var refreshMargin: TimeInterval { 300 }
+    public var http: VendorHTTP? { nil }
     public func fetchAccessToken() async -> TokenGrant { .refused("\(label) has no access token") }
+    public func request(for group: [Delivery], accessToken: Secret?) -> HTTP2Request? { nil }
+    public func answer(_ result: HTTP2Result, for group: [Delivery]) -> VendorAnswer {
+        .temporary("\(label) has no reader of single answers", retryAfter: nil)
+    }
+
+    /// One request (``request(for:accessToken:)``) on ``http``.
+    public func send(_ group: [Delivery], accessToken: Secret?) async -> VendorAnswer {
+        guard let http, let request = request(for: group, accessToken: accessToken) else {
+            return .rejected("the rendered \(label) message cannot be read")
+        }
+        return answer(await http.send([request])[0], for: group)
+    }
 }
 
 /// The delivery loop the vendor plugins share: groups a batch by notification into the vendor's
@@ -136,14 +162,10 @@ public final class ChinaPushEngine: Sendable {
                 groups.append([i])
             }
         }
-        await withTaskGroup(of: ([Int], [DeliveryOutcome]).self) { group in
-            for indices in groups {
-                let deliveries = indices.map { batch[$0] }
-                group.addTask { (indices, await self.send(deliveries)) }
-            }
-            for await (indices, results) in group {
-                for (i, o) in zip(indices, results) { outcomes[i] = o }
-            }
+        guard !groups.isEmpty else { return outcomes.map { $0 ?? .retry(after: nil, reason: "not sent") } }
+        let results = await send(groups.map { $0.map { batch[$0] } })
+        for (indices, result) in zip(groups, results) {
+            for (i, o) in zip(indices, result) { outcomes[i] = o }
         }
         return outcomes.map { $0 ?? .retry(after: nil, reason: "not sent") }
     }
@@ -151,55 +173,104 @@ public final class ChinaPushEngine: Sendable {
     /// Stops a token refresh in flight.
     public func stop() async { await tokens?.stop() }
 
-    private func send(_ group: [Delivery]) async -> [DeliveryOutcome] {
+    /// Sends each group (one notification to its devices); an access token the vendor calls
+    /// expired is fetched again and the groups it refused sent once more.
+    private func send(_ groups: [[Delivery]]) async -> [[DeliveryOutcome]] {
+        var outcomes = [[DeliveryOutcome]?](repeating: nil, count: groups.count)
+        var pending = Array(groups.indices)
         for round in 0..<2 {
             var token: Secret? = nil
             if let tokens {
                 do { token = try await tokens.token() } catch {
+                    let outcome: DeliveryOutcome
                     switch error {
-                    case .setup(let reason): return group.map { _ in .setupFailure(reason: reason) }
-                    case .temporary(let reason, let after): return group.map { _ in .retry(after: after, reason: reason) }
+                    case .setup(let reason): outcome = .setupFailure(reason: reason)
+                    case .temporary(let reason, let after): outcome = .retry(after: after, reason: reason)
                     }
+                    for i in pending { outcomes[i] = groups[i].map { _ in outcome } }
+                    break
                 }
             }
-            let answer = await vendor.send(group, accessToken: token)
-            switch answer {
-            case .outcomes(let outcomes) where outcomes.count == group.count:
-                return outcomes
-            case .outcomes(let outcomes):
-                return group.map { _ in .retry(after: nil, reason: "\(vendor.label) answered \(outcomes.count) results for \(group.count) devices") }
-            case .accessTokenExpired(let reason):
-                if round == 0, let token, let tokens {
-                    logger.info("\(vendor.label) says the access token expired; fetching a new one and sending once more", ["reason": reason])
-                    await tokens.invalidate(token)
+            let answers = await answers(pending.map { groups[$0] }, token: token)
+            var again: [Int] = []
+            for (i, answer) in zip(pending, answers) {
+                if case .accessTokenExpired(let reason) = answer {
+                    if round == 0, token != nil {
+                        again.append(i)
+                    } else {
+                        outcomes[i] = groups[i].map { _ in .setupFailure(reason: "\(vendor.label) refused a freshly fetched access token: \(reason)") }
+                    }
                     continue
                 }
-                return group.map { _ in .setupFailure(reason: "\(vendor.label) refused a freshly fetched access token: \(reason)") }
-            case .badCredentials(let reason):
-                return group.map { _ in .setupFailure(reason: reason) }
-            case .rateLimited(let reason, let after):
-                rateLimited.increment(by: Int64(group.count))
-                return group.map { _ in .retry(after: after, reason: "rate limited: \(reason)") }
-            case .dailyQuota(let reason):
-                quotaHits.increment(by: Int64(group.count))
-                let until = VendorDay.end(of: clock.now)
-                let kind = MessageKind.of(group[0].payload)
-                let first = quotaUntil.withLock { u -> Bool in
-                    defer { u[kind] = until }
-                    return u[kind] != until
-                }
-                if first {
-                    logger.warning("\(vendor.label) daily quota used up; holding these messages until midnight UTC+8",
-                                   ["reason": reason, "until": Self.beijingTime(until), "kind": kind])
-                }
-                return group.map { quotaOutcome($0, until: until) }
-            case .temporary(let reason, let after):
-                return group.map { _ in .retry(after: after, reason: reason) }
-            case .rejected(let reason):
-                return group.map { _ in .rejected(reason: reason) }
+                outcomes[i] = outcomesOf(answer, group: groups[i])
             }
+            guard !again.isEmpty, let token, let tokens else { break }
+            logger.info("\(vendor.label) says the access token expired; fetching a new one and sending once more", ["groups": String(again.count)])
+            await tokens.invalidate(token)
+            pending = again
         }
-        return group.map { _ in .retry(after: nil, reason: "not sent") }
+        return groups.indices.map { outcomes[$0] ?? groups[$0].map { _ in .retry(after: nil, reason: "not sent") } }
+    }
+
+    /// The vendor's answer to each group: single requests together in one call of the HTTP
+    /// client, the others (several requests each) side by side.
+    private func answers(_ groups: [[Delivery]], token: Secret?) async -> [VendorAnswer] {
+        var answers = [VendorAnswer?](repeating: nil, count: groups.count)
+        var single: [(index: Int, request: HTTP2Request)] = []
+        var multi: [Int] = []
+        let http = vendor.http
+        for (i, g) in groups.enumerated() {
+            if http != nil, let r = vendor.request(for: g, accessToken: token) { single.append((i, r)) } else { multi.append(i) }
+        }
+        let vendor = self.vendor
+        let requests = single.map(\.request)
+        async let results: [HTTP2Result] = requests.isEmpty ? [] : (http?.send(requests) ?? [])
+        let others = await withTaskGroup(of: (Int, VendorAnswer).self) { tasks -> [(Int, VendorAnswer)] in
+            for i in multi {
+                let g = groups[i]
+                tasks.addTask { (i, await vendor.send(g, accessToken: token)) }
+            }
+            var all: [(Int, VendorAnswer)] = []
+            for await a in tasks { all.append(a) }
+            return all
+        }
+        for (i, a) in others { answers[i] = a }
+        for ((i, _), r) in zip(single, await results) { answers[i] = vendor.answer(r, for: groups[i]) }
+        return answers.map { $0 ?? .temporary("no answer", retryAfter: nil) }
+    }
+
+    /// What an answer (other than an expired token) means for each device of the group.
+    private func outcomesOf(_ answer: VendorAnswer, group: [Delivery]) -> [DeliveryOutcome] {
+        switch answer {
+        case .outcomes(let outcomes) where outcomes.count == group.count:
+            return outcomes
+        case .outcomes(let outcomes):
+            return group.map { _ in .retry(after: nil, reason: "\(vendor.label) answered \(outcomes.count) results for \(group.count) devices") }
+        case .accessTokenExpired(let reason):
+            return group.map { _ in .setupFailure(reason: "\(vendor.label) refused a freshly fetched access token: \(reason)") }
+        case .badCredentials(let reason):
+            return group.map { _ in .setupFailure(reason: reason) }
+        case .rateLimited(let reason, let after):
+            rateLimited.increment(by: Int64(group.count))
+            return group.map { _ in .retry(after: after, reason: "rate limited: \(reason)") }
+        case .dailyQuota(let reason):
+            quotaHits.increment(by: Int64(group.count))
+            let until = VendorDay.end(of: clock.now)
+            let kind = MessageKind.of(group[0].payload)
+            let first = quotaUntil.withLock { u -> Bool in
+                defer { u[kind] = until }
+                return u[kind] != until
+            }
+            if first {
+                logger.warning("\(vendor.label) daily quota used up; holding these messages until midnight UTC+8",
+                               ["reason": reason, "until": Self.beijingTime(until), "kind": kind])
+            }
+            return group.map { quotaOutcome($0, until: until) }
+        case .temporary(let reason, let after):
+            return group.map { _ in .retry(after: after, reason: reason) }
+        case .rejected(let reason):
+            return group.map { _ in .rejected(reason: reason) }
+        }
     }
 
     /// Deferred to the end of the vendor day, or expired when the notification expires first.

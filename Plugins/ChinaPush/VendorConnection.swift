@@ -143,6 +143,14 @@ public final class VendorHTTP: Sendable {
 
     public func stop(deadline: TimeInterval) async { await client.stop(deadline: deadline) }
 
+    /// A POST of `body` to the origin's path prefix + `path`.
+    public func request(_ path: String, headers: [HTTP2Header], body: [UInt8]) -> HTTP2Request {
+        HTTP2Request(method: "POST", path: origin.path + path, headers: headers, body: HTTP2Body(body))
+    }
+
+    /// Sends `requests` together; one result per request, in order.
+    public func send(_ requests: [HTTP2Request]) async -> [HTTP2Result] { await client.send(requests) }
+
     /// POSTs `body` to the origin's path prefix + `path`.
     public func post(_ path: String, headers: [HTTP2Header], body: [UInt8]) async -> HTTP2Result {
         await client.send([HTTP2Request(method: "POST", path: origin.path + path, headers: headers, body: HTTP2Body(body))]).first

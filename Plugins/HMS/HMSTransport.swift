@@ -106,10 +106,10 @@ final class HMSVendor: ChinaPushVendor {
         return .refused("\(error) (\(r.status))\(description)")
     }
 
-    func send(_ group: [Delivery], accessToken: Secret?) async -> VendorAnswer {
-        guard let first = group.first, var message = (try? JSONValue.parse(first.payload.body))?.objectValue else {
-            return .rejected("the rendered HMS message cannot be read")
-        }
+    var http: VendorHTTP? { push }
+
+    func request(for group: [Delivery], accessToken: Secret?) -> HTTP2Request? {
+        guard let first = group.first, var message = (try? JSONValue.parse(first.payload.body))?.objectValue else { return nil }
         message["token"] = .array(group.map { .string($0.token) })
         if let e = first.payload.expiration, case .object(var android)? = message["android"] {
             let seconds = e == 0 ? 0 : max(0, e - Int64(clock.now.timeIntervalSince1970))
@@ -120,10 +120,10 @@ final class HMSVendor: ChinaPushVendor {
         w.raw(#"{"message":"#)
         w.write(.object(message))
         w.raw(#","validate_only":false}"#)
-        let headers = [HTTP2Header("authorization", "Bearer " + (accessToken?.value ?? "")), VendorHTTP.jsonType]
-        let result = await push.post(path, headers: headers, body: w.bytes)
-        return Self.answer(result, group: group, now: clock.now)
+        return push.request(path, headers: [HTTP2Header("authorization", "Bearer " + (accessToken?.value ?? "")), VendorHTTP.jsonType], body: w.bytes)
     }
+
+    func answer(_ result: HTTP2Result, for group: [Delivery]) -> VendorAnswer { Self.answer(result, group: group, now: clock.now) }
 
     /// Maps Push Kit's answer to one send (pure).
     static func answer(_ result: HTTP2Result, group: [Delivery], now: Date) -> VendorAnswer {

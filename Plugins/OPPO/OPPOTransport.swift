@@ -30,7 +30,7 @@ public final class OPPOTransport: TransportPlugin {
     }
 
     public func start() async throws {
-        do { try vendor.http.start() } catch { throw TransportError(transport: name, message: error.description) }
+        do { try vendor.connection.start() } catch { throw TransportError(transport: name, message: error.description) }
     }
 
     public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] { await engine.deliver(batch) }
@@ -39,7 +39,7 @@ public final class OPPOTransport: TransportPlugin {
 
     public func shutdown() async {
         await engine.stop()
-        await vendor.http.stop(deadline: configuration.connection.timeout)
+        await vendor.connection.stop(deadline: configuration.connection.timeout)
     }
 
     public func checkReport() async -> [CheckFinding] {
@@ -57,13 +57,13 @@ final class OPPOVendor: ChinaPushVendor {
     let maxBatch = 1000
     /// OPPO's tokens last 24 h: refresh an hour before.
     let refreshMargin: TimeInterval = 3600
-    let http: VendorHTTP
+    let connection: VendorHTTP
     private let configuration: OPPOConfiguration
     private let clock: any WallClock
 
     init(configuration: OPPOConfiguration, name: String, context: TransportContext) throws {
         self.configuration = configuration
-        http = try VendorHTTP(configuration.connection, name: name, context: context)
+        connection = try VendorHTTP(configuration.connection, name: name, context: context)
         clock = context.clock
     }
 
@@ -81,7 +81,7 @@ final class OPPOVendor: ChinaPushVendor {
         let timestamp = String(Int64(clock.now.timeIntervalSince1970 * 1000))
         let form = FormBody([("app_key", configuration.appKey), ("timestamp", timestamp),
                              ("sign", Self.sign(appKey: configuration.appKey, timestamp: timestamp, masterSecret: configuration.masterSecret.value))])
-        let result = await http.post("/server/v1/auth", headers: [VendorHTTP.formType], body: form.bytes)
+        let result = await connection.post("/server/v1/auth", headers: [VendorHTTP.formType], body: form.bytes)
         guard case .answered(let r) = result else {
             if case .badCredentials(let reason)? = VendorAnswer.transportFailure(result, vendor: "OPPO") { return .refused(reason) }
             return .temporary("no answer from OPPO's auth endpoint", retryAfter: nil)
@@ -97,10 +97,10 @@ final class OPPOVendor: ChinaPushVendor {
         return .refused("OPPO auth answered \(code) \(message) (check appKey and masterSecret)")
     }
 
-    func send(_ group: [Delivery], accessToken: Secret?) async -> VendorAnswer {
-        guard let first = group.first, var notification = (try? JSONValue.parse(first.payload.body))?.objectValue else {
-            return .rejected("the rendered OPPO notification cannot be read")
-        }
+    var http: VendorHTTP? { connection }
+
+    func request(for group: [Delivery], accessToken: Secret?) -> HTTP2Request? {
+        guard let first = group.first, var notification = (try? JSONValue.parse(first.payload.body))?.objectValue else { return nil }
         if let e = first.payload.expiration {
             let seconds = e == 0 ? 0 : max(0, e - Int64(clock.now.timeIntervalSince1970))
             notification["off_line_ttl"] = .number(Double(min(seconds, 864_000)))
@@ -118,8 +118,11 @@ final class OPPOVendor: ChinaPushVendor {
             form.append("messages", JSONValue.array(group.map { message($0.token) }).jsonString)
         }
         form.append("auth_token", accessToken?.value ?? "")
-        let result = await http.post(path, headers: [VendorHTTP.formType], body: form.bytes)
-        return Self.answer(result, group: group, batch: group.count > 1, now: clock.now)
+        return connection.request(path, headers: [VendorHTTP.formType], body: form.bytes)
+    }
+
+    func answer(_ result: HTTP2Result, for group: [Delivery]) -> VendorAnswer {
+        Self.answer(result, group: group, batch: group.count > 1, now: clock.now)
     }
 
     /// Maps OPPO's answer (pure).

@@ -30,7 +30,7 @@ public final class VivoTransport: TransportPlugin {
     }
 
     public func start() async throws {
-        do { try vendor.http.start() } catch { throw TransportError(transport: name, message: error.description) }
+        do { try vendor.connection.start() } catch { throw TransportError(transport: name, message: error.description) }
     }
 
     public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] { await engine.deliver(batch) }
@@ -39,7 +39,7 @@ public final class VivoTransport: TransportPlugin {
 
     public func shutdown() async {
         await engine.stop()
-        await vendor.http.stop(deadline: configuration.connection.timeout)
+        await vendor.connection.stop(deadline: configuration.connection.timeout)
     }
 
     public func checkReport() async -> [CheckFinding] {
@@ -55,13 +55,13 @@ final class VivoVendor: ChinaPushVendor {
     let maxBatch = 1000
     /// vivo's tokens last 24 h: refresh an hour before.
     let refreshMargin: TimeInterval = 3600
-    let http: VendorHTTP
+    let connection: VendorHTTP
     private let configuration: VivoConfiguration
     private let clock: any WallClock
 
     init(configuration: VivoConfiguration, name: String, context: TransportContext) throws {
         self.configuration = configuration
-        http = try VendorHTTP(configuration.connection, name: name, context: context)
+        connection = try VendorHTTP(configuration.connection, name: name, context: context)
         clock = context.clock
     }
 
@@ -76,7 +76,7 @@ final class VivoVendor: ChinaPushVendor {
                                "timestamp": .string(timestamp),
                                "sign": .string(Self.sign(appID: configuration.appID, appKey: configuration.appKey.value, timestamp: timestamp,
                                                          appSecret: configuration.appSecret.value))]
-        let result = await http.post("/message/auth", headers: [VendorHTTP.jsonType], body: Array(body.jsonString.utf8))
+        let result = await connection.post("/message/auth", headers: [VendorHTTP.jsonType], body: Array(body.jsonString.utf8))
         guard case .answered(let r) = result else {
             if case .badCredentials(let reason)? = VendorAnswer.transportFailure(result, vendor: "vivo") { return .refused(reason) }
             return .temporary("no answer from vivo's auth endpoint", retryAfter: nil)
@@ -93,34 +93,49 @@ final class VivoVendor: ChinaPushVendor {
     /// A unique `requestId` (vivo drops a repeated one as a duplicate).
     private func requestID() -> String { String(UUIDSource.random().lowercasedString.filter { $0 != "-" }) }
 
-    func send(_ group: [Delivery], accessToken: Secret?) async -> VendorAnswer {
-        guard let first = group.first, var message = (try? JSONValue.parse(first.payload.body))?.objectValue else {
-            return .rejected("the rendered vivo message cannot be read")
-        }
+    var http: VendorHTTP? { connection }
+
+    /// The message with its time to live, as sent.
+    private func message(_ group: [Delivery]) -> [String: JSONValue]? {
+        guard let first = group.first, var message = (try? JSONValue.parse(first.payload.body))?.objectValue else { return nil }
         if let e = first.payload.expiration {
             // Seconds, from 60 to 7 days.
             let seconds = e == 0 ? 60 : max(60, e - Int64(clock.now.timeIntervalSince1970))
             message["timeToLive"] = .number(Double(min(seconds, 604_800)))
         }
-        let headers = [HTTP2Header("authtoken", accessToken?.value ?? ""), VendorHTTP.jsonType]
-        let now = { self.clock.now }
-        if group.count == 1 {
-            message["regId"] = .string(first.token)
-            message["requestId"] = .string(requestID())
-            let result = await http.post("/message/send", headers: headers, body: Array(JSONValue.object(message).jsonString.utf8))
-            return Self.answer(result, group: group, now: now())
-        }
+        return message
+    }
+
+    private func headers(_ accessToken: Secret?) -> [HTTP2Header] { [HTTP2Header("authtoken", accessToken?.value ?? ""), VendorHTTP.jsonType] }
+
+    /// `/message/send` for one device; `nil` for more (``send(_:accessToken:)``: two requests).
+    func request(for group: [Delivery], accessToken: Secret?) -> HTTP2Request? {
+        guard group.count == 1, var message = message(group) else { return nil }
+        message["regId"] = .string(group[0].token)
         message["requestId"] = .string(requestID())
-        let saved = await http.post("/message/saveListPayload", headers: headers, body: Array(JSONValue.object(message).jsonString.utf8))
+        return connection.request("/message/send", headers: headers(accessToken), body: Array(JSONValue.object(message).jsonString.utf8))
+    }
+
+    func answer(_ result: HTTP2Result, for group: [Delivery]) -> VendorAnswer { Self.answer(result, group: group, now: clock.now) }
+
+    /// `/message/saveListPayload`, then `/message/pushToList` with the task id.
+    func send(_ group: [Delivery], accessToken: Secret?) async -> VendorAnswer {
+        guard var message = message(group) else { return .rejected("the rendered vivo message cannot be read") }
+        if group.count == 1, let request = request(for: group, accessToken: accessToken) {
+            return answer(await connection.send([request])[0], for: group)
+        }
+        let headers = headers(accessToken)
+        message["requestId"] = .string(requestID())
+        let saved = await connection.post("/message/saveListPayload", headers: headers, body: Array(JSONValue.object(message).jsonString.utf8))
         let taskID: String
-        switch Self.savedTask(saved, group: group, now: now()) {
+        switch Self.savedTask(saved, group: group, now: clock.now) {
         case .success(let id): taskID = id
-        case .failure(let answer): return answer.answer
+        case .failure(let refusal): return refusal.answer
         }
         let push: JSONValue = ["regIds": .array(group.map { .string($0.token) }), "taskId": .string(taskID), "requestId": .string(requestID()),
                                "pushMode": message["pushMode"] ?? 0]
-        let result = await http.post("/message/pushToList", headers: headers, body: Array(push.jsonString.utf8))
-        return Self.answer(result, group: group, now: now(), taskID: taskID)
+        let result = await connection.post("/message/pushToList", headers: headers, body: Array(push.jsonString.utf8))
+        return Self.answer(result, group: group, now: clock.now, taskID: taskID)
     }
 
     struct Refusal: Error { var answer: VendorAnswer }

@@ -28,7 +28,7 @@ public final class XiaomiTransport: TransportPlugin {
     }
 
     public func start() async throws {
-        do { try vendor.http.start() } catch { throw TransportError(transport: name, message: error.description) }
+        do { try vendor.connection.start() } catch { throw TransportError(transport: name, message: error.description) }
     }
 
     public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] { await engine.deliver(batch) }
@@ -37,7 +37,7 @@ public final class XiaomiTransport: TransportPlugin {
 
     public func shutdown() async {
         await engine.stop()
-        await vendor.http.stop(deadline: configuration.connection.timeout)
+        await vendor.connection.stop(deadline: configuration.connection.timeout)
     }
 
     public func checkReport() async -> [CheckFinding] {
@@ -54,20 +54,20 @@ final class XiaomiVendor: ChinaPushVendor {
     let label = "Xiaomi"
     let maxBatch = 1000
     let usesAccessToken = false
-    let http: VendorHTTP
+    let connection: VendorHTTP
     private let headers: [HTTP2Header]
     private let clock: any WallClock
 
     init(configuration: XiaomiConfiguration, name: String, context: TransportContext) throws {
-        http = try VendorHTTP(configuration.connection, name: name, context: context)
+        connection = try VendorHTTP(configuration.connection, name: name, context: context)
         headers = [HTTP2Header("authorization", "key=" + configuration.appSecret.value), VendorHTTP.formType]
         clock = context.clock
     }
 
-    func send(_ group: [Delivery], accessToken: Secret?) async -> VendorAnswer {
-        guard let first = group.first, let fields = (try? JSONValue.parse(first.payload.body))?.objectValue else {
-            return .rejected("the rendered Xiaomi message cannot be read")
-        }
+    var http: VendorHTTP? { connection }
+
+    func request(for group: [Delivery], accessToken: Secret?) -> HTTP2Request? {
+        guard let first = group.first, let fields = (try? JSONValue.parse(first.payload.body))?.objectValue else { return nil }
         var form = FormBody()
         form.append("registration_id", group.map(\.token).joined(separator: ","))
         for key in fields.keys.sorted() { form.append(key, fields[key]?.stringValue ?? "") }
@@ -76,9 +76,10 @@ final class XiaomiVendor: ChinaPushVendor {
             let seconds = e == 0 ? 0 : max(0, e - Int64(clock.now.timeIntervalSince1970))
             form.append("time_to_live", String(min(seconds, 1_209_600) * 1000))
         }
-        let result = await http.post("/v3/message/regid", headers: headers, body: form.bytes)
-        return Self.answer(result, group: group, now: clock.now)
+        return connection.request("/v3/message/regid", headers: headers, body: form.bytes)
     }
+
+    func answer(_ result: HTTP2Result, for group: [Delivery]) -> VendorAnswer { Self.answer(result, group: group, now: clock.now) }
 
     /// Maps Xiaomi's answer to one send (pure).
     static func answer(_ result: HTTP2Result, group: [Delivery], now: Date) -> VendorAnswer {
