@@ -37,6 +37,10 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
     public var apnsEnvironment: APNsEnvironment
     /// Scheme, host and port requests go to; from `endpoint`, else Apple's host for the environment on 443.
     public var endpoint: Endpoint
+    /// Where channel management requests (iOS 18 broadcast channels) go; from `managementEndpoint`,
+    /// else Apple's: `api-manage-broadcast.push.apple.com:2196` (production) or
+    /// `api-manage-broadcast.sandbox.push.apple.com:2195` (sandbox).
+    public var managementEndpoint: Endpoint
     /// Extra CA file to trust (simulators); TLS verification is always on.
     public var caFile: String?
     public var authentication: Authentication
@@ -90,6 +94,17 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
     /// The proxy URL without credentials.
     static func redactedProxy(_ proxy: String) -> String { HTTP2ClientConfiguration.redactedProxy(proxy) }
 
+    /// The channel management client's configuration: one connection to ``managementEndpoint``,
+    /// otherwise as the provider client.
+    var managementClientConfiguration: HTTP2ClientConfiguration {
+        var c = clientConfiguration
+        c.host = managementEndpoint.host
+        c.port = managementEndpoint.port
+        c.connections = 1
+        c.maxConcurrentStreams = min(maxConcurrentStreams, 100)
+        return c
+    }
+
     /// The shared HTTP/2 client's configuration for this transport.
     var clientConfiguration: HTTP2ClientConfiguration {
         var c = HTTP2ClientConfiguration(host: endpoint.host, port: endpoint.port)
@@ -117,6 +132,12 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
         /// Apple's production and sandbox hosts.
         public static func apple(_ environment: APNsEnvironment, port: Int = 443) -> Endpoint {
             Endpoint(host: environment == .production ? "api.push.apple.com" : "api.sandbox.push.apple.com", port: port)
+        }
+
+        /// Apple's channel management hosts (broadcast channels, iOS 18).
+        public static func appleManagement(_ environment: APNsEnvironment) -> Endpoint {
+            environment == .production ? Endpoint(host: "api-manage-broadcast.push.apple.com", port: 2196)
+                : Endpoint(host: "api-manage-broadcast.sandbox.push.apple.com", port: 2195)
         }
 
         /// `https://host:port` for URLs (IPv6 literals bracketed).
@@ -158,8 +179,19 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
                 node.error(at: "endpoint", "expected https://host:port, such as \"https://api.push.apple.com:443\" or \"https://127.0.0.1:2197\", found \"\(text)\"")
             }
         }
+        var managementEndpoint = environment.map { Endpoint.appleManagement($0) }
+        if let text = node.string("managementEndpoint") {
+            if let parsed = Endpoint(text) {
+                managementEndpoint = parsed
+            } else {
+                node.error(at: "managementEndpoint", "expected https://host:port, such as \"https://api-manage-broadcast.push.apple.com:2196\" or \"https://127.0.0.1:2195\", found \"\(text)\"")
+            }
+        }
         let caFile = node.filePath("caFile")
         let topic = node.string("topic")
+        if let topic, let problem = FieldLimits.headerValueProblem(topic) {
+            node.error(at: "topic", "\(problem): it is sent as the apns-topic header")
+        }
         let connections = node.int("connections", in: 1...64)
         let streams = node.int("maxConcurrentStreams", in: 1...10_000)
         let timeout = node.duration("timeout", minimum: 0.01)
@@ -172,8 +204,8 @@ public struct APNsHTTP2Configuration: TransportConfiguration {
             node.error(at: "proxy", problem)
         }
         let authentication = readAuthentication(node)
-        guard let environment, let endpoint, let authentication else { return nil }
-        var c = APNsHTTP2Configuration(apnsEnvironment: environment, endpoint: endpoint, caFile: caFile,
+        guard let environment, let endpoint, let managementEndpoint, let authentication else { return nil }
+        var c = APNsHTTP2Configuration(apnsEnvironment: environment, endpoint: endpoint, managementEndpoint: managementEndpoint, caFile: caFile,
                                        authentication: authentication, topic: topic, proxy: proxy)
         if let connections { c.connections = connections }
         if let streams { c.maxConcurrentStreams = streams }

@@ -31,6 +31,10 @@ public final class APNsHTTP2Transport: TransportPlugin {
     let tokens: ProviderTokenCache?
     /// The HTTP/2 client under the transport.
     let client: HTTP2Client
+    /// The HTTP/2 client to the channel management host (connects with its first request).
+    let managementClient: HTTP2Client
+    /// Broadcast channels (iOS 18): channel management and broadcast sends, with this transport's authentication.
+    public let channels: APNsChannelClient
 
     public init(name: String, configuration: APNsHTTP2Configuration, context: TransportContext) throws {
         self.name = name
@@ -49,15 +53,23 @@ public final class APNsHTTP2Transport: TransportPlugin {
             client = try HTTP2Client(configuration: configuration.clientConfiguration, hooks: hooks, name: name, logger: context.logger,
                                      metrics: context.metrics, metricNames: HTTP2MetricNames(prefix: "apns", service: "APNs"),
                                      clock: context.clock)
+            managementClient = try HTTP2Client(configuration: configuration.managementClientConfiguration, hooks: hooks,
+                                               name: name + ".manage", logger: context.logger, metrics: context.metrics,
+                                               metricNames: HTTP2MetricNames(prefix: "apns_manage", service: "APNs channel management"),
+                                               clock: context.clock)
         } catch {
             throw TransportError(transport: name, message: error.description)
         }
+        channels = APNsChannelClient(management: managementClient, provider: client)
     }
 
     public var preferredBatchSize: Int { configuration.maxConcurrentStreams * configuration.connections * 2 }
 
     public func start() async throws {
-        do { try client.start() } catch {
+        do {
+            try client.start()
+            try managementClient.start()
+        } catch {
             throw TransportError(transport: name, message: error.description)
         }
         logger.info("APNs HTTP/2 transport started", ["endpoint": configuration.endpoint.description,
@@ -127,6 +139,7 @@ public final class APNsHTTP2Transport: TransportPlugin {
     public func shutdown() async {
         // The client's threads resume this task as they end: no thread waits for them.
         await client.stop(deadline: configuration.timeout)
+        await managementClient.stop(deadline: configuration.timeout)
     }
 
     public func checkReport() async -> [CheckFinding] {

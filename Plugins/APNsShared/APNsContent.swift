@@ -33,7 +33,9 @@ extension APNsOptions {
             if v < 0 { e.error("must be a UNIX time in seconds, or 0 for now-or-never") } else { o.expiration = Int64(v) }
         }
         if let c = node.string("collapse_id") {
-            if c.utf8.count > maxCollapseIDBytes {
+            if let problem = FieldLimits.headerValueProblem(c) {
+                node.error(at: "collapse_id", problem)
+            } else if c.utf8.count > maxCollapseIDBytes {
                 node.error(at: "collapse_id", "must be at most \(maxCollapseIDBytes) bytes, found \(c.utf8.count)")
             } else {
                 o.collapseID = c
@@ -58,11 +60,13 @@ extension APNsOptions {
                 let dismissal = live.int("dismissal_date")
                 let attributesType = live.string("attributes_type")
                 let attributes = freeForm(live.child("attributes"))
+                let channel = live.string("input_push_channel")
                 activity?.contentState = state
                 activity?.staleDate = stale.map(Int64.init)
                 activity?.dismissalDate = dismissal.map(Int64.init)
                 activity?.attributesType = attributesType
                 activity?.attributes = attributes
+                activity?.inputPushChannel = channel
                 o.liveActivity = activity
             } else {
                 live.error("expected an object with event and timestamp, found \(live.value.typeDescription)")
@@ -108,6 +112,7 @@ extension APNsOptions {
                     l.int64("dismissal_date", live.dismissalDate)
                     l.string("attributes_type", live.attributesType)
                     l.value("attributes", live.attributes)
+                    l.string("input_push_channel", live.inputPushChannel)
                 }
             }
         }
@@ -229,7 +234,15 @@ public enum APNsRoute {
             throw ContentProblem(field: "data.\(APNsPayload.notificationIDKey)",
                                  "\"\(APNsPayload.notificationIDKey)\" is reserved: Herald sets it to the notification id in every APNs payload")
         }
+        let options = content.apnsOptions(block)
+        if options.liveActivity == nil, content.pushType(options) == .liveactivity {
+            throw ContentProblem(field: "apns.live_activity", "required for push type liveactivity: event, timestamp and content_state")
+        }
+        if let live = options.liveActivity, let problem = live.problem(hasAlert: content.alert != nil) {
+            throw ContentProblem(field: problem.field == "alert" ? "alert" : "apns.live_activity.\(problem.field)", problem.message)
+        }
         let payload = unchecked(content, block: block, notificationID: context.notificationID)
+        try checkHeaders(payload, block: block, topic: context.topic)
         let type = APNsSendOptions(payload).pushType
         if type == .alert && content.alert == nil && content.badge == nil && content.sound == nil && content.data.isEmpty
             && !content.apnsOptions(block).contentAvailable {
@@ -240,6 +253,23 @@ public enum APNsRoute {
             throw ContentProblem(field: "payload", "is \(payload.body.count) bytes; APNs accepts at most \(type.maxPayloadBytes) for \(type.rawValue) notifications")
         }
         return payload
+    }
+
+    /// Refuses a header value that could break the request: `apns-collapse-id` (from
+    /// `apns.collapse_id`, else the neutral `collapse_key`, whose stored form was never checked
+    /// by this version when an earlier one accepted it) with a control character or over 64
+    /// bytes, and an `apns-topic` that is not one header value. Nothing is stripped.
+    static func checkHeaders(_ payload: RenderedPayload, block: APNsOptions, topic: String) throws(ContentProblem) {
+        if let c = payload.headers[Header.collapseID] {
+            let field = block.collapseID != nil ? "\(APNsOptions.block).collapse_id" : "collapse_key"
+            if let problem = FieldLimits.headerValueProblem(c) { throw ContentProblem(field: field, problem) }
+            if c.utf8.count > APNsOptions.maxCollapseIDBytes {
+                throw ContentProblem(field: field, "must be at most \(APNsOptions.maxCollapseIDBytes) bytes (apns-collapse-id), found \(c.utf8.count)")
+            }
+        }
+        if let problem = FieldLimits.headerValueProblem(topic) {
+            throw ContentProblem(field: "topic", "the app's topic \(problem) (it is sent as apns-topic)")
+        }
     }
 
     /// The payload and headers without the checks (the block read leniently, no size limit).

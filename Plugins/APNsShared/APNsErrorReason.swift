@@ -2,7 +2,9 @@
 /// the raw string kept for reasons Apple adds later (``unknown(_:)``).
 ///
 /// Apple's table: "Handling notification responses from APNs" (status codes 400, 403, 404, 405,
-/// 410, 413, 429, 500, 503). Modelled on APNSwift's `APNSError.ErrorReason`.
+/// 410, 413, 429, 500, 503), with the reasons of the iOS 18 channel management API and
+/// broadcasts (``missingChannelId`` … ``featureNotEnabled``). Modelled on APNSwift's
+/// `APNSError.ErrorReason`.
 public enum APNsErrorReason: Sendable, Hashable, CustomStringConvertible {
     case badCollapseId, badDeviceToken, badExpirationDate, badMessageId, badPriority, badTopic
     case deviceTokenNotForTopic, duplicateHeaders, idleTimeout, invalidPushType, missingDeviceToken
@@ -11,6 +13,10 @@ public enum APNsErrorReason: Sendable, Hashable, CustomStringConvertible {
     case missingProviderToken, unrelatedKeyIdInToken, badEnvironmentKeyIdInToken, badEnvironmentKeyInToken
     case badPath, methodNotAllowed, expiredToken, unregistered, payloadTooLarge
     case tooManyProviderTokenUpdates, tooManyRequests, internalServerError, serviceUnavailable, shutdown
+    /// Channels and broadcasts: no `apns-channel-id`; a malformed one; a channel APNs does not
+    /// hold; the channel limit (10,000 per environment) reached; no push type; broadcast not
+    /// enabled for the app.
+    case missingChannelId, badChannelId, channelNotRegistered, cannotCreateChannelConfig, missingPushType, featureNotEnabled
     /// A reason this list does not know, verbatim.
     case unknown(String)
 
@@ -23,6 +29,7 @@ public enum APNsErrorReason: Sendable, Hashable, CustomStringConvertible {
         .missingProviderToken, .unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken, .badEnvironmentKeyInToken,
         .badPath, .methodNotAllowed, .expiredToken, .unregistered, .payloadTooLarge,
         .tooManyProviderTokenUpdates, .tooManyRequests, .internalServerError, .serviceUnavailable, .shutdown,
+        .missingChannelId, .badChannelId, .channelNotRegistered, .cannotCreateChannelConfig, .missingPushType, .featureNotEnabled,
     ]
 
     private static let byRawValue: [String: APNsErrorReason] = Dictionary(uniqueKeysWithValues: known.map { ($0.rawValue, $0) })
@@ -68,6 +75,12 @@ public enum APNsErrorReason: Sendable, Hashable, CustomStringConvertible {
         case .internalServerError: "InternalServerError"
         case .serviceUnavailable: "ServiceUnavailable"
         case .shutdown: "Shutdown"
+        case .missingChannelId: "MissingChannelId"
+        case .badChannelId: "BadChannelId"
+        case .channelNotRegistered: "ChannelNotRegistered"
+        case .cannotCreateChannelConfig: "CannotCreateChannelConfig"
+        case .missingPushType: "MissingPushType"
+        case .featureNotEnabled: "FeatureNotEnabled"
         case .unknown(let raw): raw
         }
     }

@@ -56,9 +56,12 @@ public struct LiveActivityContent: Sendable, Equatable {
     /// For `start`: the ActivityAttributes type name and values.
     public var attributesType: String?
     public var attributes: JSONValue?
+    /// For `start` (iOS 18): the broadcast channel the started activity subscribes to (`input-push-channel`).
+    public var inputPushChannel: String?
 
     public init(event: Event, timestamp: Int64, contentState: JSONValue? = nil, staleDate: Int64? = nil,
-                dismissalDate: Int64? = nil, attributesType: String? = nil, attributes: JSONValue? = nil) {
+                dismissalDate: Int64? = nil, attributesType: String? = nil, attributes: JSONValue? = nil,
+                inputPushChannel: String? = nil) {
         self.event = event
         self.timestamp = timestamp
         self.contentState = contentState
@@ -66,6 +69,36 @@ public struct LiveActivityContent: Sendable, Equatable {
         self.dismissalDate = dismissalDate
         self.attributesType = attributesType
         self.attributes = attributes
+        self.inputPushChannel = inputPushChannel
+    }
+
+    /// The first of Apple's Live Activity rules this content breaks, as (field under
+    /// `apns.live_activity`, message); `nil` when it keeps them. `hasAlert`: whether the
+    /// notification has an alert (a start needs one).
+    ///
+    /// Apple ("Starting and updating Live Activities with ActivityKit push notifications"): a
+    /// start needs `attributes-type`, `attributes`, `content-state` and `alert`; an update needs
+    /// `content-state`; `input-push-channel` belongs to a start.
+    public func problem(hasAlert: Bool) -> (field: String, message: String)? {
+        switch event {
+        case .start:
+            if attributesType?.isEmpty != false { return ("attributes_type", "required to start an activity: the name of the app's ActivityAttributes type") }
+            if attributes == nil { return ("attributes", "required to start an activity: the static attributes (an object)") }
+            if contentState == nil { return ("content_state", "required to start an activity: the first content state (an object)") }
+            if !hasAlert { return ("alert", "APNs requires an alert (title and body) to start an activity") }
+        case .update:
+            if contentState == nil { return ("content_state", "required to update an activity (an object)") }
+        case .end:
+            break
+        }
+        if let channel = inputPushChannel {
+            if event != .start { return ("input_push_channel", "only a start subscribes an activity to a channel") }
+            let ok = !channel.isEmpty && channel.utf8.count <= 88 && channel.utf8.allSatisfy { c in
+                (c >= 0x30 && c <= 0x39) || (c | 0x20 >= 0x61 && c | 0x20 <= 0x7A) || c == 0x2B || c == 0x2F || c == 0x3D
+            }
+            if !ok { return ("input_push_channel", "expected an apns-channel-id (base64)") }
+        }
+        return nil
     }
 }
 

@@ -77,6 +77,7 @@ public enum APNsPayload {
                     aps.int64("dismissal-date", live.dismissalDate)
                     aps.string("attributes-type", live.attributesType)
                     aps.value("attributes", live.attributes)
+                    aps.string("input-push-channel", live.inputPushChannel)
                 }
             }
             root.string(notificationIDKey, notificationID)

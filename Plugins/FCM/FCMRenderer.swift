@@ -143,6 +143,8 @@ enum FCMRenderer {
 
         let apns = try normalizedObject(block["apns"], field: "fcm.apns", allowed: apnsKeys, keepNames: true)
         let webpush = try normalizedObject(block["webpush"], field: "fcm.webpush", allowed: webpushKeys, keepNames: true)
+        try checkHeaders(apns, field: "fcm.apns")
+        try checkHeaders(webpush, field: "fcm.webpush")
         let options = try normalizedObject(block["fcm_options"], field: "fcm.fcm_options", allowed: ["analytics_label"])
         let addsTTL = content.expiration != nil && android["ttl"] == nil
 
@@ -168,6 +170,37 @@ enum FCMRenderer {
         var headers: [String: String] = [:]
         if addsTTL { headers[Header.ttl] = androidMembers.isEmpty ? "empty" : "members" }
         return RenderedPayload(body: bytes, headers: headers, expiration: content.expiration)
+    }
+
+    /// Checks the `headers` of an `apns` or `webpush` object, which FCM sends on as headers to
+    /// APNs or the push service: an object of strings whose names are HTTP tokens and whose values
+    /// have no control character (``FieldLimits/headerValueProblem(_:)``). Nothing is stripped.
+    static func checkHeaders(_ object: [String: JSONValue]?, field: String) throws(ContentProblem) {
+        guard let headers = object?["headers"] else { return }
+        guard case .object(let members) = headers else {
+            throw ContentProblem(field: "\(field).headers", "must be an object of header names and string values, found \(headers.typeDescription)")
+        }
+        for name in members.keys.sorted() {
+            guard !name.isEmpty, name.utf8.allSatisfy(isTokenByte) else {
+                throw ContentProblem(field: "\(field).headers", "a header name is a token (letters, digits and !#$%&'*+-.^_`|~); one is not")
+            }
+            guard case .string(let value) = members[name]! else {
+                throw ContentProblem(field: "\(field).headers.\(name)", "must be a string")
+            }
+            if let problem = FieldLimits.headerValueProblem(value) { throw ContentProblem(field: "\(field).headers.\(name)", problem) }
+            // APNs refuses a longer collapse id; FCM would pass it on and fail the message.
+            if name.lowercased() == "apns-collapse-id", value.utf8.count > maxAPNsCollapseIDBytes {
+                throw ContentProblem(field: "\(field).headers.\(name)", "must be at most \(maxAPNsCollapseIDBytes) bytes (APNs's limit), found \(value.utf8.count)")
+            }
+        }
+    }
+
+    /// Longest `apns-collapse-id` APNs takes, in bytes.
+    static let maxAPNsCollapseIDBytes = 64
+
+    /// A byte of an HTTP token (RFC 9110 §5.6.2).
+    static func isTokenByte(_ b: UInt8) -> Bool {
+        (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(b)
     }
 
     /// A data value as FCM takes it: strings as they are, anything else as compact JSON.

@@ -15,6 +15,8 @@ public enum WebPushRendering {
     public static let block = "webpush"
     /// Room kept for `,"created_at":"2026-01-01T00:00:00.000Z"`, added when the message is sent.
     static let createdAtReserve = 40
+    /// Longest `Topic`, in characters of the base64url alphabet (RFC 8030 §5.4).
+    public static let maxTopicLength = 32
     /// RFC 8030 `Urgency` values.
     public static let urgencies = ["very-low", "low", "normal", "high"]
 
@@ -39,7 +41,10 @@ public enum WebPushRendering {
                 }
                 headers[Header.urgency] = u
             case "topic":
+                // A control character is refused, never stripped; any other value becomes a valid
+                // Topic (itself, or its hash: see topic(for:)), as the collapse key does.
                 guard case .string(let t) = value, !t.isEmpty else { throw ContentProblem(field: "webpush.topic", "must be a non-empty string") }
+                if let problem = FieldLimits.headerValueProblem(t) { throw ContentProblem(field: "webpush.topic", problem) }
                 headers[Header.topic] = topic(for: t)
             case "ttl":
                 guard let n = value.intValue, n >= 0, n <= WebPushConfiguration.maxTTL else {
@@ -53,7 +58,11 @@ public enum WebPushRendering {
             }
         }
         if headers[Header.urgency] == nil { headers[Header.urgency] = urgency(content.priority) }
-        if headers[Header.topic] == nil, let key = content.collapseKey, !key.isEmpty { headers[Header.topic] = topic(for: key) }
+        if headers[Header.topic] == nil, let key = content.collapseKey, !key.isEmpty {
+            // Checked at accept time; content an earlier version stored is checked here.
+            if let problem = FieldLimits.headerValueProblem(key) { throw ContentProblem(field: "collapse_key", problem) }
+            headers[Header.topic] = topic(for: key)
+        }
         if headers[Header.ttl] == nil, content.expiration == nil { headers[Header.ttl] = String(defaultTTL) }
         if !content.hasVisibleText, content.imageURL == nil, content.badge == nil, content.data.isEmpty, extra.isEmpty {
             throw ContentProblem(field: "body", "nothing for Web Push to send: a page's service worker must show something "
@@ -89,10 +98,11 @@ public enum WebPushRendering {
     }
 
     /// A `Topic` from a collapse key: the key itself when it is at most 32 characters of the
-    /// base64url alphabet, else the first 32 characters of the base64url of its SHA-256.
+    /// base64url alphabet, else the first 32 characters of the base64url of its SHA-256. Either
+    /// way a valid RFC 8030 §5.4 `Topic`.
     public static func topic(for key: String) -> String {
-        if key.utf8.count <= 32, key.utf8.allSatisfy(isBase64URL) { return key }
-        return String(Base64URL.encode(SHA256.hash(Array(key.utf8))).prefix(32))
+        if key.utf8.count <= maxTopicLength, key.utf8.allSatisfy(isBase64URL) { return key }
+        return String(Base64URL.encode(SHA256.hash(Array(key.utf8))).prefix(maxTopicLength))
     }
 
     static func isBase64URL(_ b: UInt8) -> Bool {

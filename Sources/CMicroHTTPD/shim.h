@@ -4,6 +4,10 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdarg.h>
 #include <string.h>
@@ -22,6 +26,8 @@ typedef struct herald_mhd_options {
     unsigned int connection_timeout;
     /** Memory per connection for headers and buffers, in bytes. */
     size_t connection_memory_limit;
+    /** The listen socket's backlog (the kernel caps it at net.core.somaxconn). */
+    unsigned int listen_backlog;
 } herald_mhd_options;
 
 typedef size_t (*herald_mhd_unescape_callback)(void *cls, struct MHD_Connection *connection, char *s);
@@ -54,7 +60,15 @@ static inline void herald_mhd_log(void *cls, const char *format, va_list ap) {
     if (strstr(format, "Content-Length' header. Closing connection.") != NULL) target->length_refused(target->cls);
 }
 
-/** Starts a daemon with one internal polling thread, suspend/resume, and Herald's callbacks.
+/** Starts a daemon with one internal polling thread, suspend/resume, Herald's callbacks, and no
+    listening socket of its own: Herald's acceptor thread (HTTPAcceptor) accepts and hands each
+    connection over with herald_mhd_add_connection (thread-safe in 0.9.75 with an internal thread:
+    the connection is queued under a mutex, the thread is woken through its inter-thread channel,
+    and every queued connection is taken in one loop). The library's own accept takes one
+    connection per loop of its poll thread, and each loop polls every connection: N connections
+    arriving at once cost O(N^2), and past the listen backlog the kernel drops SYNs, which costs
+    their clients a second each (measured in docs/benchmarks.md, "A reconnect storm").
+
     poll(), not epoll. libmicrohttpd 0.9.75's MHD_epoll() drains events with
     `while (MAX_EVENTS == num_events) epoll_wait(..., MAX_EVENTS (128), timeout_ms)` where timeout_ms
     is computed once, before the loop: when one call returns exactly 128 events, the next call
@@ -65,22 +79,20 @@ static inline void herald_mhd_log(void *cls, const char *format, va_list ap) {
     epoll driving MHD_run() does, but measured below poll(). poll() costs what the *active*
     connections cost: idle streams are suspended, and suspended connections are not polled
     (10,000 open streams: /healthz p99 well under a millisecond to 24 ms on a loaded machine;
-    docs/benchmarks.md). */
+    docs/benchmarks.md). The options' address and backlog are the listening socket's
+    (herald_listen_socket). */
 static inline struct MHD_Daemon *herald_mhd_start(const herald_mhd_options *o,
-                                                  MHD_AccessHandlerCallback access, void *access_cls,
-                                                  MHD_RequestCompletedCallback completed, void *completed_cls,
-                                                  MHD_NotifyConnectionCallback notify, void *notify_cls,
-                                                  herald_mhd_unescape_callback unescape, void *unescape_cls,
-                                                  herald_mhd_request_line_callback request_line, void *request_line_cls,
-                                                  herald_mhd_accept_callback accept, void *accept_cls,
-                                                  const herald_mhd_log_target *log) {
-    unsigned int flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    if (o->address->sa_family == AF_INET6) flags |= MHD_USE_IPv6;
+                                                           MHD_AccessHandlerCallback access, void *access_cls,
+                                                           MHD_RequestCompletedCallback completed, void *completed_cls,
+                                                           MHD_NotifyConnectionCallback notify, void *notify_cls,
+                                                           herald_mhd_unescape_callback unescape, void *unescape_cls,
+                                                           herald_mhd_request_line_callback request_line, void *request_line_cls,
+                                                           herald_mhd_accept_callback accept, void *accept_cls,
+                                                           const herald_mhd_log_target *log) {
+    unsigned int flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG
+                       | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
     return MHD_start_daemon(flags, 0, accept, accept_cls, access, access_cls,
-                            /* First: options before it would log with the default (stderr) logger. */
                             MHD_OPTION_EXTERNAL_LOGGER, herald_mhd_log, (void *)log,
-                            MHD_OPTION_SOCK_ADDR, o->address,
-                            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned int)o->connection_limit,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)o->connection_timeout,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)o->connection_memory_limit,
@@ -89,6 +101,54 @@ static inline struct MHD_Daemon *herald_mhd_start(const herald_mhd_options *o,
                             MHD_OPTION_UNESCAPE_CALLBACK, unescape, unescape_cls,
                             MHD_OPTION_URI_LOG_CALLBACK, request_line, request_line_cls,
                             MHD_OPTION_END);
+}
+
+/** Hands an accepted socket to a daemon started with herald_mhd_start (from any thread);
+    returns 1 when it took it (on 0 the library has closed the socket). */
+static inline int herald_mhd_add_connection(struct MHD_Daemon *d, int fd, const struct sockaddr *address, socklen_t length) {
+    return MHD_add_connection(d, fd, address, length) == MHD_YES ? 1 : 0;
+}
+
+/** Creates a listening TCP socket (non-blocking, close-on-exec, SO_REUSEADDR; IPv6 only for an
+    IPv6 address) bound to `address`; returns it, or -1 with errno set. */
+static inline int herald_listen_socket(const struct sockaddr *address, socklen_t length, int backlog) {
+    int fd = socket(address->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (address->sa_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (bind(fd, address, length) != 0 || listen(fd, backlog) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+/** Accepts one connection (non-blocking, close-on-exec); -1 with errno EAGAIN when none waits. */
+static inline int herald_accept(int listener, struct sockaddr_storage *address, socklen_t *length) {
+    *length = sizeof *address;
+    int fd = accept(listener, (struct sockaddr *)address, length);
+    if (fd < 0) return -1;
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    return fd;
+}
+
+/** Copies up to `length` waiting bytes without taking them; what recv() returns. */
+static inline ssize_t herald_peek(int fd, void *bytes, size_t length) {
+    return recv(fd, bytes, length, MSG_PEEK | MSG_DONTWAIT);
+}
+
+/** The port a socket is bound to, or 0. */
+static inline int herald_socket_port(int fd) {
+    struct sockaddr_storage a;
+    socklen_t length = sizeof a;
+    if (getsockname(fd, (struct sockaddr *)&a, &length) != 0) return 0;
+    if (a.ss_family == AF_INET) return ntohs(((struct sockaddr_in *)&a)->sin_port);
+    if (a.ss_family == AF_INET6) return ntohs(((struct sockaddr_in6 *)&a)->sin6_port);
+    return 0;
 }
 
 /** Writes `length` bytes to a socket without blocking or SIGPIPE; returns what send() returns. */
@@ -204,12 +264,4 @@ static inline enum MHD_Result herald_mhd_result(int ok) { return ok ? MHD_YES : 
 static inline void herald_mhd_resume(struct MHD_Connection *c) { MHD_resume_connection(c); }
 static inline void herald_mhd_suspend(struct MHD_Connection *c) { MHD_suspend_connection(c); }
 
-/** Stops accepting new connections; returns the listen socket (which the caller closes). */
-static inline int herald_mhd_quiesce(struct MHD_Daemon *d) { return (int)MHD_quiesce_daemon(d); }
-
-/** The port the daemon listens on (useful after binding port 0). */
-static inline int herald_mhd_bound_port(struct MHD_Daemon *d) {
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    return info ? (int)info->port : 0;
-}
 #endif

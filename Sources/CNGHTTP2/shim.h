@@ -59,6 +59,37 @@ static inline int herald_h2_submit_apns_response(nghttp2_session *s, int32_t str
     return nghttp2_submit_response(s, stream_id, nva, n, NULL);
 }
 
+/* The same answer with the id header named `id_name` (`apns-request-id` for broadcasts). */
+static inline int herald_h2_submit_apns_response_named(nghttp2_session *s, int32_t stream_id, const uint8_t *status3,
+                                                       const char *id_name, size_t id_name_len,
+                                                       const uint8_t *apns_id, size_t apns_id_len,
+                                                       const uint8_t *unique_id, size_t unique_id_len,
+                                                       nghttp2_data_source_read_callback body_cb) {
+    static const char json[] = "application/json";
+    nghttp2_nv nva[4];
+    size_t n = 0;
+    nva[n].name = (uint8_t *)":status"; nva[n].namelen = 7;
+    nva[n].value = (uint8_t *)status3; nva[n].valuelen = 3; nva[n].flags = NGHTTP2_NV_FLAG_NO_COPY_NAME; n++;
+    nva[n].name = (uint8_t *)id_name; nva[n].namelen = id_name_len;
+    nva[n].value = (uint8_t *)apns_id; nva[n].valuelen = apns_id_len;
+    nva[n].flags = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_INDEX; n++;
+    if (unique_id) {
+        nva[n].name = (uint8_t *)"apns-unique-id"; nva[n].namelen = 14;
+        nva[n].value = (uint8_t *)unique_id; nva[n].valuelen = unique_id_len;
+        nva[n].flags = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_INDEX; n++;
+    }
+    if (body_cb) {
+        nva[n].name = (uint8_t *)"content-type"; nva[n].namelen = 12;
+        nva[n].value = (uint8_t *)json; nva[n].valuelen = sizeof(json) - 1;
+        nva[n].flags = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE; n++;
+        nghttp2_data_provider provider;
+        provider.source.ptr = NULL;
+        provider.read_callback = body_cb;
+        return nghttp2_submit_response(s, stream_id, nva, n, &provider);
+    }
+    return nghttp2_submit_response(s, stream_id, nva, n, NULL);
+}
+
 /* The data-source flag that ends a body. */
 static inline uint32_t herald_h2_data_flag_eof(void) { return NGHTTP2_DATA_FLAG_EOF; }
 

@@ -22,6 +22,7 @@ public enum HeraldBench {
     /// Every subcommand, in `--help` order.
     static let commands: [HeraldCLI.Command] = [
         BenchCommand.command,
+        BroadcastBenchCommand.command,
         BinaryBenchmark.command,
         CryptoBenchCommand.command,
         StreamDaemonBench.command,

@@ -14,7 +14,7 @@ enum StreamBench {
     static let clientSpec = CommandSpec(
         path: "stream-client",
         summary: "Open N event streams to a URL and report when events arrive (a load client).",
-        usage: "stream-client (--url URL ... | --url-file FILE) [--n N] [--header 'Name: value' ...] [--until-event ID] [--ack [--ack-keep-alive]] [--timeout S]",
+        usage: "stream-client (--url URL ... | --url-file FILE) [--n N] [--header 'Name: value' ...] [--until-event ID] [--ack [--ack-keep-alive]] [--storm | --paced] [--timeout S]",
         options: [
             .value("url", "URL", "http://host:port/path to open (IPv4 literal or localhost); several are used in turn", repeatable: true),
             .value("url-file", "FILE", "URLs to open, one per line (e.g. one client token each), after any --url"),
@@ -24,10 +24,15 @@ enum StreamBench {
             .value("timeout", "S", "exit after S seconds in any case (default 300)"),
             .flag("ack", "acknowledge as Herald's acking clients do: open each stream with ack=1 and answer every event with POST /v1/stream/ack (same query)"),
             .flag("ack-keep-alive", "with --ack: send the acknowledgements on up to 256 kept-alive connections (default: a connection each, closed after its answer)"),
+            .flag("storm", "open every connection at once (a reconnect storm; default: at most 256 waiting for their status line)"),
+            .flag("paced", "at most 256 waiting for their status line (the default), with --storm's report"),
         ],
         discussion: """
         Writes lines to standard output: `connected streaming=<n> failed=<n> statuses=<status:count,...>`
-        once every connection has its status line (or failed), then, for --until-event,
+        once every connection has its status line (or failed); with --storm or --paced then
+        `storm streaming=<n> refused503=<n> retry_after=<n> failed=<n> other=<n> p50=<s> p99=<s> max=<s>`
+        once every stream has its first comment (`: connected`): the seconds from each connect's start
+        to that comment, and how many 503 answers carried Retry-After; then, for --until-event,
         `event <id> count=<n> first=<t> p50=<t> p99=<t> last=<t> disconnects=<n>` with arrival
         times in CLOCK_MONOTONIC seconds (comparable with the server's on the same machine).
         With --ack, the path's `/v1/stream` becomes `/v1/stream/ack` for the acknowledgements, and
@@ -70,11 +75,12 @@ enum StreamBench {
         raiseOpenFileLimit()
         let wanted = arguments.value("until-event")
         var arrivals: [Double] = []
-        let client = StreamLoadClient(targets: targets, maxPendingConnects: 256, keepAliveAcks: arguments.flag("ack-keep-alive")) { event in
+        let storm = arguments.flag("storm"), paced = arguments.flag("paced")
+        let client = StreamLoadClient(targets: targets, maxPendingConnects: storm ? n : 256, keepAliveAcks: arguments.flag("ack-keep-alive")) { event in
             if event.id == wanted { arrivals.append(event.arrival) }
         }
         let end = StreamLoadClient.now() + timeout
-        var reportedConnect = false
+        var reportedConnect = false, reportedStorm = !(storm || paced)
         client.run { () -> Bool in
             let c = client.counters
             if !reportedConnect, c.statuses.values.reduce(0, +) + c.failedConnects == n {
@@ -82,7 +88,16 @@ enum StreamBench {
                 let statuses = c.statuses.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: ",")
                 context.console.out("connected streaming=\(c.streaming) failed=\(c.failedConnects) statuses=\(statuses)")
             }
+            if reportedConnect, !reportedStorm, client.connectTimes.count >= (c.statuses[200] ?? 0) || StreamLoadClient.now() > end {
+                reportedStorm = true
+                let sorted = client.connectTimes.sorted()
+                func at(_ q: Double) -> String { sorted.isEmpty ? "-" : String(sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * q))]) }
+                let ok = c.statuses[200] ?? 0, refused = c.statuses[503] ?? 0
+                context.console.out("storm streaming=\(c.streaming) refused503=\(refused) retry_after=\(client.retryAfterAnswers) failed=\(c.failedConnects) "
+                                    + "other=\(c.statuses.values.reduce(0, +) - ok - refused) p50=\(at(0.5)) p99=\(at(0.99)) max=\(at(1))")
+            }
             if StreamLoadClient.now() > end { return true }
+            if wanted == nil && (storm || paced) { return reportedStorm }
             return wanted != nil && reportedConnect && arrivals.count >= c.streaming && c.acksPending == 0
         }
         if let wanted {

@@ -15,9 +15,11 @@ enum StreamDaemonBench {
     static let spec = CommandSpec(
         path: "stream",
         summary: "N live streams on one daemon: memory per stream, 202-to-client latency of one notification to all, /healthz meanwhile, close-to-absent time, ack round trip.",
-        usage: "stream [--n N] [--synchronous full|normal] [--batch-size B] [--work DIR] [--no-acks | --acks-keep-alive] [--full-inboxes] [--no-reference]",
+        usage: "stream [--n N] [--synchronous full|normal] [--batch-size B] [--work DIR] [--no-acks | --acks-keep-alive] [--full-inboxes] [--no-reference] | stream --storm N [--max-streams M] [--work DIR]",
         options: [
             .value("n", "N", "streams, one user and device each (default 10000)"),
+            .value("storm", "N", "instead: open N streams in one instant (a reconnect storm) and report connected, refused with 503, p99 time to `: connected` and /healthz's max latency"),
+            .value("max-streams", "M", "with --storm: the daemon's api.streams.maxStreams (default N + 300)"),
             .value("synchronous", "MODE", "the daemon's storage.synchronous (default full: each commit fsynced)"),
             .value("batch-size", "B", "the daemon's delivery.batchSize (default 500, the daemon's; the local transport takes up to 2000)"),
             .value("work", "DIR", "folder for the daemon's config, database and logs (default: a new folder under /tmp)"),
@@ -47,6 +49,16 @@ enum StreamDaemonBench {
     static let command = HeraldCLI.Command(spec: spec) { arguments, context throws(CLIError) in
         let n = try arguments.int("n", command: spec.path, in: 1...20_000) ?? 10_000
         let work = arguments.value("work")
+        if let storm = try arguments.int("storm", command: spec.path, in: 1...20_000) {
+            let maxStreams = try arguments.int("max-streams", command: spec.path, in: 1...1_000_000) ?? storm + 300
+            do {
+                try await Run(n: storm, console: context.console, work: work, synchronous: "full", batchSize: 500, acking: false)
+                    .storm(maxStreams: maxStreams)
+            } catch {
+                throw .runtime("benchmark failed: \(error)")
+            }
+            return
+        }
         do {
             let synchronous = arguments.value("synchronous") ?? "full"
             guard ["full", "normal"].contains(synchronous) else { throw CLIError.usage("--synchronous: expected full or normal", command: spec.path) }
@@ -202,7 +214,7 @@ enum StreamDaemonBench {
             if reference {
                 let (code, output) = try Subprocess.run(bench, ["stream-http", "--n", String(n)])
                 console.out("reference (same run): the HTTP layer alone, one event written to \(n) streams:")
-                console.out(output.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
+                console.out(lines: output.split(separator: "\n").map { "  " + $0 })
                 if code != 0 { console.out("  (herald-bench stream-http exited \(code))") }
             }
             if work == nil { _ = try? Subprocess.run("/bin/rm", ["-rf", dir]) }

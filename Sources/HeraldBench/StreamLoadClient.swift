@@ -102,6 +102,10 @@ public final class StreamLoadClient {
         var event: String?
         var data: [String] = []
         var status = 0
+        /// When its connect started, and when its first comment (`: connected`) arrived
+        /// (CLOCK_MONOTONIC seconds).
+        var started = 0.0
+        var firstComment: Double?
         /// An acknowledgement's connection (answered once, then closed or kept alive), not a stream.
         let isAck: Bool
         /// The target's index (a connection's `index` is its place in the poll set); for a
@@ -139,6 +143,11 @@ public final class StreamLoadClient {
     public var slotCount: Int { connections.count }
     /// Counters so far (read them from the thread that runs the client).
     public private(set) var counters = Counters()
+    /// For each stream whose first comment (Herald's `: connected`) arrived: seconds from the
+    /// start of its connect to that comment, in arrival order.
+    public private(set) var connectTimes: [Double] = []
+    /// Answers other than 200 that carried `Retry-After`.
+    public private(set) var retryAfterAnswers = 0
 
     /// - Parameters:
     ///   - targets: one per connection.
@@ -255,6 +264,7 @@ public final class StreamLoadClient {
 
     /// Starts a non-blocking connect for `c` to `t`; false when it failed at once.
     private func connectSocket(_ c: Connection, _ t: Target) -> Bool {
+        c.started = Self.now()
         c.fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard c.fd >= 0 else { return false }
         var addr = sockaddr_in()
@@ -379,6 +389,7 @@ public final class StreamLoadClient {
                 return
             }
             counters.statuses[c.status, default: 0] += 1
+            if c.status != 200 && head.lowercased().contains("\r\nretry-after:") { retryAfterAnswers += 1 }
             pendingCount -= 1
             guard c.status == 200 else {
                 // Not a stream: counted by its status only.
@@ -459,6 +470,10 @@ public final class StreamLoadClient {
         }
         if line.first == UInt8(ascii: ":") {
             counters.comments += 1
+            if c.firstComment == nil && !c.isAck {
+                c.firstComment = arrival
+                connectTimes.append(arrival - c.started)
+            }
             return
         }
         // The field name up to the first colon, the value after it (one leading space dropped).

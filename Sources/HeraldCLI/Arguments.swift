@@ -168,14 +168,17 @@ package enum CLIError: Error, CustomStringConvertible {
     package var description: String { description(program: "herald") }
 
     /// The message, with `program` (`herald`, `herald-bench`) before the command.
-    func description(program: String) -> String {
+    func description(program: String) -> String { lines(program: program).joined(separator: "\n") }
+
+    /// The message as the lines printed (each escaped by ``Console``: a message may quote what a caller sent).
+    func lines(program: String) -> [String] {
         switch self {
         case .usage(let message, let command):
-            return "\(program) \(command): \(message)\nSee '\(program) \(command) --help'."
+            return ["\(program) \(command): \(message)", "See '\(program) \(command) --help'."]
         case .configuration(let lines):
-            return lines.joined(separator: "\n")
+            return lines
         case .runtime(let message):
-            return "\(program): \(message)"
+            return ["\(program): \(message)"]
         }
     }
 }

@@ -6,13 +6,27 @@ import Glibc
 #endif
 
 /// Where a command writes: results to stdout, errors and progress to stderr.
+///
+/// Every line goes through ``TerminalText/escaped(_:)``: a control character in it (a CR, LF or
+/// ESC from a stored token, user, attribute or reason) is printed as `\r`, `\n`, `\u001b`, so
+/// nothing a caller stored can forge a line or drive the terminal. A JSON line stays valid JSON.
 package struct Console: Sendable {
     package init() {}
-    /// Writes a line to standard output.
-    package func out(_ text: String) { FileDescriptorOutput.standardOutput(text + "\n") }
-    /// Writes a line to standard error.
-    package func err(_ text: String) { FileDescriptorOutput.standardError(text + "\n") }
-    /// Writes without a newline (progress bars).
+    /// Writes one line to standard output (control characters in `line` escaped).
+    package func out(_ line: String) { FileDescriptorOutput.standardOutput(TerminalText.escaped(line) + "\n") }
+    /// Writes one line to standard error (control characters in `line` escaped).
+    package func err(_ line: String) { FileDescriptorOutput.standardError(TerminalText.escaped(line) + "\n") }
+    /// Writes lines to standard output, each escaped as ``out(_:)`` does.
+    package func out(lines: [String]) { for line in lines { out(line) } }
+    /// Writes lines to standard error, each escaped as ``err(_:)`` does.
+    package func err(lines: [String]) { for line in lines { err(line) } }
+    /// Writes Herald's own text of several lines (help, overviews): split at its line breaks,
+    /// each line escaped. Never for text holding what a caller sent: use ``out(_:)`` per line.
+    package func outText(_ text: String) { out(lines: text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)) }
+    /// Herald's own text of several lines to standard error (see ``outText(_:)``).
+    package func errText(_ text: String) { err(lines: text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)) }
+    /// Writes without a newline and without escaping (the progress bar's own `\r` and ESC
+    /// sequences); never for text holding what a caller sent.
     package func errRaw(_ text: String) { FileDescriptorOutput.standardError(text) }
 
     /// Whether stderr is a terminal (progress bars are drawn only there).

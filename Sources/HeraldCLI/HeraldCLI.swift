@@ -79,7 +79,7 @@ public enum HeraldCLI {
                            environment: [String: String] = ProcessInfo.processInfo.environment) async -> Int32 {
         let context = CommandContext(registry: storage.sections(in: registry), storage: storage, environment: environment, frontEnds: frontEnds)
         if arguments.first == "bench" {
-            context.console.err(benchMoved)
+            context.console.errText(benchMoved)
             return 2
         }
         return await dispatch(arguments, program: "herald", commands: commands, overview: overview, context: context)
@@ -96,11 +96,11 @@ public enum HeraldCLI {
                                  context: CommandContext) async -> Int32 {
         let console = context.console
         if arguments.isEmpty {
-            console.err(overview)  // a usage error: no command
+            console.errText(overview)  // a usage error: no command
             return 2
         }
         if arguments == ["help"] || arguments.first == "--help" || arguments.first == "-h" {
-            console.out(overview)
+            console.outText(overview)
             return 0
         }
         if arguments.first == "--version" || arguments.first == "version" {
@@ -122,7 +122,7 @@ public enum HeraldCLI {
             let group = commands.filter { $0.spec.path.hasPrefix((words.first ?? "") + " ") }
             if !group.isEmpty {
                 if words.count == 1 && arguments.contains(where: { $0 == "--help" || $0 == "-h" }) {
-                    for c in group { console.out("\(program) \(c.spec.usage)\n    \(c.spec.summary)") }
+                    for c in group { console.out(lines: ["\(program) \(c.spec.usage)", "    \(c.spec.summary)"]) }
                     return 0
                 }
                 console.err("\(program) \(words.first!): expected one of: \(group.map { $0.spec.path }.joined(separator: ", "))")
@@ -132,19 +132,19 @@ public enum HeraldCLI {
             if let s = Spelling.closest(to: words.first ?? "", in: commands.map { String($0.spec.path.split(separator: " ")[0]) }) {
                 message += "; did you mean \"\(s)\"?"
             }
-            console.err(message + "\nRun '\(program) --help' for the list of commands.")
+            console.err(lines: [message, "Run '\(program) --help' for the list of commands."])
             return 2
         }
         do {
             let parsed = try command.spec.parse(Array(arguments.dropFirst(used)))
             if parsed.helpRequested {
-                console.out(command.spec.help(program: program))
+                console.outText(command.spec.help(program: program))
                 return 0
             }
             try await command.run(parsed, context)
             return 0
         } catch {
-            console.err(error.description(program: program))
+            console.err(lines: error.lines(program: program))
             return error.exitCode
         }
     }

@@ -3,7 +3,8 @@ import HeraldCore
 extension GorushGateway {
     /// gorush's `/api/stat/app`: `total_count` and the tasks are the gorush API's since start;
     /// each platform's `push_success` / `push_error` are the final outcomes of its route
-    /// (delivered; invalid token, rejected, expired or failed), whoever sent through it.
+    /// (delivered; invalid token, rejected, expired or failed), whoever sent through it, and
+    /// `push_error` also counts the tokens of `/api/push` that no route took.
     func statJSON(_ section: GorushConfiguration) -> [UInt8] {
         let configuration = context.configuration()
         let c = counters.withLock { $0 }
@@ -16,7 +17,10 @@ extension GorushGateway {
             }
             return (count(.delivered), count(.invalidToken) + count(.rejected) + count(.expired) + count(.failed))
         }
-        let ios = outcomes(.ios), android = outcomes(.android)
+        func withRefused(_ counts: (success: Int, error: Int), _ name: String) -> (success: Int, error: Int) {
+            (counts.success, counts.error + (c.refusedTokens[name] ?? 0))
+        }
+        let ios = withRefused(outcomes(.ios), "ios"), android = withRefused(outcomes(.android), "android")
         var w = JSONWriter(capacity: 256)
         w.object { o in
             o.string("version", "herald")

@@ -33,6 +33,8 @@ public final class GorushGateway: FrontEnd {
         var committed = 0
         /// Notifications refused after the body was read (not stored).
         var refused = 0
+        /// Tokens no route takes, by gorush's platform name (`ios`, `android`): part of `push_error`.
+        var refusedTokens: [String: Int] = [:]
     }
 
     public init(context: FrontEndContext) { self.context = context }
@@ -108,14 +110,20 @@ public final class GorushGateway: FrontEnd {
     public func handle(_ request: HTTPRequest, ownListener: Bool) async -> HTTPResponse {
         if let response = immediate(request, ownListener: ownListener) { return response }
         do {
-            return HTTPResponse.json(200, GorushPush.successJSON(counts: try await push(request)))
+            let (counts, failed) = try await push(request)
+            return HTTPResponse.json(200, GorushPush.successJSON(counts: counts, failed: failed))
         } catch {
             return answer(error)
         }
     }
 
-    /// Reads, checks and commits a push; the targets counted.
-    private func push(_ request: HTTPRequest) async throws(GorushError) -> Int {
+    /// Reads, checks and commits a push: the targets counted, and the tokens no route takes.
+    ///
+    /// A token its notification's route does not take is left out, reported in `logs` as gorush
+    /// reports a push that failed, and counted in `/api/stat/app`'s `push_error`; a notification
+    /// left with no token is not stored. When no token of the whole request can be sent, the
+    /// answer is a 400 naming the first (`notifications[0].tokens[1]: …`) and nothing is stored.
+    private func push(_ request: HTTPRequest) async throws(GorushError) -> (counts: Int, failed: [GorushPush.FailedToken]) {
         let configuration = context.configuration()
         guard let section = configuration.section(GorushConfiguration.self), let app = configuration.app(section.app) else {
             throw GorushError(status: 404, "the gorush API is off")
@@ -124,30 +132,56 @@ public final class GorushGateway: FrontEnd {
         let push = try GorushPush.parse(request.body, for: target)
         // Every notification checked, for the route its platform's tokens take (the rule
         // registration follows), before the first is stored.
+        var sendable: [(item: GorushPush.Item, request: NotificationRequest)] = []
+        var failed: [GorushPush.FailedToken] = []
         for item in push.items {
             let at = "notifications[\(item.index)]"
+            let route: String
             do {
                 let platform = item.request.platform ?? .ios
-                let route = try FanOut.firstRoute(of: platform, app: app, configuration: configuration)
+                route = try FanOut.firstRoute(of: platform, app: app, configuration: configuration)
                 _ = try FanOut.render(FanOut.withDefaults(item.request.content, app: app), route: route, app: app, configuration: configuration,
                                       notificationID: UUIDSource.timeOrdered().lowercasedString)
             } catch {
                 throw refusal(at, error)
             }
+            var kept = item.request
+            kept.tokens = []
+            for (j, token) in item.request.tokens.enumerated() {
+                if let why = configuration.refusal(route: route, input: .token(token), attributes: item.request.attributes) {
+                    failed.append(GorushPush.FailedToken(notifID: item.notifID, platform: item.platformName, token: token,
+                                                         message: item.request.content.body ?? "",
+                                                         error: "\(item.tokenField(j)): no route of app \(app.id) takes it: route \(why)"))
+                } else {
+                    kept.tokens.append(token)
+                }
+            }
+            if !kept.tokens.isEmpty { sendable.append((item, kept)) }
         }
-        for (stored, item) in push.items.enumerated() {
+        if sendable.isEmpty, let first = failed.first {
+            counters.withLock { $0.refused += push.items.count }
+            let more = failed.count > 1 ? " (and \(failed.count - 1) more token\(failed.count == 2 ? "" : "s") no route takes)" : ""
+            throw GorushError(status: 400, first.error + more)
+        }
+        if !failed.isEmpty {
+            counters.withLock { c in
+                for f in failed { c.refusedTokens[f.platform, default: 0] += 1 }
+                c.refused += push.items.count - sendable.count
+            }
+        }
+        for (stored, (item, request)) in sendable.enumerated() {
             do {
-                _ = try await context.accept(item.request)
+                _ = try await context.accept(request)
                 counters.withLock {
                     $0.committed += 1
-                    $0.targets += item.targets
+                    $0.targets += request.tokens.count
                 }
             } catch {
-                counters.withLock { $0.refused += push.items.count - stored }
+                counters.withLock { $0.refused += sendable.count - stored }
                 throw Self.notStored(error, index: item.index, stored: stored, retryAfter: configuration.server.retryAfter)
             }
         }
-        return push.counts
+        return (push.counts, failed)
     }
 
     /// The answer to a notification the accept path refused after `stored` others of the push were committed.

@@ -65,7 +65,10 @@ extension GorushNotificationReader {
             }
         }
         if !androidNotification.isEmpty { android["notification"] = .object(androidNotification) }
-        if let c = node.string("collapse_key") { o.collapseKey = c }
+        if let c = node.string("collapse_key") {
+            // The neutral collapse key, which other routes send as a header (APNs, Web Push's Topic).
+            if let problem = FieldLimits.headerValueProblem(c) { node.error(at: "collapse_key", problem) } else { o.collapseKey = c }
+        }
         if let t = node.int("time_to_live", in: 0...2_419_200) { o.timeToLive = t }
         if let r = node.string("restricted_package_name"), android["restricted_package_name"] == nil {
             android["restricted_package_name"] = .string(r)
@@ -75,6 +78,7 @@ extension GorushNotificationReader {
             guard let child = node.child(key) else { continue }
             if case .object(let members) = child.value {
                 child.allowKeys(Array(members.keys))
+                checkHeaderValues(child)
                 o.block[key] = child.value
             } else {
                 child.error("expected an object, found \(child.value.typeDescription)")
@@ -83,11 +87,24 @@ extension GorushNotificationReader {
         if let apns = node.child("apns") {
             if case .object(let members) = apns.value {
                 apns.allowKeys(Array(members.keys))
+                checkHeaderValues(apns)
                 o.block["apns"] = apns.value
             } else {
                 apns.error("expected an object (FCM's ApnsConfig), found \(apns.value.typeDescription)")
             }
         }
         return o
+    }
+
+    /// The `headers` of an `apns` or `webpush` object, which FCM sends on as headers: a value with
+    /// a control character is refused naming it (`notifications[0].webpush.headers.Topic`).
+    private func checkHeaderValues(_ object: JSONNode) {
+        // Read from the value: the object's keys are FCM's, passed on unread.
+        guard case .object(let o) = object.value, case .object(let members)? = o["headers"] else { return }
+        for name in members.keys.sorted() {
+            if case .string(let value) = members[name]!, let problem = FieldLimits.headerValueProblem(value) {
+                object.context.error("\(object.path).headers.\(name)", problem)
+            }
+        }
     }
 }

@@ -77,7 +77,10 @@ extension GorushNotificationReader {
         o.category = node.string("category")
         o.threadID = node.string("thread-id")
         if let c = node.string("collapse_id") {
-            if c.utf8.count > NotificationRequest.maxCollapseKeyBytes {
+            // Sent as apns-collapse-id: a control character would end the header early.
+            if let problem = FieldLimits.headerValueProblem(c) {
+                node.error(at: "collapse_id", problem)
+            } else if c.utf8.count > NotificationRequest.maxCollapseKeyBytes {
                 node.error(at: "collapse_id", "must be at most \(NotificationRequest.maxCollapseKeyBytes) bytes (Apple's limit), found \(c.utf8.count)")
             } else {
                 o.collapseID = c

@@ -60,6 +60,7 @@ struct GorushNotificationReader {
         }
 
         var tokens = node.child("tokens").map(readTokens) ?? []
+        let listed = tokens.count
         if let to = node.string("to") { tokens.append(to) }
         let common = readCommon()
         // Each platform reads its own fields; the other's are left alone, as gorush does.
@@ -100,7 +101,8 @@ struct GorushNotificationReader {
             node.error("nothing to send: give message, title, badge, sound, data or content_available")
             return nil
         }
-        return GorushPush.Item(index: index, platformNumber: platformNumber, request: request, targets: tokens.count)
+        return GorushPush.Item(index: index, platformNumber: platformNumber, request: request, targets: tokens.count,
+                               notifID: common.notifID, listedTokens: listed)
     }
 
     private func readTokens(_ list: JSONNode) -> [String] {

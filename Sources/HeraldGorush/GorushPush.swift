@@ -60,6 +60,53 @@ public struct GorushPush: Sendable, Equatable {
         public var request: NotificationRequest
         /// What gorush counts in `counts`: its tokens.
         public var targets: Int
+        /// Its `notif_id`, as given.
+        public var notifID: String? = nil
+        /// How many of ``NotificationRequest/tokens`` came in `tokens` (the rest, one, in `to`);
+        /// `nil`: all of them.
+        public var listedTokens: Int? = nil
+
+        /// The field of its `j`th token: `notifications[i].tokens[j]`, or `notifications[i].to`.
+        public func tokenField(_ j: Int) -> String {
+            j < (listedTokens ?? Int.max) ? "notifications[\(index)].tokens[\(j)]" : "notifications[\(index)].to"
+        }
+
+        /// gorush's name of its platform in `logs` and `/api/stat/app`.
+        public var platformName: String { platformNumber == GorushPlatform.ios ? "ios" : "android" }
+    }
+
+    /// A token no route of the app takes, as gorush reports a push that failed: an entry of
+    /// `logs`, `{"type":"failed-push","platform":"ios","token":…,"message":…,"error":…}`
+    /// (`notif_id` first when the notification has one).
+    public struct FailedToken: Sendable, Equatable {
+        /// The notification's `notif_id`.
+        public var notifID: String?
+        /// `ios` or `android`.
+        public var platform: String
+        /// The token as given.
+        public var token: String
+        /// The notification's `message` (gorush's log entry carries it).
+        public var message: String
+        /// Why, naming the field: `notifications[0].tokens[1]: route apns: …`.
+        public var error: String
+
+        public init(notifID: String?, platform: String, token: String, message: String, error: String) {
+            self.notifID = notifID
+            self.platform = platform
+            self.token = token
+            self.message = message
+            self.error = error
+        }
+
+        /// Writes the entry.
+        func write(into o: inout ObjectWriter) {
+            o.string("notif_id", notifID)
+            o.string("type", "failed-push")
+            o.string("platform", platform)
+            o.string("token", token)
+            o.string("message", message)
+            o.string("error", error)
+        }
     }
 
     /// The notifications, in the request's order.
@@ -134,13 +181,19 @@ public struct GorushPush: Sendable, Equatable {
         return GorushPush(items: items)
     }
 
-    /// The success answer: `{"success":"ok","counts":N,"logs":[]}`.
-    public static func successJSON(counts: Int) -> [UInt8] {
-        var w = JSONWriter(capacity: 64)
+    /// The success answer: `{"success":"ok","counts":N,"logs":[…]}`, with an entry in `logs` per
+    /// token no route takes (``FailedToken``), as gorush lists the pushes that failed.
+    public static func successJSON(counts: Int, failed: [FailedToken] = []) -> [UInt8] {
+        var w = JSONWriter(capacity: 64 + failed.count * 256)
         w.object { o in
             o.string("success", "ok")
             o.int("counts", counts)
-            o.array("logs") { _ in }
+            o.array("logs") { a in
+                for (i, entry) in failed.enumerated() {
+                    if i > 0 { a.raw(UInt8(ascii: ",")) }
+                    a.object { entry.write(into: &$0) }
+                }
+            }
         }
         return w.bytes
     }

@@ -45,6 +45,8 @@ class EngineCore: @unchecked Sendable {
     var turn = 0
     var lastError = ""
     var stopping = false
+    /// The headers the hooks added that last passed the field check (checked once per list).
+    var checkedAdded = SharedHeaders()
     /// Whether the current connection has answered a request (not 401 or 403). Until it has, with
     /// ``HTTP2ClientConfiguration/singleStreamUntilFirstAnswer``, only one request is in flight:
     /// APNs allows a single stream on a new token-auth connection until a request with a valid
@@ -212,6 +214,10 @@ class EngineCore: @unchecked Sendable {
                 if let hooks {
                     switch hooks.willStart(r.attempt) {
                     case .send(let added):
+                        if let problem = checkedAdded.problem(added) {
+                            finish(r, .failed(.invalidRequest(problem + " (added by the hooks); not sent")))
+                            continue
+                        }
                         r.added = added
                     case .end(let verdict):
                         finish(r, .endedByHooks(verdict))

@@ -77,6 +77,12 @@ public final class HTTP2Client: Sendable {
     ///
     /// Returns within the deadlines of ``HTTP2ClientConfiguration/timeout`` (see there);
     /// ``HTTP2Result/failed(_:)`` with ``HTTP2ClientError/notRunning`` before ``start()`` or after ``stop(deadline:)``.
+    ///
+    /// - Important: a request with a field HTTP/2 does not allow (a header value with CR, LF or
+    ///   NUL, an upper-case or empty header name, a connection-specific header: RFC 9113 §8.2)
+    ///   is never sent: its result is ``HTTP2Result/failed(_:)`` with
+    ///   ``HTTP2ClientError/invalidRequest(_:)`` naming the header, not its value. Headers the
+    ///   hooks add are checked the same way as each attempt starts.
     public func send(_ requests: [HTTP2Request]) async -> [HTTP2Result] {
         guard !requests.isEmpty else { return [] }
         let engines = self.engines.withLock { $0 }
@@ -88,7 +94,12 @@ public final class HTTP2Client: Sendable {
             return n
         }
         let retries = configuration.connectionRetries
+        var shared = SharedHeaders()
         for (slot, request) in requests.enumerated() {
+            if let problem = shared.problem(request.headers) ?? HTTP2FieldCheck.problem(request, sharedChecked: true) {
+                completion.complete(slot, .failed(.invalidRequest(problem + "; not sent")))
+                continue
+            }
             let pending = PendingRequest(request: request, slot: slot, batch: completion, retries: retries)
             // Consecutive requests (one notification's) stay together on one connection.
             perEngine[(first + slot * engines.count / requests.count) % engines.count].append(pending)

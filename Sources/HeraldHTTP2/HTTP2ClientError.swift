@@ -10,7 +10,9 @@ public enum HTTP2ClientError: Error, Sendable, CustomStringConvertible, Equatabl
     case resources(String)
     /// ``HTTP2Client/send(_:)`` before ``HTTP2Client/start()``, or after ``HTTP2Client/stop(deadline:)``.
     case notRunning
-    /// The request cannot be sent as it is (nghttp2 or libcurl refused its headers).
+    /// The request cannot be sent as it is: a field HTTP/2 does not allow (the client's own
+    /// check, RFC 9113 §8.2: a programming error upstream), or nghttp2 or libcurl refused its
+    /// headers. Never sent; the message names the header, never its value.
     case invalidRequest(String)
     /// The server does not speak HTTP/2 (its ALPN offered no `h2`) and HTTP/1.1 was not allowed.
     case noHTTP2(String)

@@ -257,16 +257,21 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
                       PGArray.text(c.map { $0.reason }), PGArray.text(c.map { $0.receipt }),
                       PGArray.ints(c.map { waits($0) ? ($0.retryAt ?? now).millisecondsSince1970 : nil }),
                       PGArray.ints(c.map { waits($0) && !$0.countsAttempt ? 1 : 0 }), String(now.millisecondsSince1970),
-                      PGArray.text(c.map { $0.state == .parked ? "t" : "f" }), PGArray.text(c.map { $0.transport })]
+                      PGArray.text(c.map { $0.state == .parked ? "t" : "f" }), PGArray.text(c.map { $0.transport }),
+                      PGArray.text(c.map { $0.historyEntry?.storedJSON })]
         // One statement for the batch; the fencing is in the WHERE clause.
         let changed = try await pool.run { db in
             try db.execute("""
                 UPDATE deliveries d SET state = c.state, last_reason = c.reason, receipt = COALESCE(c.receipt, d.receipt),
                     lease_until = NULL, claimed_by = NULL, next_attempt_at = c.retry_at, updated_at = $8, attempts = d.attempts - c.give_back,
                     parked = c.parked::boolean, transport = COALESCE(c.transport, d.transport),
-                    fallback = CASE WHEN c.transport IS NULL THEN d.fallback END
-                FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::int[], $9::text[], $10::text[])
-                    AS c(id, attempt, state, reason, receipt, retry_at, give_back, parked, transport)
+                    fallback = CASE WHEN c.transport IS NULL THEN d.fallback END,
+                    history = CASE WHEN c.entry IS NULL THEN d.history
+                                   WHEN d.history IS NULL THEN jsonb_build_array(c.entry::jsonb)
+                                   WHEN jsonb_array_length(d.history) >= \(DeliveryAttempt.kept) THEN (d.history - 0) || jsonb_build_array(c.entry::jsonb)
+                                   ELSE d.history || jsonb_build_array(c.entry::jsonb) END
+                FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::int[], $9::text[], $10::text[], $11::text[])
+                    AS c(id, attempt, state, reason, receipt, retry_at, give_back, parked, transport, entry)
                 WHERE d.id = c.id AND d.attempts = c.attempt AND d.state = 'sent'
                 RETURNING d.transport, d.state, CASE WHEN c.transport IS NULL THEN d.transport
                                                      ELSE (SELECT o.transport FROM deliveries o WHERE o.id = d.id) END
@@ -370,14 +375,15 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
             guard n.count == 1 else { return nil }
             let s = try db.execute("""
                 SELECT id, token, "user", transport, CASE WHEN parked AND state = 'queued' THEN 'parked' ELSE state END,
-                       attempts, last_reason, message_id, updated_at, next_attempt_at, receipt
+                       attempts, last_reason, message_id, updated_at, next_attempt_at, receipt, history::text
                 FROM deliveries WHERE notification = $1 ORDER BY id
                 """, [n.string(0, 0)])
             let deliveries = (0..<s.count).map { i in
                 DeliveryStatus(id: s.int(i, 0), token: s.string(i, 1), user: s[i, 2], transport: s[i, 3],
                                state: DeliveryState(rawValue: s.string(i, 4)) ?? .failed, attempts: Int(s.int(i, 5)),
                                lastReason: s[i, 6], messageID: s.string(i, 7), receipt: s[i, 10], updatedAt: Date(millisecondsSince1970: s.int(i, 8)),
-                               nextAttemptAt: s.optionalInt(i, 9).map { Date(millisecondsSince1970: $0) })
+                               nextAttemptAt: s.optionalInt(i, 9).map { Date(millisecondsSince1970: $0) },
+                               history: DeliveryAttempt.history(stored: s[i, 11]))
             }
             return NotificationStatus(id: notificationID, app: n.string(0, 1), createdAt: Date(millisecondsSince1970: n.int(0, 2)),
                                       idempotencyKey: n[0, 3], deliveries: deliveries)

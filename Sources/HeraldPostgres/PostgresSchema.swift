@@ -139,6 +139,11 @@ enum PostgresSchema {
         ALTER TABLE deliveries ADD COLUMN stream_device TEXT;
         CREATE INDEX deliveries_parked_stream ON deliveries (transport, stream_device) WHERE parked
         """,
+        // 8: every attempt on record (see the SQLite schema's step 7): `history`, the delivery's
+        // last attempts, appended by the statement that records each outcome.
+        """
+        ALTER TABLE deliveries ADD COLUMN history JSONB
+        """,
     ]
 
     /// The schema version of the database (0: none yet).

@@ -23,9 +23,19 @@ final class PostgresTokenStore: TokenStore, Sendable {
     public func register(_ r: DeviceRegistration, at now: Date) async throws -> RegistrationResult {
         try await pool.run { db in
             // One statement: the previous owner (the statement's snapshot) and the upsert;
-            // `xmax = 0` on the returned row says it was inserted, not updated.
+            // `xmax = 0` on the returned row says it was inserted, not updated. With a bound, the
+            // user's other devices beyond the newest `maxPerUser - 1` (in the statement's
+            // snapshot, which is the user's devices before this registration) are deleted by the
+            // same statement (`$7`: NULL for no bound). Registrations of one user racing in
+            // separate transactions each see the devices before both, so the user may be one over
+            // the bound per racing registration until the next one trims it: bounded all the same.
             let rows = try db.execute("""
                 WITH previous AS (SELECT "user" FROM devices WHERE app = $1 AND token = $2),
+                removed AS (
+                    DELETE FROM devices WHERE app = $1 AND "user" = $3 AND $7::bigint IS NOT NULL AND token IN (
+                        SELECT token FROM devices WHERE app = $1 AND "user" = $3 AND token <> $2
+                        ORDER BY updated_at DESC, token DESC OFFSET greatest($7::bigint - 1, 0))
+                    RETURNING token, updated_at),
                 upsert AS (
                     INSERT INTO devices (app, token, "user", transport, attributes, created_at, updated_at)
                     VALUES ($1, $2, $3, $4, $5, $6, $6)
@@ -33,12 +43,14 @@ final class PostgresTokenStore: TokenStore, Sendable {
                         "user" = excluded."user", transport = excluded.transport, attributes = excluded.attributes,
                         updated_at = excluded.updated_at, invalidated_at = NULL, invalidation_reason = NULL
                     RETURNING \(Self.columns), (xmax = 0) AS inserted)
-                SELECT upsert.*, (SELECT "user" FROM previous) FROM upsert
-                """, [r.app, r.token, r.user, r.transport, r.attributes.json, String(now.millisecondsSince1970)])
+                SELECT upsert.*, (SELECT "user" FROM previous),
+                       (SELECT json_agg(token ORDER BY updated_at, token)::text FROM removed) FROM upsert
+                """, [r.app, r.token, r.user, r.transport, r.attributes.json, String(now.millisecondsSince1970), r.maxPerUser.map(String.init)])
             guard let device = Self.devices(rows).first else { throw StoreError("register device: the row vanished after writing it") }
-            if rows[0, 9] == "t" { return RegistrationResult(change: .created, device: device) }
-            if let p = rows[0, 10], p != r.user { return RegistrationResult(change: .moved, device: device, previousUser: p) }
-            return RegistrationResult(change: .updated, device: device)
+            let removed = rows[0, 11].flatMap { try? JSONValue.parse($0) }?.arrayValue?.compactMap(\.stringValue) ?? []
+            if rows[0, 9] == "t" { return RegistrationResult(change: .created, device: device, removed: removed) }
+            if let p = rows[0, 10], p != r.user { return RegistrationResult(change: .moved, device: device, previousUser: p, removed: removed) }
+            return RegistrationResult(change: .updated, device: device, removed: removed)
         }
     }
 

@@ -563,10 +563,12 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
                     retry.reset()
                     retry.bind(1, c.reason).bind(2, (c.retryAt ?? now).millisecondsSince1970).bind(3, nowMs).bind(4, c.id)
                         .bind(5, c.attempt).bind(6, c.countsAttempt ? 0 : 1).bind(7, c.state == .parked ? 1 : 0).bind(8, c.transport)
+                        .bind(9, c.historyEntry?.storedJSON)
                     try retry.run()
                 } else {
                     finish.reset()
                     finish.bind(1, c.state.rawValue).bind(2, c.reason).bind(3, c.receipt).bind(4, nowMs).bind(5, c.id).bind(6, c.attempt)
+                        .bind(7, c.historyEntry?.storedJSON)
                     try finish.run()
                 }
                 guard db.changes > 0 else { continue }
@@ -686,7 +688,7 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
             let seq = n.int64(0), app = n.string(1), created = n.int64(2), key = n.optionalString(3)
             n.reset()
             let s = try db.statement("""
-                SELECT id, token, user, transport, state, attempts, last_reason, message_id, updated_at, next_attempt_at, parked, receipt
+                SELECT id, token, user, transport, state, attempts, last_reason, message_id, updated_at, next_attempt_at, parked, receipt, history
                 FROM deliveries WHERE notification = ? ORDER BY id
                 """)
             s.bind(1, seq)
@@ -697,7 +699,8 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
                     state: s.int64(10) == 1 && s.string(4) == "queued" ? .parked : DeliveryState(rawValue: s.string(4)) ?? .failed,
                     attempts: Int(s.int64(5)),
                     lastReason: s.optionalString(6), messageID: s.string(7), receipt: s.optionalString(11), updatedAt: Date(millisecondsSince1970: s.int64(8)),
-                    nextAttemptAt: s.optionalInt64(9).map { Date(millisecondsSince1970: $0) }))
+                    nextAttemptAt: s.optionalInt64(9).map { Date(millisecondsSince1970: $0) },
+                    history: DeliveryAttempt.history(stored: s.optionalString(12))))
             }
             return NotificationStatus(id: notificationID, app: app, createdAt: Date(millisecondsSince1970: created),
                                       idempotencyKey: key, deliveries: deliveries)

@@ -72,12 +72,30 @@ public final class SQLiteTokenStore: TokenStore, Sendable {
                 guard let device = try fetchDevice(app: r.app, token: r.token) else {
                     throw StoreError("register device: the row vanished after writing it")
                 }
+                let removed = try r.maxPerUser.map { try removeBeyond($0, app: r.app, user: r.user, keeping: r.token) } ?? []
                 switch previous {
-                case nil: return RegistrationResult(change: .created, device: device)
-                case let p? where p.user != r.user: return RegistrationResult(change: .moved, device: device, previousUser: p.user)
-                default: return RegistrationResult(change: .updated, device: device)
+                case nil: return RegistrationResult(change: .created, device: device, removed: removed)
+                case let p? where p.user != r.user: return RegistrationResult(change: .moved, device: device, previousUser: p.user, removed: removed)
+                default: return RegistrationResult(change: .updated, device: device, removed: removed)
                 }
             }
+        }
+    }
+
+    /// Removes the user's devices beyond the `max` most recently registered, `keeping` (the one
+    /// just registered) always among those kept; returns their tokens, least recently registered
+    /// first. Runs inside ``register(_:at:)``'s transaction (index `devices_by_user`).
+    private func removeBeyond(_ max: Int, app: String, user: String, keeping token: String) throws -> [String] {
+        try db.withStatement("""
+            DELETE FROM devices WHERE app = ?1 AND user = ?2 AND token IN (
+                SELECT token FROM devices WHERE app = ?1 AND user = ?2
+                ORDER BY token = ?3 DESC, updated_at DESC, token DESC LIMIT -1 OFFSET ?4)
+            RETURNING token, updated_at
+            """) { s in
+            s.bind(1, app).bind(2, user).bind(3, token).bind(4, Int64(Swift.max(1, max)))
+            var removed: [(token: String, at: Int64)] = []
+            while try s.step() { removed.append((s.string(0), s.int64(1))) }
+            return removed.sorted { ($0.at, $0.token) < ($1.at, $1.token) }.map(\.token)
         }
     }
 

@@ -101,5 +101,11 @@ public enum HeraldSchema {
         ALTER TABLE deliveries ADD COLUMN stream_device TEXT;
         CREATE INDEX deliveries_parked_stream ON deliveries (transport, stream_device) WHERE parked = 1;
         """,
+        // 7: every attempt on record: `history`, a JSON array of the delivery's last attempts
+        // (DeliveryAttempt.storedJSON, at most DeliveryAttempt.kept), appended by the write that
+        // records each outcome; NULL for a delivery not tried since.
+        """
+        ALTER TABLE deliveries ADD COLUMN history TEXT;
+        """,
     ])
 }

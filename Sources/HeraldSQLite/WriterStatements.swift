@@ -89,23 +89,25 @@ struct WriterStatements {
         try Self.reuse(&sent, db, "UPDATE deliveries SET state = 'sent', parked = 0, attempts = attempts + 1, lease_until = ?1, updated_at = ?2 WHERE id = ?3")
     }
 
-    /// A final outcome: `?1` state, `?2` reason, `?3` the platform's receipt (`NULL` keeps it), `?4` now, `?5` id, `?6` attempt.
+    /// A final outcome: `?1` state, `?2` reason, `?3` the platform's receipt (`NULL` keeps it), `?4` now, `?5` id, `?6` attempt,
+    /// `?7` the attempt to append to the history (``appendHistory(_:)``; `NULL` appends none).
     mutating func finish(_ db: SQLiteDatabase) throws -> SQLiteStatement {
         try Self.reuse(&finished, db, """
             UPDATE deliveries SET state = ?1, last_reason = ?2, receipt = COALESCE(?3, receipt), lease_until = NULL,
-                next_attempt_at = NULL, updated_at = ?4
+                next_attempt_at = NULL, updated_at = ?4, history = \(Self.appendHistory("?7"))
             WHERE id = ?5 AND attempts = ?6 AND state = 'sent'
             """)
     }
 
     /// Back to the queue: `?1` reason, `?2` due, `?3` now, `?4` id, `?5` attempt, `?6` 1 to give
     /// the attempt back (it did not count), else 0; `?7` 1 to park; `?8` the fallback transport
-    /// taking over (`NULL` keeps the transport; a fallback is used once).
+    /// taking over (`NULL` keeps the transport; a fallback is used once); `?9` the attempt to
+    /// append to the history (`NULL` appends none).
     mutating func retry(_ db: SQLiteDatabase) throws -> SQLiteStatement {
         try Self.reuse(&retried, db, """
             UPDATE deliveries SET state = 'queued', last_reason = ?1, lease_until = NULL, next_attempt_at = ?2, updated_at = ?3,
                 attempts = attempts - ?6, parked = ?7, transport = COALESCE(?8, transport),
-                fallback = CASE WHEN ?8 IS NULL THEN fallback END
+                fallback = CASE WHEN ?8 IS NULL THEN fallback END, history = \(Self.appendHistory("?9"))
             WHERE id = ?4 AND attempts = ?5 AND state = 'sent'
             """)
     }
@@ -120,6 +122,17 @@ struct WriterStatements {
     /// A delivery's transport: `?1` id.
     mutating func transport(_ db: SQLiteDatabase) throws -> SQLiteStatement {
         try Self.reuse(&transportByID, db, "SELECT transport FROM deliveries WHERE id = ?1")
+    }
+
+    /// The `history` column with the attempt in `parameter` (a JSON object) appended, keeping
+    /// the last ``DeliveryAttempt/kept``: one expression of the same `UPDATE`, no extra statement.
+    static func appendHistory(_ parameter: String) -> String {
+        """
+        CASE WHEN \(parameter) IS NULL THEN history
+             WHEN history IS NULL THEN json_array(json(\(parameter)))
+             WHEN json_array_length(history) >= \(DeliveryAttempt.kept) THEN json_insert(json_remove(history, '$[0]'), '$[#]', json(\(parameter)))
+             ELSE json_insert(history, '$[#]', json(\(parameter))) END
+        """
     }
 
     private static func reuse(_ slot: inout SQLiteStatement?, _ db: SQLiteDatabase, _ sql: @autoclosure () -> String) throws -> SQLiteStatement {

@@ -107,4 +107,51 @@ public enum QueueContract {
         if Array(states.dropFirst()) != [.parked, .parked, .parked] { problems.append("the others: \(states.dropFirst())") }
         return problems
     }
+
+    /// Every attempt on record: a Web Push 410 handed to the local route and parked shows both
+    /// attempts in order (route, time, answer, next step); a stale claim's completion appends
+    /// nothing; a delivery tried more than ``DeliveryAttempt/kept`` times keeps only its last ones.
+    public static func attemptsAreKeptInOrderAndBounded(_ queue: any DeliveryQueue) async throws -> [String] {
+        var problems: [String] = []
+        func check(_ ok: Bool, _ what: String) { if !ok { problems.append(what) } }
+        let t0 = Self.t0, lease = t0.addingTimeInterval(60)
+        let n = Self.notification([PlannedDelivery(token: "sub-1", user: "alice", transport: "web", messageID: UUIDSource.random(), fallback: "live")])
+        let receipt = try await queue.enqueue(n, idempotencySince: .distantPast)
+        var claimed = try await queue.claim(transport: "web", limit: 10, now: t0, leaseUntil: lease)
+        guard let web = claimed.first else { return ["nothing claimed on web"] }
+        let gone = DeliveryAttempt(route: "web", at: t0.addingTimeInterval(1), outcome: "token_invalid",
+                                   answer: "410 subscription gone: push subscription has unsubscribed or expired", next: "retired device, fallback to live")
+        try await queue.complete([.rerouted(web.delivery, to: "live", at: t0.addingTimeInterval(1), reason: "410 subscription gone; kept for live")
+            .recording(gone)], now: t0.addingTimeInterval(1))
+        claimed = try await queue.claim(transport: "live", limit: 10, now: t0.addingTimeInterval(1), leaseUntil: lease)
+        guard let live = claimed.first else { return problems + ["nothing claimed on live after the fallback"] }
+        let parked = DeliveryAttempt(route: "live", at: t0.addingTimeInterval(2), outcome: "not_connected", answer: "device not connected", next: "parked")
+        try await queue.complete([.parked(live.delivery, until: t0.addingTimeInterval(3600), reason: "in the inbox").recording(parked)],
+                                 now: t0.addingTimeInterval(2))
+        // A late answer to the first claim is fenced off, and so is its history entry.
+        try await queue.complete([.finished(web.delivery, .failed, reason: "late")
+            .recording(DeliveryAttempt(route: "web", at: t0.addingTimeInterval(3), outcome: "retry", answer: "late", next: "failed"))],
+                                 now: t0.addingTimeInterval(3))
+        let first = try await queue.status(notificationID: receipt.id)?.deliveries.first
+        check(first?.state == .parked, "parked after the fallback: \(String(describing: first?.state))")
+        check(first?.history == [gone, parked], "the 410 and the park, in order: \(String(describing: first?.history))")
+
+        // Tried more often than the bound: the oldest attempts go.
+        let many = Self.notification([PlannedDelivery(token: "ab09", user: "bob", transport: "web", messageID: UUIDSource.random())])
+        let manyReceipt = try await queue.enqueue(many, idempotencySince: .distantPast)
+        var at = t0
+        let tries = DeliveryAttempt.kept + 5
+        for i in 1...tries {
+            let c = try await queue.claim(transport: "web", limit: 10, now: at, leaseUntil: at.addingTimeInterval(60))
+            guard let d = c.first else { return problems + ["nothing claimed on try \(i)"] }
+            at = at.addingTimeInterval(1)
+            try await queue.complete([.requeued(d.delivery, at: at, reason: "503 push service error")
+                .recording(DeliveryAttempt(route: "web", at: at, outcome: "retry", answer: "503 try \(i)", next: "retry"))], now: at)
+        }
+        let history = try await queue.status(notificationID: manyReceipt.id)?.deliveries.first?.history ?? []
+        check(history.count == DeliveryAttempt.kept, "kept \(history.count) attempts, expected \(DeliveryAttempt.kept)")
+        check(history.map(\.answer) == (tries - DeliveryAttempt.kept + 1...tries).map { "503 try \($0)" },
+              "the last attempts, oldest first: \(history.map(\.answer))")
+        return problems
+    }
 }

@@ -31,6 +31,9 @@ import Testing
             switch type {
             case .background: content = NotificationContent(); content.apns.contentAvailable = true
             case .mdm: content = NotificationContent(data: ["mdm": "5a3e7c1b-2f4d-4e6a-8b9c-0d1e2f3a4b5c"])
+            case .liveactivity:
+                content = NotificationContent()
+                content.apns.liveActivity = LiveActivityContent(event: .update, timestamp: 1_790_000_000, contentState: ["score": 1])
             default: content = NotificationContent(alert: .text("x"))
             }
             content.apns.pushType = type

@@ -99,7 +99,7 @@ import Testing
         defer { f.dir.remove() }
         let check = try await Run.herald(["check", "--config", f.config], environment: ["CLIENT_SECRET": Self.secret], directory: f.dir.path)
         #expect(check.status == 0, "\(check.stderr)")
-        #expect(check.stdout.contains("com.example.app: topic=com.example.app routes=dry foreground=push-only maxDevicesPerUser=100 clientSecret=<redacted>"))
+        #expect(check.stdout.contains("com.example.app: topic=com.example.app routes=dry foreground=push-only maxDevicesPerUser=100 maxRegisteredDevicesPerUser=100 clientSecret=<redacted>"))
         #expect(check.stdout.contains("streams: heartbeat=15.0s maxStreams=10000 bufferBytes=65536 demo=false"))
         #expect(!check.stdout.contains(Self.secret) && !check.stderr.contains(Self.secret))
     }

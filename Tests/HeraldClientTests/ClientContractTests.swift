@@ -139,10 +139,11 @@ extension ClientNetworkTests {
         first.abort()   // the connection dies
         let second = try await server.stream(2)
         #expect(second.request.headers["last-event-id"] == "2")
-        // The wait honoured retry: 3000 (attempt 0 after a connection that worked), jitter 0.5 × 0.5.
+        // The wait is within retry: 3000 (attempt 0 after a connection that worked), full jitter: 0.5 of it.
         let policy = ReconnectPolicy()
         #expect(sleeper.delays == [policy.delay(attempt: 0, serverRetry: .seconds(3), random: 0.5)])
-        #expect(sleeper.delays.allSatisfy { policy.bounds(attempt: 0, serverRetry: .seconds(3)).contains($0) && $0 >= .seconds(3) })
+        #expect(sleeper.delays == [.seconds(1.5)])
+        #expect(sleeper.delays.allSatisfy { policy.bounds(attempt: 0, serverRetry: .seconds(3)).contains($0) && $0 <= .seconds(3) })
         // The server sends "b" again (under a new id) and then "c": "b" is dropped.
         second.send(Self.event(3, "b") + Self.event(4, "c"))
         #expect(try await take(1, from: client).map(\.id) == ["c"])
@@ -178,10 +179,12 @@ extension ClientNetworkTests {
             #expect(d == policy.delay(attempt: attempt, retryAfter: retryAfter, random: randoms[attempt]), "attempt \(attempt)")
             #expect(policy.bounds(attempt: attempt, retryAfter: retryAfter).contains(d), "attempt \(attempt): \(d)")
         }
-        // 1 s, 2 s, 4 s, 20 s (Retry-After over 8 s), 16 s, before jitter.
-        #expect(delays[0] == .seconds(1))
-        #expect(delays[1] > .seconds(2.99) && delays[1] <= .seconds(3))
-        #expect(delays[3] >= .seconds(20))
+        // Windows of 1 s, 2 s, 4 s, 8 s (after Retry-After's 20 s) and 16 s, full jitter.
+        #expect(delays[0] == .zero)
+        #expect(delays[1] > .seconds(1.99) && delays[1] <= .seconds(2))
+        #expect(delays[2] == .seconds(2))
+        #expect(delays[3] == .seconds(22), "Retry-After's 20 s, then a quarter of the 8 s window")
+        #expect(delays[4] == .seconds(12))
         #expect(log.drops.compactMap { $0 }.first == .http(status: 500, code: "internal", message: "boom", retryAfter: nil))
         await client.disconnect()
         await server.stop()

@@ -114,25 +114,47 @@ import Testing
 
     @Test func backoffGrowsExponentiallyWithinItsBoundsAndHonoursTheServer() {
         let p = ReconnectPolicy(initialDelay: .seconds(1), maximumDelay: .seconds(30), multiplier: 2, jitter: 0.5)
-        // attempt n: [min(30, 2^n), 1.5 × that].
-        for (attempt, base) in [(0, 1.0), (1, 2.0), (2, 4.0), (3, 8.0), (4, 16.0), (5, 30.0), (6, 30.0), (40, 30.0), (1000, 30.0)] {
+        // attempt n: [half, all] of the window min(30, 2^n).
+        for (attempt, window) in [(0, 1.0), (1, 2.0), (2, 4.0), (3, 8.0), (4, 16.0), (5, 30.0), (6, 30.0), (40, 30.0), (1000, 30.0)] {
             for r in [0.0, 0.25, 0.5, 0.999_999] {
                 let d = p.delay(attempt: attempt, random: r)
-                #expect(d >= .seconds(base) && d <= .seconds(base * 1.5), "attempt \(attempt) random \(r): \(d)")
+                #expect(d >= .seconds(window / 2) && d <= .seconds(window), "attempt \(attempt) random \(r): \(d)")
             }
-            #expect(p.delay(attempt: attempt, random: 0) == .seconds(base))
-            #expect(p.bounds(attempt: attempt) == Duration.seconds(base)...Duration.seconds(base * 1.5))
+            #expect(p.window(attempt: attempt) == .seconds(window))
+            #expect(p.delay(attempt: attempt, random: 1) == .seconds(window))
+            #expect(p.bounds(attempt: attempt) == Duration.seconds(window / 2)...Duration.seconds(window))
         }
-        // The jitter is what `random` says: 0.5 adds a quarter.
-        #expect(p.delay(attempt: 2, random: 0.5) == .seconds(5))
-        // The server's retry: is the base, and a floor even past the cap.
-        #expect(p.delay(attempt: 0, serverRetry: .milliseconds(2000), random: 0) == .seconds(2))
-        #expect(p.delay(attempt: 3, serverRetry: .milliseconds(2000), random: 0) == .seconds(16))
-        #expect(p.delay(attempt: 9, serverRetry: .seconds(45), random: 0) == .seconds(45))
-        // Retry-After is a floor too.
-        #expect(p.delay(attempt: 0, retryAfter: .seconds(7), random: 0) == .seconds(7))
-        #expect(p.delay(attempt: 5, retryAfter: .seconds(7), random: 0) == .seconds(30))
-        // No jitter: exact.
+        // The jitter is what `random` says: 0.5 of half the window.
+        #expect(p.delay(attempt: 2, random: 0.5) == .seconds(3))
+        // The server's retry: is the window's base, and raises the cap past it.
+        #expect(p.delay(attempt: 0, serverRetry: .milliseconds(2000), random: 1) == .seconds(2))
+        #expect(p.delay(attempt: 3, serverRetry: .milliseconds(2000), random: 1) == .seconds(16))
+        #expect(p.delay(attempt: 9, serverRetry: .seconds(45), random: 1) == .seconds(45))
+        // Retry-After is waited in full, then the jittered window.
+        #expect(p.delay(attempt: 0, retryAfter: .seconds(7), random: 0) == .seconds(7.5))
+        #expect(p.delay(attempt: 5, retryAfter: .seconds(7), random: 1) == .seconds(37))
+        #expect(p.bounds(attempt: 0, retryAfter: .seconds(7)) == Duration.seconds(7.5)...Duration.seconds(8))
+        // No jitter: exactly the window.
         #expect(ReconnectPolicy(jitter: 0).delay(attempt: 3, random: 0.9) == .seconds(8))
+    }
+
+    /// Issue 37: the default is full jitter across the server's `retry:`, so a fleet dropped in
+    /// one instant (a deploy) comes back spread over the whole window, not in one instant at its
+    /// end; refused with `Retry-After`, it comes back spread over the window after it.
+    @Test func aFleetSpreadsItsReconnectsAcrossRetryAndAfterRetryAfter() {
+        let p = ReconnectPolicy()
+        #expect(p.jitter == 1)
+        #expect(p.bounds(attempt: 0, serverRetry: .seconds(2)) == Duration.zero...Duration.seconds(2))
+        var generator = SystemRandomNumberGenerator()
+        let fleet = (0..<10_000).map { _ in p.delay(attempt: 0, serverRetry: .seconds(2), random: Double.random(in: 0..<1, using: &generator)) }
+        // Ten 200 ms slots of the window: each holds about a tenth of the fleet (1,000 ± 20 %).
+        var slots = [Int](repeating: 0, count: 10)
+        for d in fleet { slots[min(9, Int((Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18) / 0.2))] += 1 }
+        #expect(slots.allSatisfy { $0 > 800 && $0 < 1_200 }, "\(slots)")
+        #expect(fleet.allSatisfy { $0 >= .zero && $0 <= .seconds(2) })
+        // Refused with Retry-After: 5: none before 5 s, and spread over the next 2 s.
+        let refused = (0..<10_000).map { _ in p.delay(attempt: 0, serverRetry: .seconds(2), retryAfter: .seconds(5), random: Double.random(in: 0..<1, using: &generator)) }
+        #expect(refused.allSatisfy { $0 >= .seconds(5) && $0 <= .seconds(7) })
+        #expect(refused.filter { $0 < .seconds(6) }.count > 4_000 && refused.filter { $0 < .seconds(6) }.count < 6_000)
     }
 }

@@ -66,6 +66,7 @@ let minimal = """
         #expect(app.topic == "com.example.app")
         #expect(app.foreground == .pushOnly)
         #expect(app.maxDevicesPerUser == 100)
+        #expect(app.maxRegisteredDevicesPerUser == 100)
         #expect(c.storage.driver == "sqlite")
         #expect(try c.sqliteStorage() == SQLiteStorageConfiguration(path: "/etc/herald/var/herald.db", synchronous: .full, busyTimeout: 5))
         #expect(c.api.listen == ListenAddress(host: "127.0.0.1", port: 8080))
@@ -151,6 +152,20 @@ let minimal = """
         ]
         for line in expected { #expect(e.contains(line), "missing: \(line)\nall:\n\(e.joined(separator: "\n"))") }
         #expect(e.count == expected.count, "\(e.joined(separator: "\n"))")
+    }
+
+    @Test func theRegistrationBoundPerUserIsReadNamedWhenInvalidAndNeverBelowTheFanOutByDefault() throws {
+        func app(_ keys: String) throws -> AppConfiguration {
+            try #require(try parse(#"{"apps": {"a": {"routes": ["dry"]\#(keys)}}, "transports": {"dry": {"type": "log"}}}"#).apps["a"])
+        }
+        #expect(try app(#", "maxRegisteredDevicesPerUser": 5"#).maxRegisteredDevicesPerUser == 5)
+        // Unset, it follows a fan-out bound above 100, so a config that reached more devices keeps them.
+        #expect(try app(#", "maxDevicesPerUser": 500"#).maxRegisteredDevicesPerUser == 500)
+        #expect(try app(#", "maxDevicesPerUser": 20"#).maxRegisteredDevicesPerUser == 100)
+        for bad in ["0", "10001", "\"many\""] {
+            let e = errors(#"{"apps": {"a": {"routes": ["dry"], "maxRegisteredDevicesPerUser": \#(bad)}}, "transports": {"dry": {"type": "log"}}}"#)
+            #expect(e.count == 1 && e.first?.hasPrefix("apps.a.maxRegisteredDevicesPerUser: ") == true, "\(bad): \(e)")
+        }
     }
 
     @Test func unknownTransportTypeNamesTheKnownTypes() {

@@ -180,4 +180,8 @@ final class LocalFixture: Sendable {
     @Test func theInMemoryQueueExpiresParkedBeyondTheBound() async throws {
         #expect(try await QueueContract.parkedBeyondTheBoundExpire(MemoryDeliveryQueue(onFinal: { _ in })) == [])
     }
+
+    @Test func theInMemoryQueueKeepsEachDeliverysAttempts() async throws {
+        #expect(try await QueueContract.attemptsAreKeptInOrderAndBounded(MemoryDeliveryQueue(onFinal: { _ in })) == [])
+    }
 }

@@ -149,6 +149,52 @@ import Testing
         stream.raw.close()
     }
 
+    /// The history of a delivery's attempts (`history`), as `route outcome → next`.
+    static func history(_ d: TestDaemon, _ id: String) async throws -> [JSONValue] {
+        let status = try await d.client.get("/v1/notifications/\(id)")
+        return status.json?["deliveries"]?.arrayValue?.first?["history"]?.arrayValue ?? []
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aWebPush410ThatFallsBackToTheInboxKeepsThe410InTheDeliverysHistory() async throws {
+        let certs = try TestCertificates.shared()
+        let sim = try Self.simulator(gone: [3])
+        defer { sim.stop() }
+        let d = try await Self.start(sim: sim, certs: certs)
+        let tab = "0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d"
+        try await Self.subscribe(d, sim, 3, user: "dora", device: tab)
+
+        // A closed tab with a dead subscription: the Web Push answers 410, the subscription is
+        // retired, and the notification falls back to the inbox.
+        let id = try await Self.send(d, to: "dora", "for later")
+        #expect(await ForegroundTruthTests.routes(d, id, becoming: ["live parked"]) == ["live parked"])
+        #expect(sim.rules.count(status: 410) == 1)
+        let status = try await d.client.get("/v1/notifications/\(id)")
+        let delivery = try #require(status.json?["deliveries"]?.arrayValue?.first, "\(status.text)")
+        // The current state and reason are as before; the 410 is in the history.
+        #expect(delivery["transport"]?.stringValue == "live" && delivery["state"]?.stringValue == "parked", "\(status.text)")
+        #expect(delivery["reason"]?.stringValue == "in the inbox until the device connects", "\(status.text)")
+        var history = try await Self.history(d, id)
+        #expect(history.count == 2, "\(status.text)")
+        let gone = try #require(history.first)
+        #expect(gone["route"]?.stringValue == "web" && gone["outcome"]?.stringValue == "token_invalid", "\(gone)")
+        #expect(gone["answer"]?.stringValue?.hasPrefix("410 subscription gone") == true, "the platform's answer: \(gone)")
+        #expect(gone["next"]?.stringValue == "retired device, fallback to live", "\(gone)")
+        #expect(gone["at"]?.stringValue.flatMap(UpgradeTests.milliseconds) != nil, "the time of the answer: \(gone)")
+        let parked = try #require(history.last)
+        #expect(parked["route"]?.stringValue == "live" && parked["outcome"]?.stringValue == "not_connected"
+                && parked["next"]?.stringValue == "parked", "\(parked)")
+
+        // The tab opens its stream: the third attempt delivers it, after the first two.
+        let stream = try await Self.open(d, user: "dora", device: tab)
+        let event = try #require(try await stream.next())
+        #expect(event.json?["id"]?.stringValue == id, "\(event)")
+        #expect(await ForegroundTruthTests.routes(d, id, becoming: ["live delivered"]) == ["live delivered"])
+        history = try await Self.history(d, id)
+        #expect(history.map { "\($0["route"]?.stringValue ?? "") → \($0["next"]?.stringValue ?? "")" }
+                == ["web → retired device, fallback to live", "live → parked", "live → delivered"], "\(history)")
+        stream.raw.close()
+    }
+
     @Test(.timeLimit(.minutes(1))) func aTabThatDoesNotAcknowledgeWithinTheAckTimeoutGetsTheWebPushAndTheEventIsReplayed() async throws {
         let certs = try TestCertificates.shared()
         let sim = try Self.simulator()

@@ -80,17 +80,58 @@ import Testing
     @Test func sheddingTakesTheOldestWaitingOrReceivingConnectionOnly() {
         var t = ConnectionTable(limits: Self.limits)
         t.opened(1, fd: 11, peer: nil, now: 0)
+        t.classify(1, stream: false)
         t.busy(1)                                    // oldest, but being answered
         t.opened(2, fd: 12, peer: nil, now: 1)
         t.becameStream(2)                            // a stream: never shed
         t.opened(3, fd: 13, peer: nil, now: 2)
+        t.classify(3, stream: false)
         t.headersComplete(3, now: 3)                 // receiving its body
-        t.opened(4, fd: 14, peer: nil, now: 4)       // waiting
-        t.opened(5, fd: 15, peer: nil, now: 5)       // the new connection
+        t.opened(4, fd: 14, peer: nil, now: 4)
+        t.requestLine(4, now: 4)
+        t.classify(4, stream: false)                 // receiving its headers
+        t.opened(5, fd: 15, peer: nil, now: 5)
+        t.classify(5, stream: false)                 // the new connection
+        #expect(t.apiConnections == 4)
         #expect(t.shedOldest(sparing: 5) == 13)
         #expect(t.shedOldest(sparing: 5) == 14)
         #expect(t.shedOldest(sparing: 5) == nil, "the rest are answered, streams, or the new one")
         #expect(t.shedPending == 2)
+        #expect(t.apiConnections == 2, "the shed ones no longer count")
         #expect(t.receivingHeaders.map(\.fd) == [15])
+    }
+
+    /// Issue 37: a connection whose request line has not been read yet (a reconnect storm waiting
+    /// for the server thread) counts against no budget and is never shed for the API's; a stream
+    /// opening counts against the streams'. Only the hard bound sheds unread ones.
+    @Test func unreadConnectionsAndStreamOpeningsAreNotTheAPIsToShed() {
+        var t = ConnectionTable(limits: Self.limits)
+        for i in 1...5 { t.opened(UInt(i), fd: Int32(10 + i), peer: nil, now: Double(i)) }
+        t.requestLine(2, now: 6)
+        t.classify(2, stream: true)                  // GET /v1/stream, headers still coming
+        t.requestLine(3, now: 6)
+        t.classify(3, stream: false)                 // an API request, headers still coming
+        #expect(t.apiConnections == 1)
+        #expect(t.shedOldest(sparing: 0) == 13, "only the API connection is the API's to shed")
+        #expect(t.shedOldest(sparing: 0) == nil, "unread connections and stream openings are not")
+        #expect(t.apiConnections == 0)
+        // At the hard bound, the oldest unread or API connection goes; never a stream opening.
+        #expect(t.shedOldest(sparing: 5, among: [.unknown, .api]) == 11)
+        #expect(t.shedOldest(sparing: 5, among: [.unknown, .api]) == 14)
+        #expect(t.shedOldest(sparing: 5, among: [.unknown, .api]) == nil)
+        // A kept-alive connection is the API's; closing it releases its count.
+        t.classify(5, stream: false)
+        t.busy(5)
+        t.responded(5, now: 7)
+        #expect(t.apiConnections == 1)
+        t.closed(5)
+        #expect(t.apiConnections == 0)
+        // Headers that turn a stream path into an API request move it to the API's budget.
+        t.opened(6, fd: 16, peer: nil, now: 8)
+        t.classify(6, stream: true)
+        t.classify(6, stream: false)
+        #expect(t.apiConnections == 1)
+        t.becameStream(6)
+        #expect(t.apiConnections == 0)
     }
 }

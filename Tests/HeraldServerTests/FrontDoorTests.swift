@@ -230,6 +230,38 @@ import Glibc
         #expect(alone.hasPrefix("HTTP/1.1 202 Accepted\r\n"), "\(alone)")
     }
 
+    /// `Transfer-Encoding` as an obs-folded line beside `Content-Length` (RFC 9112 §5.2 and §6.1):
+    /// folded onto `Content-Length`, onto another header, or its value folded onto its name, the
+    /// request is refused with one 400 naming `Transfer-Encoding` and its connection closed, and
+    /// nothing is accepted (on main: 202 on the Content-Length, the folded line joined into a
+    /// header name; a proxy in front that unfolds it reads a chunked body instead). A folded
+    /// line elsewhere is refused too, and a header value with spaces and tabs is not one.
+    @Test func anObsFoldedTransferEncodingIsRefusedAndTheConnectionClosed() async throws {
+        let d = try await TestDaemon.start()
+        let body = Self.notification
+        let n = body.utf8.count
+        let chunked = String(n, radix: 16) + "\r\n" + body + "\r\n0\r\n\r\n"
+        let folds = [
+            "Content-Length: \(n)\r\n Transfer-Encoding: chunked\r\n",
+            "X-Note: a\r\n\tTransfer-Encoding: chunked\r\nContent-Length: \(n)\r\n",
+            "Content-Length: \(n)\r\nTransfer-Encoding:\r\n chunked\r\n",
+        ]
+        for framing in folds {
+            for payload in [body, chunked] {
+                let answer = try await Self.exchange(d.port, Self.post(framing: framing, body: payload))
+                try Self.expectOneClean400(answer, field: "Transfer-Encoding")
+                #expect(answer.contains("obs-fold"), "\(answer)")
+            }
+        }
+        let elsewhere = try await Self.exchange(d.port, Self.post(framing: "X-Note: a\r\n  b\r\nContent-Length: \(n)\r\n"))
+        try Self.expectOneClean400(elsewhere, field: "headers")
+        // Spaces and tabs around a value on one line are no fold.
+        let spaced = try await Self.exchange(d.port, Self.post(framing: "X-Note: \t a b \t\r\nContent-Length:   \(n)\r\nConnection: close\r\n"))
+        #expect(spaced.hasPrefix("HTTP/1.1 202 Accepted\r\n"), "\(spaced)")
+        let metrics = try await d.client.get("/metrics").text
+        #expect(metrics.contains(#"herald_notifications_accepted_total{app="com.example.app"} 1"#), "\(metrics)")
+    }
+
     /// A malformed `Content-Length` (`abc`, `-1`, past 64 bits): one 400 with one status line
     /// and headers, a JSON body of its length, and the connection closed (on main: the library's
     /// status line and headers twice, the second copy inside the body).

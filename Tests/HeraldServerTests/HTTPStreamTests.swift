@@ -208,7 +208,11 @@ import Glibc
         clients.forEach { $0.close() }
     }
 
-    @Test func apiConnectionsPastTheLimitCloseTheOldestIdleOneWhateverTheStreams() async throws {
+    /// API connections count once their request line is read: past the limit, the oldest one
+    /// still receiving its request is closed to make room; streams are untouched, and connections
+    /// that sent nothing yet count against no budget (issue 37: in a reconnect storm those are
+    /// requests the server has not read, not slow clients).
+    @Test func apiConnectionsPastTheLimitCloseTheOldestIncompleteOneWhateverTheStreams() async throws {
         var options = HTTPServer.Options(connectionLimit: 5)
         options.maxStreams = 10
         let h = try Harness(options: options)
@@ -219,24 +223,29 @@ import Glibc
             clients.append(c)
         }
         #expect(await eventually(timeout: 20) { h.opened.value.count == 3 })
-        // Five idle API connections (they count: a connection is budgeted from its accept).
-        var idle: [RawClient] = []
+        // Five API connections whose headers are still coming (they count), and three that sent
+        // nothing (they do not).
+        var incomplete: [RawClient] = []
         for _ in 0..<5 {
-            idle.append(try RawClient(port: h.port))
+            let c = try RawClient(port: h.port)
+            try c.send("GET /ping HTTP/1.1\r\nHost: x\r\n")
+            incomplete.append(c)
             try await Task.sleep(nanoseconds: 20_000_000)
         }
-        #expect(await eventually(timeout: 20) { h.server.connectionCounts == (connections: 8, streams: 3) })
-        // One more: the oldest idle connection is closed to make room, and the request is
-        // answered; the streams are untouched.
+        let silent = try (0..<3).map { _ in try RawClient(port: h.port) }
+        #expect(await eventually(timeout: 20) { h.server.connectionCounts == (connections: 11, streams: 3) })
+        // One more: the oldest incomplete API connection is closed to make room, and the request
+        // is answered; the streams and the silent connections are untouched.
         let over = try RawClient(port: h.port)
         try over.send("GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         let answer = String(decoding: try await over.awaitEnd(), as: UTF8.self)
         #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer)")
-        #expect(try await idle[0].awaitEnd().isEmpty)
+        #expect(try await incomplete[0].awaitEnd().isEmpty)
         #expect(h.opened.value.allSatisfy { $0.isOpen })
-        #expect(await eventually(timeout: 20) { h.server.connectionCounts == (connections: 7, streams: 3) })
+        // 3 streams, 4 incomplete, 3 silent.
+        #expect(await eventually(timeout: 20) { h.server.connectionCounts == (connections: 10, streams: 3) })
         await h.server.stop(deadline: 5)
-        (clients + idle).forEach { $0.close() }
+        (clients + incomplete + silent).forEach { $0.close() }
     }
 
     @Test func idleStreamsOutliveTheConnectionTimeout() async throws {

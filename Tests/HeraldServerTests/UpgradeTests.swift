@@ -100,7 +100,7 @@ struct UpgradeManifest: Decodable {
 
     /// The commits whose Herald wrote a fixture set: the first schema with fixtures, and the last
     /// `main` before this version (each driver's schema steps since then run on its data).
-    static let commits = ["cefef4f", "7ddb8bc"]
+    static let commits = ["cefef4f", "7ddb8bc", "16a23cb"]
 
     static func fixture(_ commit: String, _ driver: String) -> String { "\(PackagePaths.root)/Tests/Fixtures/upgrade/\(commit)/\(driver)" }
 
@@ -329,6 +329,13 @@ struct UpgradeManifest: Decodable {
             // The attempts of the old version are kept: one more for what was sent since.
             let sentSince = d.expected.sentToApns || d.expected.stream == true
             #expect(s?["attempts"]?.intValue == d.attempts + (sentSince ? 1 : 0), "\(n.id) to \(d.token): attempts \(s.map { "\($0)" } ?? "")")
+            // The old version kept no attempt history: empty for its attempts, one entry for the attempt made since.
+            let history = s?["history"]?.arrayValue
+            #expect(history?.count == (sentSince ? 1 : 0), "\(n.id) to \(d.token): history \(s.map { "\($0)" } ?? "")")
+            if sentSince {
+                #expect(history?.first?["route"]?.stringValue == d.transport && history?.first?["next"]?.stringValue == "delivered",
+                        "\(n.id) to \(d.token): \(String(describing: history))")
+            }
         }
     }
 

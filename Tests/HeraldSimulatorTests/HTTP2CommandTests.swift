@@ -45,6 +45,48 @@ struct HTTP2CommandTests {
         #expect(lines.first?.contains(#""token":"\#(sampleToken)""#) == true)
     }
 
+    @Test func managementPortServesChannelsAndTheProviderPortBroadcasts() async throws {
+        try requireBinary()
+        let certs = try TestCertificates.shared()
+        let sim = try ChildProcess.herald([
+            "simulate", "apns-http2", "--port", "0", "--management-port", "0", "--channel-limit", "1",
+            "--tls-cert", certs.serverCertificate, "--tls-key", certs.serverKey,
+            "--auth-key-pub", "\(certs.authKeyID)=\(certs.authKeyPublic)", "--team", certs.teamID, "--topic", certs.topic,
+        ])
+        defer { sim.terminate() }
+        let port = try #require(await sim.listeningPort(), "stderr: \(sim.stderr)")
+        let line = try #require(await sim.waitForLine(containing: "channel management on", timeout: 30), "stdout: \(sim.stdout)")
+        let managementPort = try #require(Int(line[line.index(after: line.lastIndex(of: ":")!)...].prefix { $0.isNumber }))
+        #expect(managementPort != port)
+
+        let jwt = try TestJWT.make(keyFile: certs.authKey, keyID: certs.authKeyID, teamID: certs.teamID, issuedAt: Date())
+        let channels = "https://127.0.0.1:\(managementPort)/1/apps/\(certs.topic)/channels"
+        let create = ["-H", "authorization: bearer \(jwt)", "--data-binary", #"{"message-storage-policy":1,"push-type":"LiveActivity"}"#]
+        let created = try await Curl.one(channels, create, caFile: certs.caFile)
+        #expect(created.status == 201)
+        let channel = try #require(created.headers["apns-channel-id"])
+        let refused = try await Curl.one(channels, create, caFile: certs.caFile)
+        #expect(refused.status == 400 && refused.body == #"{"reason":"CannotCreateChannelConfig"}"#)
+        let unauthenticated = try await Curl.one(channels, ["--data-binary", #"{"message-storage-policy":1,"push-type":"LiveActivity"}"#],
+                                                 caFile: certs.caFile)
+        #expect(unauthenticated.status == 403 && unauthenticated.body == #"{"reason":"MissingProviderToken"}"#)
+
+        let requestID = "0b7f6c6e-3c1a-4d9e-9a51-2f1d0c3b4a59"
+        let sent = try await Curl.one("https://127.0.0.1:\(port)/4/broadcasts/apps/\(certs.topic)", [
+            "-H", "authorization: bearer \(jwt)", "-H", "apns-push-type: liveactivity", "-H", "apns-channel-id: \(channel)",
+            "-H", "apns-priority: 5", "-H", "apns-request-id: \(requestID)",
+            "--data-binary", #"{"aps":{"event":"update","timestamp":1790000000,"content-state":{"score":1}}}"#,
+        ], caFile: certs.caFile)
+        #expect(sent.status == 200)
+        #expect(sent.headers["apns-request-id"] == requestID)
+        #expect(sent.headers["apns-id"] == nil)
+        #expect(sent.headers["apns-unique-id"] != nil)
+
+        sim.signal(SIGTERM)
+        #expect(await sim.waitForExit() == 0)
+        #expect(sim.stdout.contains(", broadcasts 1\n"), "\(sim.stdout)")
+    }
+
     @Test func sigintStopsWithTheSummaryAndExpiredTokensAnswer410() async throws {
         try requireBinary()
         let certs = try TestCertificates.shared()
@@ -84,7 +126,8 @@ struct HTTP2CommandTests {
         for option in ["--unregistered", "--expired-tokens", "--bad-device-token", "--not-for-topic", "--too-many-requests", "--reset-stream",
                        "--no-answer", "--device-limit", "--internal-server-errors", "--service-unavailable", "--throttle",
                        "--goaway-after", "--close-after", "--latency-ms",
-                       "--max-concurrent-streams", "--record", "--auth-key-pub", "--client-ca", "--token-update-interval"] {
+                       "--max-concurrent-streams", "--record", "--auth-key-pub", "--client-ca", "--token-update-interval",
+                       "--management-port", "--channel-limit"] {
             #expect(help.stdout.contains(option), "\(option)")
         }
     }

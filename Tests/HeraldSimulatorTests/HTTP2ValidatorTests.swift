@@ -8,6 +8,8 @@ import Testing
 struct HTTP2ValidatorTests {
     static let token = String(repeating: "ab", count: 32)
     static let tokenPolicy = HTTP2TopicPolicy(required: true, allowed: ["com.example.app"])
+    /// A payload that keeps Apple's Live Activity rules.
+    static let liveActivityUpdate = #"{"aps":{"event":"update","timestamp":1790000000,"content-state":{"score":1}}}"#
 
     /// Validates a request made of `headers` (a valid alert by default) with no authentication step.
     func check(method: String = "POST", path: String = "/3/device/\(token)", _ headers: [(String, String)] = [("apns-topic", "com.example.app")],
@@ -80,7 +82,7 @@ struct HTTP2ValidatorTests {
     func everyPushTypeWithItsTopic(type: PushType) {
         let topic = type == .mdm ? "com.example.app" : type.topic(forBundleID: "com.example.app")
         let priority = type == .background ? "5" : "10"
-        let body = type == .voip ? String(repeating: "x", count: 5000) : #"{"aps":{}}"#
+        let body = type == .voip ? String(repeating: "x", count: 5000) : type == .liveactivity ? Self.liveActivityUpdate : #"{"aps":{}}"#
         let v = check([("apns-topic", topic), ("apns-push-type", type.rawValue), ("apns-priority", priority)], body: body)
         #expect(v.reason == nil, "\(type) on \(topic)")
         #expect(v.pushType == type)
@@ -99,6 +101,9 @@ struct HTTP2ValidatorTests {
         (.widgets, ".push-type.widgets"), (.controls, ".push-type.controls"),
     ])
     func topicSuffixRules(type: PushType, suffix: String) {
+        let body = type == .liveactivity ? Self.liveActivityUpdate : #"{"aps":{"alert":"hi"}}"#
+        func reason(_ headers: [(String, String)]) -> String? { self.reason(headers, body: body) }
+        func check(_ headers: [(String, String)]) -> HTTP2Verdict { self.check(headers, body: body) }
         // The bundle alone is a bad topic for this type…
         #expect(reason([("apns-topic", "com.example.app"), ("apns-push-type", type.rawValue)]) == "BadTopic")
         // …and the suffixed topic is bad for an alert…

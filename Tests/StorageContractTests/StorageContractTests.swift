@@ -90,6 +90,14 @@ struct StorageContractTests {
     }
 
     @Test(arguments: Backend.allCases)
+    func everyAttemptIsOnRecordInOrderAndBounded(_ backend: Backend) async throws {
+        try await withStorage(backend) { s, _ in
+            let problems = try await QueueContract.attemptsAreKeptInOrderAndBounded(s.queue)
+            #expect(problems == [])
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
     func registrationMovesAndTheTimestampRule(_ backend: Backend) async throws {
         try await withStorage(backend) { s, _ in
             let store = s.tokens
@@ -110,6 +118,48 @@ struct StorageContractTests {
             // Registering again clears the invalidation.
             _ = try await store.register(registration("aa01", user: "bob"), at: t0.addingTimeInterval(40))
             #expect(try await store.device(app: "app", token: "aa01")?.invalidatedAt == nil)
+        }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func registeringPastTheBoundRemovesTheUsersLeastRecentlyRegisteredDevices(_ backend: Backend) async throws {
+        try await withStorage(backend) { s, _ in
+            let store = s.tokens
+            func register(_ token: String, _ user: String, at seconds: Double, max: Int? = 3, app: String = "app") async throws -> RegistrationResult {
+                try await store.register(DeviceRegistration(app: app, token: token, user: user, transport: "t", maxPerUser: max),
+                                         at: t0.addingTimeInterval(seconds))
+            }
+            func tokens(_ user: String, app: String = "app") async throws -> [String] {
+                try await store.devices(app: app, users: [user], includeInvalidated: true).map(\.token)
+            }
+            for (i, token) in ["aa01", "aa02", "aa03"].enumerated() {
+                #expect(try await register(token, "ann", at: Double(i)).removed == [])
+            }
+            // Bob and another app at the bound: never touched by ann's registrations.
+            for token in ["bb01", "bb02", "bb03"] { _ = try await register(token, "bob", at: 0) }
+            for token in ["cc01", "cc02", "cc03"] { _ = try await register(token, "ann", at: 0, app: "other") }
+            // The fourth: created, and the least recently registered goes in the same call.
+            let fourth = try await register("aa04", "ann", at: 10)
+            #expect(fourth.change == .created && fourth.removed == ["aa01"])
+            #expect(try await tokens("ann") == ["aa04", "aa03", "aa02"])
+            // Registering a known device again refreshes it and removes nothing.
+            #expect(try await register("aa02", "ann", at: 11).removed == [])
+            #expect(try await register("aa05", "ann", at: 12).removed == ["aa03"])
+            #expect(try await tokens("ann") == ["aa05", "aa02", "aa04"])
+            // Invalidated devices count too (they are rows).
+            _ = try await store.invalidate(app: "app", token: "aa04", at: t0.addingTimeInterval(13), reason: "Unregistered")
+            // A device moved from another user counts for its new one.
+            let moved = try await register("bb01", "ann", at: 14)
+            #expect(moved.change == .moved && moved.previousUser == "bob" && moved.removed == ["aa04"])
+            #expect(try await tokens("ann") == ["bb01", "aa05", "aa02"])
+            #expect(Set(try await tokens("bob")) == ["bb02", "bb03"])
+            #expect(try await tokens("ann", app: "other").count == 3)
+            // A lower bound removes every device beyond it at once, least recently registered first.
+            #expect(try await register("aa06", "ann", at: 15, max: 2).removed == ["aa02", "aa05"])
+            #expect(try await tokens("ann") == ["aa06", "bb01"])
+            // No bound: nothing removed.
+            #expect(try await register("aa07", "ann", at: 16, max: nil).removed == [])
+            #expect(try await tokens("ann").count == 3)
         }
     }
 

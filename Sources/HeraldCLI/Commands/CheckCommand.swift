@@ -36,7 +36,7 @@ enum CheckCommand {
         lines.append("apps (\(configuration.apps.count)):")
         for id in configuration.apps.keys.sorted() {
             let a = configuration.apps[id]!
-            var line = "  \(id): topic=\(a.topic) routes=\(a.routes.joined(separator: ",")) foreground=\(a.foreground.rawValue) maxDevicesPerUser=\(a.maxDevicesPerUser)"
+            var line = "  \(id): topic=\(a.topic) routes=\(a.routes.joined(separator: ",")) foreground=\(a.foreground.rawValue) maxDevicesPerUser=\(a.maxDevicesPerUser) maxRegisteredDevicesPerUser=\(a.maxRegisteredDevicesPerUser)"
             if let secret = a.clientSecret { line += " clientSecret=\(secret)" }  // Secret prints "<redacted>"
             if a.foreground != .pushOnly { line += " presenceGrace=\(a.presenceGrace)s inbox.ttl=\(a.inbox.ttl)s inbox.maxPerUser=\(a.inbox.maxPerUser)" }
             lines.append(line)

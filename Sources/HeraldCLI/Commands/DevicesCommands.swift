@@ -7,7 +7,7 @@ import HeraldCore
 enum DevicesCommands {
     static let add = HeraldCLI.Command(spec: CommandSpec(
         path: "devices add",
-        summary: "Register a device (or move/update a known token).",
+        summary: "Register a device (or move/update a known token); past the app's maxRegisteredDevicesPerUser, the user's least recently registered device is removed.",
         usage: "devices add --app APP --user USER --token TOKEN [--transport NAME | --vendor NAME | --platform ios|android|web] [--environment sandbox|production] [--json]",
         options: [
             CommandSpec.configOption,
@@ -41,7 +41,8 @@ enum DevicesCommands {
         let result: RegistrationResult
         do {
             result = try await store.register(DeviceRegistration(app: app.id, token: route.address.token, user: user, transport: route.transport,
-                                                                 attributes: route.address.attributes), at: Date())
+                                                                 attributes: route.address.attributes, maxPerUser: app.maxRegisteredDevicesPerUser),
+                                              at: Date())
         } catch {
             throw .runtime("cannot register the device: \(error)")
         }
@@ -51,6 +52,7 @@ enum DevicesCommands {
                 o.string("change", result.change.rawValue)
                 o.string("previous_user", result.previousUser)
                 o.object("device") { result.device.writeJSON(into: &$0) }
+                o.stringArray("removed", result.removed)
             }
             context.console.out(w.string)
         } else {
@@ -58,6 +60,9 @@ enum DevicesCommands {
             var line = "\(result.change.rawValue) device \(Redact.token(d.token)) for user \(d.user) (app \(d.app), transport \(d.transport)\(d.attributes.isEmpty ? "" : ", \(d.attributes.values.keys.sorted().map { d.attributes[$0]! }.joined(separator: ", "))"))"
             if let previous = result.previousUser { line += "; moved from user \(previous)" }
             context.console.out(line)
+            for token in result.removed {
+                context.console.out("removed device \(Redact.token(token)) of user \(d.user): the least recently registered past maxRegisteredDevicesPerUser (\(app.maxRegisteredDevicesPerUser))")
+            }
         }
     }
 
@@ -96,9 +101,10 @@ enum DevicesCommands {
             return
         }
         if devices.isEmpty { console.err("no devices"); return }
+        // Cells escaped before the columns are measured (the console escapes every line anyway).
         let rows = [["APP", "USER", "TOKEN", "TRANSPORT", "ENVIRONMENT", "UPDATED", "STATUS"]] + devices.map { d in
             [d.app, d.user, d.token, d.transport, d.attributes["environment"] ?? "-", d.updatedAt.iso8601,
-             d.invalidatedAt.map { "invalid since \($0.iso8601): \(d.invalidationReason ?? "")" } ?? "active"]
+             d.invalidatedAt.map { "invalid since \($0.iso8601): \(d.invalidationReason ?? "")" } ?? "active"].map(TerminalText.escaped)
         }
         let widths = (0..<7).map { c in rows.map { $0[c].count }.max()! }
         for row in rows {

@@ -43,6 +43,8 @@ enum SimulateHTTP2Command {
             .value("goaway-after", "N", "fault: answer N requests on a connection, GOAWAY {\"reason\":\"Shutdown\"} (last stream: the Nth) going out just before the Nth answer, then close"),
             .value("close-after", "N", "fault: after N answers on a connection close the socket abruptly"),
             .value("latency-ms", "MS", "fault: delay every response by MS milliseconds"),
+            .value("management-port", "N", "serve the channel management API (iOS 18 broadcast channels) on this port too; 0 picks a free one"),
+            .value("channel-limit", "N", "channels allowed per bundle (default 10000, Apple's limit per environment)"),
             .value("record", "FILE", "append every accepted notification to FILE as JSON Lines"),
             .flag("verbose", "log connection events (TLS failures, protocol errors) to stderr"),
         ],
@@ -59,6 +61,21 @@ enum SimulateHTTP2Command {
         Token auth: 403 MissingProviderToken, InvalidProviderToken, UnrelatedKeyIdInToken,
         ExpiredProviderToken (iat older than --token-max-age), 429 TooManyProviderTokenUpdates (a new
         token sooner than --token-update-interval after the last on the same connection).
+
+        Live Activities (push type liveactivity) must keep Apple's payload rules: aps.event start,
+        update or end; aps.timestamp; aps.content-state (optional on end); attributes-type,
+        attributes and alert on start; dismissal-date, stale-date in whole seconds. Else 400
+        BadLiveActivityPayload (the simulator's own reason: APNs accepts such a payload and the
+        device discards it).
+
+        Broadcasts (iOS 18): POST /4/broadcasts/apps/BUNDLE with apns-channel-id, apns-push-type
+        liveactivity, apns-priority 10, 5 or 1, a payload of at most 5120 bytes that updates or
+        ends an activity; answered with apns-request-id. 400 MissingPushType, InvalidPushType,
+        MissingChannelId, BadChannelId, 404 ChannelNotRegistered.
+        With --management-port, the channel management API: POST /1/apps/BUNDLE/channels
+        {"message-storage-policy": 0|1, "push-type": "LiveActivity"} (201, apns-channel-id), GET and
+        DELETE with apns-channel-id, GET /1/apps/BUNDLE/all-channels; 400 CannotCreateChannelConfig
+        past --channel-limit channels per bundle.
 
         Faults apply to requests that pass those checks, in this order: --reset-stream, --no-answer,
         --unregistered and --expired-tokens (410 with "timestamp" in ms), --bad-device-token,
@@ -78,6 +95,9 @@ enum SimulateHTTP2Command {
         }
         TerminationSignal.install()
         context.console.out("listening on \(configuration.host):\(simulator.port)")
+        if configuration.managementPort != nil {
+            context.console.out("channel management on \(configuration.host):\(simulator.managementPort)")
+        }
         await TerminationSignal.waitAsync()
         simulator.stop()
         context.console.out(simulator.summary)
@@ -132,6 +152,8 @@ enum SimulateHTTP2Command {
         c.singleStreamUntilAuthenticated = !arguments.flag("allow-streams-before-auth")
         if let s = try arguments.int("token-update-interval", command: path, in: 0...86_400) { c.tokenUpdateInterval = TimeInterval(s) }
         if let s = try arguments.int("token-max-age", command: path, in: 1...31_536_000) { c.tokenMaxAge = TimeInterval(s) }
+        c.managementPort = try arguments.int("management-port", command: path, in: 0...65535)
+        if let n = try arguments.int("channel-limit", command: path, in: 0...1_000_000) { c.channelLimit = n }
         c.recordFile = arguments.value("record")
         c.retainsNotifications = false
         if arguments.flag("verbose") {

@@ -209,6 +209,10 @@ public struct AppConfiguration: Sendable, Equatable {
     public var foreground: ForegroundPolicy = .pushOnly
     /// Most devices one user receives a notification on (most recently registered first).
     public var maxDevicesPerUser: Int = 100
+    /// Most devices one user may have registered: registering past it removes the user's least
+    /// recently registered device (``DeviceRegistration/maxPerUser``). Default 100, or
+    /// ``maxDevicesPerUser`` when that is larger.
+    public var maxRegisteredDevicesPerUser: Int = 100
     /// Signs the app's client tokens (HS256); required unless ``foreground`` is `push-only`.
     public var clientSecret: Secret? = nil
     /// How long a device counts as present after its stream closes. Default 0.
@@ -229,6 +233,7 @@ public struct AppConfiguration: Sendable, Equatable {
         self.routes = routes
         self.foreground = foreground
         self.maxDevicesPerUser = maxDevicesPerUser
+        self.maxRegisteredDevicesPerUser = max(100, maxDevicesPerUser)
     }
 
     init?(id: String, node: JSONNode, transports: Set<String>, blocks: Set<String>) {
@@ -238,6 +243,9 @@ public struct AppConfiguration: Sendable, Equatable {
         }
         self.id = id
         topic = node.string("topic") ?? id
+        if let problem = FieldLimits.headerValueProblem(topic) {
+            node.error(at: "topic", "\(problem): it is sent as a header (APNs's apns-topic)")
+        }
         let routes = node.stringArray("routes", required: true, nonEmpty: true) ?? []
         self.routes = routes
         if let routesNode = node.child("routes"), case .array = routesNode.value {
@@ -253,6 +261,11 @@ public struct AppConfiguration: Sendable, Equatable {
             }
         }
         if let m = node.int("maxDevicesPerUser", in: 1...10_000) { maxDevicesPerUser = m }
+        if let m = node.int("maxRegisteredDevicesPerUser", in: 1...10_000) {
+            maxRegisteredDevicesPerUser = m
+        } else {
+            maxRegisteredDevicesPerUser = max(100, maxDevicesPerUser)
+        }
         if let o = node.child("overrides") {
             if case .object = o.value {
                 for (name, block) in o.members() {

@@ -44,6 +44,8 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
         var updatedAt: Date
         var fallback: String?
         var streamDevice: String? = nil
+        /// The last ``DeliveryAttempt/kept`` attempts.
+        var history: [DeliveryAttempt] = []
     }
 
     /// One transport's waiting deliveries: those due at once in arrival order, and retries by time.
@@ -241,6 +243,10 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
             for c in completions {
                 guard var row = s.rows[c.id], row.state == .sent, row.attempts == c.attempt else { continue }
                 s.depth[row.transport, default: QueueDepth()].inFlight -= 1
+                if let entry = c.historyEntry {
+                    if row.history.count >= DeliveryAttempt.kept { row.history.removeFirst(row.history.count - DeliveryAttempt.kept + 1) }
+                    row.history.append(entry)
+                }
                 if c.state == .queued, let reason = s.abandoned[row.transport] {
                     s.rows[c.id] = nil
                     reports.append(DeliveryReport(token: row.token, user: row.user, transport: row.transport, outcome: .failed,
@@ -338,7 +344,8 @@ public final class MemoryDeliveryQueue: DeliveryQueue {
                                       deliveries: rows.map { id, r in
                                           DeliveryStatus(id: id, token: r.token, user: r.user, transport: r.transport, state: r.state,
                                                          attempts: r.attempts, lastReason: r.reason, messageID: r.messageID.lowercasedString, receipt: r.receipt,
-                                                         updatedAt: r.updatedAt, nextAttemptAt: r.state == .queued || r.state == .parked ? r.due : nil)
+                                                         updatedAt: r.updatedAt, nextAttemptAt: r.state == .queued || r.state == .parked ? r.due : nil,
+                                                         history: r.history)
                                       })
         }
     }

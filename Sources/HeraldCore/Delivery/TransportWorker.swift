@@ -496,11 +496,14 @@ public final class TransportWorker: Sendable {
         var completions: [DeliveryCompletion] = []
         for c in interrupted {
             if confirmed.contains(c.delivery.messageID.lowercasedString) {
-                completions.append(.finished(c.delivery, .delivered, reason: "confirmed by the transport's ledger after a restart"))
+                completions.append(.finished(c.delivery, .delivered, reason: "confirmed by the transport's ledger after a restart")
+                    .recording(DeliveryAttempt(route: name, at: now, outcome: "interrupted",
+                                               answer: "confirmed by the transport's ledger after a restart", next: "delivered")))
                 metrics.finished(transport: name, state: .delivered, reason: nil)
                 metrics.latency(transport: name).observe(now.timeIntervalSince(c.acceptedAt))
             } else {
-                completions.append(.requeued(c.delivery, at: now, reason: "interrupted by a restart; sent again"))
+                completions.append(.requeued(c.delivery, at: now, reason: "interrupted by a restart; sent again")
+                    .recording(DeliveryAttempt(route: name, at: now, outcome: "interrupted", answer: nil, next: "sent again")))
             }
         }
         do {
@@ -527,14 +530,17 @@ public final class TransportWorker: Sendable {
                     c.delivery.payload = try renderer.payload(for: c.delivery)
                 } catch {
                     // The configuration changed since the accept (a route that no longer takes this content).
-                    completions.append(.finished(c.delivery, .rejected, reason: "cannot render for \(name): \(error)"))
+                    let reason = "cannot render for \(name): \(error)"
+                    completions.append(.finished(c.delivery, .rejected, reason: reason)
+                        .recording(DeliveryAttempt(route: name, at: start, outcome: "not_sent", answer: reason, next: "rejected")))
                     metrics.finished(transport: name, state: .rejected, reason: "render")
                     latency.observe(start.timeIntervalSince(c.acceptedAt))
                     continue
                 }
             }
             if OutcomePolicy.hasExpired(c.delivery.payload, now: start) {
-                completions.append(.finished(c.delivery, .expired, reason: "expired before sending"))
+                completions.append(.finished(c.delivery, .expired, reason: "expired before sending")
+                    .recording(DeliveryAttempt(route: name, at: start, outcome: "not_sent", answer: "expired before sending", next: "expired")))
                 metrics.finished(transport: name, state: .expired, reason: "expired")
                 latency.observe(start.timeIntervalSince(c.acceptedAt))
             } else {
@@ -562,12 +568,16 @@ public final class TransportWorker: Sendable {
                 // Jitter matters only for a retry (the default source makes a system call).
                 let jitter: Double
                 if case .retry = outcome { jitter = random() } else { jitter = 0 }
-                switch policy.action(for: outcome, delivery: d, acceptedAt: c.acceptedAt, now: after, random: jitter) {
+                let action = policy.action(for: outcome, delivery: d, acceptedAt: c.acceptedAt, now: after, random: jitter)
+                // What the platform answered and what follows, appended to the delivery's history
+                // with its outcome (a postponed delivery was not sent: no attempt).
+                let entry = DeliveryAttempt(route: name, at: after, outcome: outcome, action: action)
+                switch action {
                 case .finish(let final, let reason):
                     answered = true
                     var receipt: String? = nil
                     if case .delivered(let r?, _) = outcome { receipt = r }
-                    completions.append(.finished(d, final, reason: reason, receipt: receipt))
+                    completions.append(.finished(d, final, reason: reason, receipt: receipt).recording(entry))
                     metrics.finished(transport: name, state: final, reason: reason)
                     latency.observe(after.timeIntervalSince(c.acceptedAt))
                     if final != .delivered {
@@ -576,22 +586,24 @@ public final class TransportWorker: Sendable {
                     }
                 case .retry(let at, let reason):
                     answered = true
-                    completions.append(.requeued(d, at: at, reason: reason))
+                    completions.append(.requeued(d, at: at, reason: reason).recording(entry))
                     metrics.retried(transport: name)
                 case .invalidate(let since, let reason):
                     answered = true
                     await invalidator.invalidate(app: d.app, token: d.token, since: since, reason: reason)
                     if let fallback = d.fallback {
-                        completions.append(.rerouted(d, to: fallback, at: after, reason: "\(reason); kept for \(fallback)"))
+                        var retired = entry
+                        retired.next = "retired device, fallback to \(fallback)"
+                        completions.append(.rerouted(d, to: fallback, at: after, reason: "\(reason); kept for \(fallback)").recording(retired))
                         metrics.rerouted(transport: name)
                     } else {
-                        completions.append(.finished(d, .invalidToken, reason: reason))
+                        completions.append(.finished(d, .invalidToken, reason: reason).recording(entry))
                         metrics.finished(transport: name, state: .invalidToken, reason: reason)
                         latency.observe(after.timeIntervalSince(c.acceptedAt))
                     }
                 case .park(let until, let reason):
                     answered = true
-                    completions.append(.parked(d, until: until, reason: reason))
+                    completions.append(.parked(d, until: until, reason: reason).recording(entry))
                     metrics.parked(transport: name)
                 case .postpone(let at, let reason):
                     // Not sent (its peer is held back): neither an answer nor an attempt.
@@ -599,11 +611,11 @@ public final class TransportWorker: Sendable {
                     metrics.retried(transport: name)
                 case .reroute(let fallback, let reason):
                     answered = true
-                    completions.append(.rerouted(d, to: fallback, at: after, reason: reason))
+                    completions.append(.rerouted(d, to: fallback, at: after, reason: reason).recording(entry))
                     metrics.rerouted(transport: name)
                 case .pause(let reason):
                     pausedFor = reason
-                    completions.append(.requeued(d, at: after, reason: "transport paused: \(reason)", countsAttempt: false))
+                    completions.append(.requeued(d, at: after, reason: "transport paused: \(reason)", countsAttempt: false).recording(entry))
                 }
             }
         }

@@ -139,12 +139,18 @@ public struct DeviceRegistration: Sendable, Equatable {
     public var user: String
     public var transport: String
     public var attributes: DeviceAttributes
+    /// The most devices the user may have registered in the app (the app's
+    /// `maxRegisteredDevicesPerUser`): past it, the store removes the user's least recently
+    /// registered devices in the same transaction (``RegistrationResult/removed``). `nil`: no bound.
+    public var maxPerUser: Int?
 
-    public init(app: String, token: String, user: String, transport: String, attributes: DeviceAttributes = DeviceAttributes()) {
+    public init(app: String, token: String, user: String, transport: String, attributes: DeviceAttributes = DeviceAttributes(),
+                maxPerUser: Int? = nil) {
         self.app = app
         self.token = token
         self.user = user
         self.transport = transport
         self.attributes = attributes
+        self.maxPerUser = maxPerUser
     }
 }

@@ -9,6 +9,7 @@ import FoundationEssentials
 /// | user id (`user`, `users[i]`, claim `sub`, `--user`) | 1–256 bytes of UTF-8 |
 /// | app id (keys of `apps`, so every `app` a request names) | 1–256 bytes of UTF-8 |
 /// | device token / device id (`token`, `tokens[i]`, claim `device`, `--token`, `--device`) | ``DeviceToken/byteLengthRange`` bytes, hex (``DeviceToken/normalize(_:)``) |
+/// | a value sent as (part of) a platform request's header (`collapse_key`, `apns.collapse_id`, `webpush.topic`, …) | no control character (``headerValueProblem(_:)``) |
 public enum FieldLimits {
     /// Length of a user id, in bytes of UTF-8.
     public static let userIDBytes = 1...256
@@ -23,6 +24,33 @@ public enum FieldLimits {
     /// What is wrong with `app` as an app id, or `nil` when it is within bounds.
     public static func appProblem(_ app: String) -> String? {
         problem(app, appIDBytes)
+    }
+
+    /// What makes `value` unfit to become a header value (or part of one) of a platform request,
+    /// or `nil` when it is fit: a control character (C0 such as CR, LF, NUL and TAB; DEL; C1),
+    /// which could end the header early or add one of the caller's own.
+    ///
+    /// Every reader of such a field calls it when the request is accepted and refuses the value
+    /// naming the field (`collapse_key: contains a control character (CR)`); nothing is stripped.
+    public static func headerValueProblem(_ value: String) -> String? {
+        for scalar in value.unicodeScalars where scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) {
+            return "contains a control character (\(controlName(scalar)))"
+        }
+        return nil
+    }
+
+    /// A control character's short name (`CR`, `LF`, `NUL`, `TAB`, `DEL`), else `U+001B`.
+    public static func controlName(_ scalar: Unicode.Scalar) -> String {
+        switch scalar.value {
+        case 0x00: return "NUL"
+        case 0x09: return "TAB"
+        case 0x0A: return "LF"
+        case 0x0D: return "CR"
+        case 0x7F: return "DEL"
+        default:
+            let hex = String(scalar.value, radix: 16, uppercase: true)
+            return "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+        }
     }
 
     private static func problem(_ value: String, _ bounds: ClosedRange<Int>) -> String? {

@@ -46,6 +46,11 @@ extension NotificationRequest {
         FieldLimits.checkUsers(root, "users")
         let tokens = readStrings(root, "tokens")
         let content = NotificationContent.read(from: root, blocks: blocks)
+        // Checked here, where a caller's value is accepted, not in `read` (which also reads the
+        // queue's stored content back): the APNs route refuses such a key when it renders.
+        if let c = content?.collapseKey, let problem = FieldLimits.headerValueProblem(c) {
+            root.error(at: "collapse_key", problem)
+        }
         var key: String? = nil
         if let k = root.string("idempotency_key") {
             if k.utf8.count > maxIdempotencyKeyBytes {

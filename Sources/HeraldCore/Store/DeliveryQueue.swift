@@ -199,6 +199,10 @@ public struct DeliveryCompletion: Sendable, Equatable {
     /// For `.queued`: the transport that takes the delivery over (its fallback); the stored
     /// fallback is cleared, so a delivery falls back once. `nil` keeps the transport.
     public var transport: String?
+    /// The attempt to append to the delivery's history (``DeliveryStatus/history``) in the same
+    /// write, when the completion is written (its attempt still matches); `nil` appends nothing.
+    /// The queue keeps the last ``DeliveryAttempt/kept``.
+    public var historyEntry: DeliveryAttempt?
 
     /// A final state.
     public static func finished(_ claim: Delivery, _ state: DeliveryState, reason: String?, receipt: String? = nil) -> DeliveryCompletion {
@@ -226,7 +230,7 @@ public struct DeliveryCompletion: Sendable, Equatable {
     }
 
     public init(id: Int64, attempt: Int, state: DeliveryState, reason: String?, receipt: String?, retryAt: Date?,
-                countsAttempt: Bool, transport: String? = nil) {
+                countsAttempt: Bool, transport: String? = nil, historyEntry: DeliveryAttempt? = nil) {
         self.id = id
         self.attempt = attempt
         self.state = state
@@ -235,6 +239,14 @@ public struct DeliveryCompletion: Sendable, Equatable {
         self.retryAt = retryAt
         self.countsAttempt = countsAttempt
         self.transport = transport
+        self.historyEntry = historyEntry
+    }
+
+    /// This completion with `entry` to append to the delivery's history.
+    public func recording(_ entry: DeliveryAttempt?) -> DeliveryCompletion {
+        var c = self
+        c.historyEntry = entry
+        return c
     }
 }
 
@@ -271,9 +283,13 @@ public struct DeliveryStatus: Sendable, Equatable {
     public var updatedAt: Date
     /// When a queued delivery is due.
     public var nextAttemptAt: Date?
+    /// Its last attempts (at most ``DeliveryAttempt/kept``), oldest first; empty for a delivery
+    /// not tried yet, and for attempts made before the history was kept.
+    public var history: [DeliveryAttempt]
 
     public init(id: Int64, token: String, user: String?, transport: String?, state: DeliveryState, attempts: Int,
-                lastReason: String?, messageID: String, receipt: String? = nil, updatedAt: Date, nextAttemptAt: Date?) {
+                lastReason: String?, messageID: String, receipt: String? = nil, updatedAt: Date, nextAttemptAt: Date?,
+                history: [DeliveryAttempt] = []) {
         self.id = id
         self.token = token
         self.user = user
@@ -285,6 +301,7 @@ public struct DeliveryStatus: Sendable, Equatable {
         self.receipt = receipt
         self.updatedAt = updatedAt
         self.nextAttemptAt = nextAttemptAt
+        self.history = history
     }
 }
 

@@ -10,6 +10,9 @@ public protocol TokenStore: Sendable {
     ///
     /// A known token registered under another user moves to that user (a phone changed
     /// hands). Registering clears an earlier invalidation and sets `updatedAt` to `now`.
+    /// With ``DeviceRegistration/maxPerUser``, the user's least recently registered other devices
+    /// beyond it are removed in the same transaction (invalidated ones count), so registering
+    /// never fails for the bound and the user's devices never exceed it.
     func register(_ registration: DeviceRegistration, at now: Date) async throws -> RegistrationResult
 
     /// Removes a device; `false` when it was not there.
@@ -62,11 +65,27 @@ public struct RegistrationResult: Sendable, Equatable {
     public var device: Device
     /// The previous owner, for `moved`.
     public var previousUser: String?
+    /// The tokens of the user's devices removed to keep ``DeviceRegistration/maxPerUser``
+    /// (least recently registered first).
+    public var removed: [String]
 
-    public init(change: Change, device: Device, previousUser: String? = nil) {
+    public init(change: Change, device: Device, previousUser: String? = nil, removed: [String] = []) {
         self.change = change
         self.device = device
         self.previousUser = previousUser
+        self.removed = removed
+    }
+
+    /// Logs each device removed for the bound (token shortened) and counts them in
+    /// `herald_devices_removed_total{app, reason="maxRegisteredDevicesPerUser"}`.
+    public func reportRemoved(logger: Logger, metrics: MetricsRegistry) {
+        guard !removed.isEmpty else { return }
+        metrics.counter("herald_devices_removed_total", help: "Devices removed by Herald itself, by app and reason.",
+                        labels: [("app", device.app), ("reason", "maxRegisteredDevicesPerUser")]).increment(by: Int64(removed.count))
+        for token in removed {
+            logger.notice("device removed: its user registered more than maxRegisteredDevicesPerUser; the least recently registered went",
+                          ["app": device.app, "user": device.user, "token": Redact.token(token), "kept_for": Redact.token(device.token)])
+        }
     }
 }
 

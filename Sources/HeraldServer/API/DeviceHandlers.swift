@@ -47,9 +47,10 @@ extension API {
         }
         let result = try await dependencies.store.register(
             DeviceRegistration(app: app.id, token: route.address.token, user: user!, transport: route.transport,
-                               attributes: route.address.attributes), at: now)
+                               attributes: route.address.attributes, maxPerUser: app.maxRegisteredDevicesPerUser), at: now)
         apiLogger.info("device registered", ["app": app.id, "user": user!, "token": Redact.token(route.address.token),
                                               "transport": route.transport, "change": result.change.rawValue])
+        result.reportRemoved(logger: apiLogger, metrics: serverMetrics.registry)
         return HTTPResponse.json(result.change == .created ? 201 : 200) { o in
             result.device.writeJSON(into: &o)
             o.string("change", result.change.rawValue)

@@ -64,7 +64,7 @@ extension StrictJSON.Parser {
             case "thread": content.thread = try p.text()
             case "collapse_key":
                 let c = try p.text()
-                guard c.utf8.count <= NotificationRequest.maxCollapseKeyBytes else { throw Unusual() }
+                guard c.utf8.count <= NotificationRequest.maxCollapseKeyBytes, FieldLimits.headerValueProblem(c) == nil else { throw Unusual() }
                 content.collapseKey = c
             case "priority": content.priority = try p.choice(NotificationPriority.self)
             case "expiration":

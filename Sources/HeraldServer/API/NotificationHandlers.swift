@@ -148,6 +148,12 @@ extension API {
                         if let t = d.transport, transports[t]?.reads("apns") == true { e.string("apns_id", d.receipt ?? d.messageID) }
                         e.string("updated_at", d.updatedAt.iso8601)
                         if d.state == .queued, let next = d.nextAttemptAt { e.string("next_attempt_at", next.iso8601) }
+                        e.array("history") { h in
+                            for (j, attempt) in d.history.enumerated() {
+                                if j > 0 { h.raw(UInt8(ascii: ",")) }
+                                h.object { attempt.write(into: &$0) }
+                            }
+                        }
                     }
                 }
             }

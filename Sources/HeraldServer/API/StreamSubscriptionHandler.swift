@@ -46,9 +46,10 @@ extension API {
         attributes[DeviceAttributes.streamDevice] = claims.device
         let result = try await deps.store.register(
             DeviceRegistration(app: app.id, token: route.address.token, user: claims.user, transport: route.transport,
-                               attributes: attributes), at: now)
+                               attributes: attributes, maxPerUser: app.maxRegisteredDevicesPerUser), at: now)
         apiLogger.info("subscription registered by a client token", ["app": app.id, "user": claims.user, "transport": route.transport,
                                                                      "change": result.change.rawValue])
+        result.reportRemoved(logger: apiLogger, metrics: serverMetrics.registry)
         return HTTPResponse.json(result.change == .created ? 201 : 200) { o in
             result.device.writeJSON(into: &o)
             o.string("change", result.change.rawValue)

@@ -11,8 +11,14 @@
 /// - `busy`: the request is complete and being answered (no deadline: the server's time);
 /// - `stream`: it holds a stream (no deadline, not counted against the per-address limit).
 ///
+/// It is also of one kind (``Kind``): `unknown` until its request line has been read,
+/// then `api` or `stream` by that request's path. Only an `api` connection counts against the
+/// API's budget (`server.connectionLimit`): a connection whose request the server has not read
+/// yet is not slow (its bytes may wait in the kernel while the server reads ten thousand others
+/// in a reconnect storm), and a stream opening counts against the streams' own budget.
+///
 /// Only connections that wait or receive (no request in a handler, no stream) can be shed; the
-/// oldest of them goes first (see ``shedOldest(sparing:)``).
+/// oldest of them goes first (see ``shedOldest(sparing:among:)``).
 struct ConnectionTable {
     /// The bounds the table enforces.
     struct Limits {
@@ -62,11 +68,22 @@ struct ConnectionTable {
 
     enum Phase { case waiting, headers, body, busy, stream }
 
+    /// What a connection carries, as far as the server has read it.
+    enum Kind {
+        /// No request line read yet (just accepted: the server has not looked at its bytes).
+        case unknown
+        /// API requests: counted against the API's connection budget.
+        case api
+        /// A stream, or a request that opens one: counted against the streams' budget.
+        case stream
+    }
+
     struct Entry {
         let fd: Int32
         /// The address counted against ``Limits/perAddress`` (`nil`: loopback or unknown, not limited).
         let peer: Peer?
         var phase: Phase = .waiting
+        var kind: Kind = .unknown
         /// When it started waiting for its current request (accept, or the end of the previous response).
         var since: Double
         var deadline: Double?
@@ -80,6 +97,8 @@ struct ConnectionTable {
     private(set) var perAddress: [Peer: Int] = [:]
     /// Connections closed by the server whose close the library has not reported yet.
     private(set) var shedPending = 0
+    /// Connections of kind ``Kind/api`` that are not closing: what the API's budget counts.
+    private(set) var apiConnections = 0
 
     init(limits: Limits) { self.limits = limits }
 
@@ -100,6 +119,14 @@ struct ConnectionTable {
         guard var e = entries[id], e.phase == .waiting else { return }
         e.phase = .headers
         if e.reused { e.deadline = now + limits.headerTimeout }
+        entries[id] = e
+    }
+
+    /// The connection's request is known to be an API request or a stream opening (from its
+    /// request line, then from its method and path once its headers are complete).
+    mutating func classify(_ id: UInt, stream: Bool) {
+        guard var e = entries[id], e.phase != .stream else { return }
+        setKind(&e, stream ? .stream : .api)
         entries[id] = e
     }
 
@@ -124,6 +151,7 @@ struct ConnectionTable {
         guard var e = entries[id] else { return }
         e.phase = .stream
         e.deadline = nil
+        setKind(&e, .stream)
         if e.countedForPeer, let peer = e.peer { release(peer); e.countedForPeer = false }
         entries[id] = e
     }
@@ -135,21 +163,23 @@ struct ConnectionTable {
         e.since = now
         e.deadline = now + limits.idleTimeout
         e.reused = true
+        // The next request on it is read as soon as it comes: a kept-alive connection is the API's.
+        setKind(&e, .api)
         if !e.countedForPeer, let peer = e.peer { perAddress[peer, default: 0] += 1; e.countedForPeer = true }
         entries[id] = e
     }
 
     mutating func closed(_ id: UInt) {
         guard let e = entries.removeValue(forKey: id) else { return }
-        if e.shed { shedPending -= 1 }
+        if e.shed { shedPending -= 1 } else if e.kind == .api { apiConnections -= 1 }
         if e.countedForPeer, let peer = e.peer { release(peer) }
     }
 
-    /// Marks the oldest connection that is waiting for or receiving a request (never
-    /// `sparing`) as shed and returns its socket, or `nil` when every connection is being answered.
-    mutating func shedOldest(sparing: UInt) -> Int32? {
+    /// Marks the oldest connection of one of `kinds` that is waiting for or receiving a request
+    /// (never `sparing`) as shed and returns its socket, or `nil` when there is none.
+    mutating func shedOldest(sparing: UInt, among kinds: Set<Kind> = [.api]) -> Int32? {
         var oldest: (UInt, Double)?
-        for (id, e) in entries where id != sparing && !e.shed && Self.sheddable(e.phase) {
+        for (id, e) in entries where id != sparing && !e.shed && Self.sheddable(e.phase) && kinds.contains(e.kind) {
             if oldest == nil || e.since < oldest!.1 { oldest = (id, e.since) }
         }
         guard let (id, _) = oldest else { return nil }
@@ -184,9 +214,20 @@ struct ConnectionTable {
     private mutating func shed(_ id: UInt) -> Int32? {
         guard var e = entries[id], !e.shed else { return nil }
         e.shed = true
+        if e.kind == .api { apiConnections -= 1 }
         entries[id] = e
         shedPending += 1
         return e.fd
+    }
+
+    /// Sets a live entry's kind, keeping ``apiConnections`` true.
+    private mutating func setKind(_ e: inout Entry, _ kind: Kind) {
+        guard e.kind != kind else { return }
+        if !e.shed {
+            if e.kind == .api { apiConnections -= 1 }
+            if kind == .api { apiConnections += 1 }
+        }
+        e.kind = kind
     }
 
     private mutating func release(_ peer: Peer) {

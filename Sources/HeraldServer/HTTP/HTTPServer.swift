@@ -12,11 +12,23 @@ import Glibc
 /// its connection is suspended whenever it has nothing to send, has no idle timeout, and is
 /// counted against ``Options/maxStreams``, not ``Options/connectionLimit``.
 ///
+/// Connections are accepted by an ``HTTPAcceptor`` thread, every waiting one at once, and handed
+/// to the library; a health probe (``Options/isProbeRequest``) that arrives whole in a new
+/// connection's first bytes is answered from there, so a reconnect storm that keeps the poll
+/// thread busy does not delay it.
+///
 /// Slow and greedy clients are bounded (``ConnectionTable``): a request's headers and body have
 /// deadlines (``Options/headerTimeout``, ``Options/bodyTimeout``) however often bytes trickle in,
 /// one address may hold ``Options/connectionsPerAddress`` connections (loopback is exempt), and
-/// at ``Options/connectionLimit`` a new connection closes the oldest connection that is still
-/// waiting for or sending its request, so requests that arrive whole are answered.
+/// past ``Options/connectionLimit`` API connections, a new one closes the oldest API connection
+/// that is still waiting for or sending its request, so requests that arrive whole are answered.
+/// A connection is an API connection once its request line has been read and its path is not a
+/// stream's (``Options/isStreamRequest``): one whose request the server has not read yet counts
+/// against no budget and is closed only at its deadline (in a reconnect storm, thousands wait
+/// for the one server thread to read them), and stream openings count against
+/// ``Options/maxStreams`` alone. Only when every budget is full (``Options/connectionLimit`` plus
+/// ``Options/maxStreams`` connections, the descriptors' bound) does a new connection close the
+/// oldest one that is not a stream and has no complete request.
 ///
 /// Requests whose length means two things (RFC 9112 §6.3: `Content-Length` with
 /// `Transfer-Encoding`, two different `Content-Length`s, a transfer coding other than `chunked`)
@@ -29,6 +41,9 @@ import Glibc
 public final class HTTPServer: @unchecked Sendable {
     /// Tuning of the server.
     public struct Options: Sendable {
+        /// API connections at most (streams and connections whose request is unread aside):
+        /// past it, the oldest API connection without a complete request is closed, and when
+        /// every one is being answered, a request is answered 503 `too_many_connections`.
         public var connectionLimit: Int = 1024
         public var connectionTimeout: TimeInterval = 60
         /// Largest request body; bigger bodies are answered by the handler with 413.
@@ -45,6 +60,12 @@ public final class HTTPServer: @unchecked Sendable {
         public var maxStreams: Int = 10_000
         /// Unsent bytes a stream may hold; a write past it disconnects the client (it stopped reading).
         public var streamBufferBytes: Int = 65_536
+        /// Which requests are health probes (method, path): one that arrives whole in a new
+        /// connection's first bytes, with no body, is taken by the acceptor thread and answered
+        /// with the same handlers (the immediate one on that thread, else the async one in a task),
+        /// without waiting for the server thread, which may be busy with a reconnect storm.
+        /// Others, and a probe whose bytes come in pieces, go through the server thread.
+        public var isProbeRequest: @Sendable (_ method: String, _ path: String) -> Bool = { _, _ in false }
         /// Which requests open streams (method, path): they are checked against ``maxStreams``
         /// instead of ``connectionLimit`` from their first byte. A handler may still answer any
         /// request with a stream; it then counts as one from that moment.
@@ -106,6 +127,10 @@ public final class HTTPServer: @unchecked Sendable {
     private let reaper = Locked<Task<Void, Never>?>(nil)
     /// The library's logger's target (``lengthRefused()``), freed after the daemon stops.
     private var logTarget: UnsafeMutablePointer<herald_mhd_log_target>?
+    /// Accepts connections and hands them to the library (set by ``start(_:setting:)``).
+    private var acceptor: HTTPAcceptor?
+    /// Probes answered by the async handler, by number; awaited by ``stop(deadline:)``.
+    private let probes = Locked<(running: [Int: Task<Void, Never>], next: Int, stopping: Bool)>(([:], 0, false))
 
     private struct State {
         var table: ConnectionTable
@@ -120,6 +145,9 @@ public final class HTTPServer: @unchecked Sendable {
         /// the flood).
         var unlogged: [String: Int] = [:]
         var loggedAt = 0.0
+        /// Sockets handed over after the acceptor answered a probe on them: their next request
+        /// comes on a kept-alive connection (``ConnectionTable/responded(_:now:)`` at open).
+        var afterProbe: Set<Int32> = []
     }
     /// Open streams and their heartbeats.
     private let registry: StreamRegistry
@@ -160,6 +188,7 @@ public final class HTTPServer: @unchecked Sendable {
 
     deinit {
         reaper.withLock { $0?.cancel() }
+        acceptor?.stop()
         if let daemon {
             // Not stopped with stop(deadline:): cut the streams first (see there).
             registry.stopHeartbeats()
@@ -185,6 +214,12 @@ public final class HTTPServer: @unchecked Sendable {
             Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue().lengthRefused()
         }, cls: me))
         logTarget = log
+        let listener: Int32 = withUnsafePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { herald_listen_socket($0, length, Int32(Self.listenBacklog(options))) }
+        }
+        guard listener >= 0 else {
+            throw HTTPServerError(message: "cannot listen on \(address): \(String(cString: strerror(errno))) (is another process using the port?)")
+        }
         let d: OpaquePointer? = withUnsafePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
                 // The library's own limit leaves room above ours: a connection past connectionLimit is
@@ -192,7 +227,8 @@ public final class HTTPServer: @unchecked Sendable {
                 var o = herald_mhd_options(address: sa, address_length: length,
                                            connection_limit: UInt32(options.connectionLimit + options.maxStreams + Self.acceptHeadroom),
                                            connection_timeout: UInt32(max(0, options.connectionTimeout.rounded(.up))),
-                                           connection_memory_limit: options.connectionMemoryLimit)
+                                           connection_memory_limit: options.connectionMemoryLimit,
+                                           listen_backlog: UInt32(Self.listenBacklog(options)))
                 return herald_mhd_start(&o, { cls, connection, url, method, _, data, size, context in
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
                     return herald_mhd_result(server.access(connection!, url!, method!, data, size!, context!) ? 1 : 0)
@@ -210,9 +246,9 @@ public final class HTTPServer: @unchecked Sendable {
                 }, me, { _, _, s in
                     // Keep the path and query raw: segments are decoded one by one, so "%2F" stays inside a segment.
                     strlen(s!)
-                }, me, { cls, _, connection in
+                }, me, { cls, uri, connection in
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
-                    if let connection { server.requestLineArrived(connection) }
+                    if let connection, let uri { server.requestLineArrived(connection, uri) }
                     return nil
                 }, me, { cls, address, _ in
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
@@ -221,10 +257,30 @@ public final class HTTPServer: @unchecked Sendable {
             }
         }
         guard let d else {
-            throw HTTPServerError(message: "cannot listen on \(address): \(String(cString: strerror(errno))) (is another process using the port?)")
+            let reason = String(cString: strerror(errno))
+            close(listener)
+            throw HTTPServerError(message: "cannot serve on \(address): \(reason)")
         }
         daemon = d
-        port = Int(herald_mhd_bound_port(d))
+        port = Int(herald_socket_port(listener))
+        let acceptor: HTTPAcceptor
+        do {
+            // unowned(unsafe): the acceptor's thread is joined in stop() and first thing in deinit,
+            // while the server's memory is still there (a checked unowned traps once deinit began).
+            acceptor = try HTTPAcceptor(listener: listener, admits: { [unowned(unsafe) self] in admits($0) },
+                                        isProbe: options.isProbeRequest,
+                                        serve: { [unowned(unsafe) self] probe, fd, address, length in serveProbe(probe, fd, address, length) },
+                                        handOff: { [unowned(unsafe) self] fd, address, length, afterProbe in
+                                            handOff(fd, address, length, afterProbe: afterProbe)
+                                        })
+        } catch {
+            close(listener)
+            daemon = nil
+            MHD_stop_daemon(d)
+            throw error
+        }
+        self.acceptor = acceptor
+        acceptor.start()
         let tick = UInt64(max(0.05, min(0.25, min(options.headerTimeout, options.bodyTimeout) / 4)) * 1e9)
         reaper.withLock {
             $0 = Task { [weak self] in
@@ -278,21 +334,25 @@ public final class HTTPServer: @unchecked Sendable {
             let path = request.path
             let isStream = options.isStreamRequest(request.method, path)
             let id = Self.key(connection), now = Self.monotonicNow()
-            let refusal: HTTPResponse? = state.withLock { s in
+            let (refusal, victim): (HTTPResponse?, Int32?) = state.withLock { s in
                 s.active += 1
                 s.table.headersComplete(id, now: now)
                 if isStream {
                     request.countedAsStream = true
                     s.streams += 1
                     s.table.becameStream(id)
-                    return s.streams > options.maxStreams ? Self.tooManyStreams(options.maxStreams) : nil
+                    return (s.streams > options.maxStreams ? Self.tooManyStreams(options.maxStreams) : nil, nil)
                 }
-                if s.connections - s.streams - s.table.shedPending > options.connectionLimit {
+                // (An API request on a stream path: it counts against the API's budget from now.)
+                s.table.classify(id, stream: false)
+                let victim = shedForAPI(&s, sparing: id, limit: options.connectionLimit)
+                if s.table.apiConnections > options.connectionLimit {
                     s.table.busy(id)
-                    return Self.tooManyConnections(options.connectionLimit)
+                    return (Self.tooManyConnections(options.connectionLimit), victim)
                 }
-                return nil
+                return (nil, victim)
             }
+            if let victim { shedUnderPressure(victim) }
             if let refusal { return answerAtOnce(connection, request, refusal) }
             let framing = Self.collectHeaders(connection)
             request.headers = framing.headers
@@ -352,6 +412,7 @@ public final class HTTPServer: @unchecked Sendable {
             if let key {
                 let name = String(cString: key).lowercased()
                 let text = value.map { String(cString: $0) } ?? ""
+                if let value, HeaderCollector.isFolded(key: key, value: value) { h.folded.append(name) }
                 h.values[name] = text
                 if name == "content-length" { h.lengths.append(text) }
                 if name == "transfer-encoding" { h.encodings.append(text) }
@@ -510,6 +571,13 @@ public final class HTTPServer: @unchecked Sendable {
     /// write buffer, so this only sizes a buffer the library allocates and HTTP/1.0 uses.
     private static let streamBlockSize = 512
 
+    /// The listen socket's backlog: room for every connection the budgets hold to arrive at once
+    /// (a reconnect storm) without a SYN dropped, which costs its client a second or more before
+    /// it tries again. The kernel caps it at `net.core.somaxconn` (4096 on Debian 12).
+    static func listenBacklog(_ options: Options) -> Int {
+        min(65_535, max(1_024, options.connectionLimit + options.maxStreams))
+    }
+
     /// Connections the library accepts past ``Options/connectionLimit`` plus ``Options/maxStreams``,
     /// so that a new connection can still close the oldest idle one and be served.
     private static let acceptHeadroom = 64
@@ -598,6 +666,111 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
+    /// Answers a probe the acceptor read whole (on the acceptor thread): at once with the
+    /// immediate handler's response, else with the async handler's in a task of the server's
+    /// own (awaited by ``stop(deadline:)``); then the connection goes to the library when kept
+    /// alive, or is closed.
+    private func serveProbe(_ probe: HTTPAcceptor.Probe, _ fd: Int32, _ address: sockaddr_storage, _ length: socklen_t) {
+        let parts = probe.target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        var query: [String: String] = [:]
+        if parts.count == 2 {
+            for pair in parts[1].split(separator: "&") {
+                let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let key = PercentEncoding.decode(String(kv[0]), plusIsSpace: true) ?? String(kv[0])
+                query[key] = kv.count == 2 ? PercentEncoding.decode(String(kv[1]), plusIsSpace: true) ?? String(kv[1]) : ""
+            }
+        }
+        let request = HTTPRequest(method: probe.method, path: String(parts[0]), query: query, headers: probe.headers,
+                                  body: [], bodyTooLarge: false, peer: IPAddress(peerOf: fd))
+        if let response = immediate(request) {
+            finishProbe(response, probe, fd, address, length)
+            return
+        }
+        let handler = self.handler
+        probes.withLock { p in
+            if p.stopping {
+                options.answeredByServer(probe.method, request.path, 503)
+                finishProbe(Self.shuttingDown, probe, fd, address, length)
+                return
+            }
+            let id = p.next
+            p.next += 1
+            // Ahead of the handlers of a storm's requests, which may fill the pool's queue.
+            p.running[id] = Task(priority: .high) { [self] in
+                let response = await handler(request)
+                finishProbe(response, probe, fd, address, length)
+                probes.withLock { _ = $0.running.removeValue(forKey: id) }
+            }
+        }
+    }
+
+    /// Writes a probe's answer (small: the socket's buffer takes it at once), then hands the
+    /// connection to the library when it is kept alive, or closes it.
+    private func finishProbe(_ response: HTTPResponse, _ probe: HTTPAcceptor.Probe, _ fd: Int32, _ address: sockaddr_storage, _ length: socklen_t) {
+        let keepAlive = probe.keepAlive && response.streamBody == nil
+        let bytes = Self.wire(response.streamBody == nil ? response : HTTPResponse(status: 500), keepAlive: keepAlive)
+        let sent = bytes.withUnsafeBytes { herald_send_now(fd, $0.baseAddress, $0.count) }
+        guard sent == bytes.count, keepAlive else {
+            close(fd)
+            return
+        }
+        var address = address
+        withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { handOff(fd, $0, length, afterProbe: true) } }
+    }
+
+    /// A response as HTTP/1.1 bytes, as libmicrohttpd writes it (status line, `Date`, the
+    /// headers, `Content-Length`; `Connection: close` when the connection ends).
+    static func wire(_ response: HTTPResponse, keepAlive: Bool) -> [UInt8] {
+        var headers = response.headers
+        if !response.body.isEmpty && !headers.contains(where: { $0.0.lowercased() == "content-type" }) {
+            headers.append(("Content-Type", "application/json"))
+        }
+        if !keepAlive && !headers.contains(where: { $0.0.lowercased() == "connection" }) { headers.append(("Connection", "close")) }
+        var text = "HTTP/1.1 \(response.status) \(reasonPhrase(response.status))\r\nDate: \(httpDate())\r\n"
+        for (name, value) in headers { text += "\(name): \(value)\r\n" }
+        text += "Content-Length: \(response.body.count)\r\n\r\n"
+        return Array(text.utf8) + response.body
+    }
+
+    private static func reasonPhrase(_ status: Int) -> String {
+        switch status {
+        case 200: "OK"
+        case 204: "No Content"
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 429: "Too Many Requests"
+        case 500: "Internal Server Error"
+        case 503: "Service Unavailable"
+        default: "Status \(status)"
+        }
+    }
+
+    /// Now as an HTTP date (RFC 9110 §5.6.7: `Sun, 06 Nov 1994 08:49:37 GMT`).
+    private static func httpDate() -> String {
+        var t = time(nil)
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        var buffer = [CChar](repeating: 0, count: 64)
+        let n = strftime(&buffer, buffer.count, "%a, %d %b %Y %H:%M:%S GMT", &parts)
+        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Hands an accepted socket to the library (on the acceptor thread).
+    private func handOff(_ fd: Int32, _ address: UnsafePointer<sockaddr>, _ length: socklen_t, afterProbe: Bool) {
+        guard let daemon else {
+            close(fd)
+            return
+        }
+        if afterProbe { state.withLock { _ = $0.afterProbe.insert(fd) } }
+        if herald_mhd_add_connection(daemon, fd, address, length) == 0 && afterProbe {
+            // Refused (the library closed the socket): forget the mark before the number is reused.
+            state.withLock { _ = $0.afterProbe.remove(fd) }
+        }
+    }
+
     /// A connection's key in the ``ConnectionTable``.
     private static func key(_ connection: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: connection)) }
 
@@ -628,9 +801,38 @@ public final class HTTPServer: @unchecked Sendable {
         return family == 0 ? nil : ConnectionTable.Peer(bytes)
     }
 
-    private func requestLineArrived(_ connection: OpaquePointer) {
+    /// A request line arrived: the connection is an API connection or a stream opening from now
+    /// (by its path; the library does not give the method yet, so a stream path counts as a
+    /// stream opening until the headers say otherwise). An API connection past
+    /// ``Options/connectionLimit`` closes the oldest API connection still waiting for or sending
+    /// its request; connections whose request has not been read yet are never closed for it.
+    private func requestLineArrived(_ connection: OpaquePointer, _ uri: UnsafePointer<CChar>) {
         let id = Self.key(connection), now = Self.monotonicNow()
-        state.withLock { $0.table.requestLine(id, now: now) }
+        let target = Self.originForm(String(cString: uri))
+        let path = target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? target
+        let isStream = options.isStreamRequest("GET", path)
+        let limit = options.connectionLimit
+        let victim: Int32? = state.withLock { s in
+            s.table.requestLine(id, now: now)
+            s.table.classify(id, stream: isStream)
+            return isStream ? nil : shedForAPI(&s, sparing: id, limit: limit)
+        }
+        if let victim { shedUnderPressure(victim) }
+    }
+
+    /// Marks the oldest API connection still waiting for or sending its request as shed when the
+    /// API connections are past `limit`; returns its socket (under the state lock).
+    private func shedForAPI(_ s: inout State, sparing id: UInt, limit: Int) -> Int32? {
+        guard s.table.apiConnections > limit, let fd = s.table.shedOldest(sparing: id) else { return nil }
+        s.unlogged[ConnectionTable.ShedReason.pressure.rawValue, default: 0] += 1
+        return fd
+    }
+
+    /// Closes a connection shed to make room, on the server thread: the library closes sockets
+    /// only on this thread, so the descriptor is still the victim's. Its peer sees the close at once.
+    private func shedUnderPressure(_ fd: Int32) {
+        shutdown(fd, Int32(SHUT_RDWR))
+        shedCounters[.pressure]?.increment()
     }
 
     /// A request is over (answered, or its connection closing): the connection waits for the next.
@@ -675,20 +877,24 @@ public final class HTTPServer: @unchecked Sendable {
         if opened {
             let peer = Self.peer { herald_mhd_client_address(connection, $0) }
             let fd = herald_mhd_connection_fd(connection), now = Self.monotonicNow()
-            let limit = options.connectionLimit
+            // Every budget full (API connections and streams): the descriptors run out next, so
+            // the oldest connection that is not a stream and still waits for or sends its
+            // request makes room. Below that, a connection whose request is unread is never closed.
+            let limit = options.connectionLimit + options.maxStreams
             let victim: Int32? = state.withLock { s in
                 s.connections += 1
                 s.table.opened(id, fd: fd, peer: peer, now: now)
-                guard s.connections - s.streams - s.table.shedPending > limit, let fd = s.table.shedOldest(sparing: id) else { return nil }
+                if s.afterProbe.remove(fd) != nil {
+                    // Answered once by the acceptor: its next request is a kept-alive one.
+                    s.table.classify(id, stream: false)
+                    s.table.responded(id, now: now)
+                }
+                guard s.connections - s.table.shedPending > limit,
+                      let fd = s.table.shedOldest(sparing: id, among: [.unknown, .api]) else { return nil }
                 s.unlogged[ConnectionTable.ShedReason.pressure.rawValue, default: 0] += 1
                 return fd
             }
-            if let victim {
-                // On the server thread: the library closes sockets only on this thread, so the
-                // descriptor is still the victim's. Its peer sees the close at once.
-                shutdown(victim, Int32(SHUT_RDWR))
-                shedCounters[.pressure]?.increment()
-            }
+            if let victim { shedUnderPressure(victim) }
         } else {
             state.withLock { s in
                 s.connections -= 1
@@ -707,9 +913,7 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// Stops accepting connections; requests already received still get their answers.
     public func stopAccepting() {
-        guard let daemon else { return }
-        let fd = herald_mhd_quiesce(daemon)
-        if fd >= 0 { close(fd) }
+        acceptor?.stop()
     }
 
     /// Stops the server: no new connections, and requests that arrive on open connections are
@@ -725,6 +929,8 @@ public final class HTTPServer: @unchecked Sendable {
             await task.value
         }
         state.withLock { $0.stopping = true }
+        // The acceptor has stopped: no probe starts after this; the running ones end quickly.
+        for task in probes.withLock({ p in p.stopping = true; return Array(p.running.values) }) { await task.value }
         // Streams get their closing bytes and a clean end now; none waits for the deadline.
         registry.stopHeartbeats()
         for stream in registry.all { stream.end(final: stream.closing, reason: .serverStopping) }
@@ -809,11 +1015,44 @@ final class HeaderCollector {
     var values: [String: String] = [:]
     var lengths: [String] = []
     var encodings: [String] = []
+    /// Names (lower-cased, as the library joined them) of header lines that had a line folded
+    /// onto them (obs-fold).
+    var folded: [String] = []
+
+    /// Whether the header whose name and value the library gives at `key` and `value` had an
+    /// obs-fold line (a line starting with a space or tab) joined onto it.
+    ///
+    /// libmicrohttpd 0.9.75 parses a header line in place in its read buffer (the name, its colon
+    /// turned into a NUL, optional spaces, the value), and joins a folded line onto the *name*
+    /// (`process_broken_line`): the name is copied to a new block of the connection's pool,
+    /// after the read buffer, with the folded text after it, and the value stays where it was.
+    /// So a name and value that are not adjacent (only spaces or tabs between the name's NUL and
+    /// the value) are a folded header, whatever the folded text was: `X: y` then
+    /// ` Transfer-Encoding: chunked` is read as one header named `xtransfer-encoding: chunked`,
+    /// and a proxy that unfolds it reads `Transfer-Encoding` where the library reads none.
+    /// (Pinned by FrontDoorTests' obs-fold test: a library that parsed otherwise fails it.)
+    static func isFolded(key: UnsafePointer<CChar>, value: UnsafePointer<CChar>) -> Bool {
+        let afterName = key + strlen(key) + 1
+        let gap = afterName.distance(to: value)
+        // Both lie in the connection's pool (12 KiB by default): a gap past it is no header line.
+        guard gap >= 0, gap <= 64 * 1024 else { return true }
+        return !(0..<gap).allSatisfy { afterName[$0] == 0x20 || afterName[$0] == 0x09 }
+    }
 
     /// What makes the body's length ambiguous (RFC 9112 section 6.3), naming the header, or `nil`.
     /// libmicrohttpd 0.9.75 reads the first `Content-Length`, and lets `Transfer-Encoding`
     /// override it; a proxy in front may have read either.
+    ///
+    /// A folded header line (obs-fold) is refused first (RFC 9112 section 5.2 lets a server refuse
+    /// it with 400): the library joins it onto the previous header's name, so a folded
+    /// ` Transfer-Encoding: chunked` beside `Content-Length` is a length the library and a proxy
+    /// in front would read differently (section 6.1).
     var framingProblem: (field: String, message: String)? {
+        if let name = folded.first {
+            let field = name.contains("transfer-encoding") ? "Transfer-Encoding"
+                : name.contains("content-length") ? "Content-Length" : "headers"
+            return (field, "a header line folded onto the previous one (a line that starts with a space or tab, obs-fold) is refused (RFC 9112 section 5.2); send each header on one line")
+        }
         if !encodings.isEmpty {
             if !lengths.isEmpty {
                 return ("Transfer-Encoding", "a request with both Content-Length and Transfer-Encoding is refused (RFC 9112 section 6.3); send one of them")

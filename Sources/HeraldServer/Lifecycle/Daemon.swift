@@ -176,6 +176,8 @@ public final class Daemon: Sendable {
         serverOptions.answeredByServer = { api.recordServerAnswer(method: $0, path: $1, status: $2) }
         serverOptions.streamBufferBytes = config.api.streams.bufferBytes
         serverOptions.isStreamRequest = { method, path in method == "GET" && (path == "/v1/stream" || path.hasPrefix("/v1/stream?")) }
+        // Answered by the acceptor when whole in a connection's first bytes: never behind a storm.
+        serverOptions.isProbeRequest = { method, path in method == "GET" && (path == "/healthz" || path == "/readyz") }
         let server = HTTPServer(options: serverOptions, logger: logger, metrics: metrics,
                                 immediate: { api.immediate($0) }, handler: { await api.handle($0) })
         running.withLock {

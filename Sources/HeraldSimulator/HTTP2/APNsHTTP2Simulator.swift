@@ -26,6 +26,8 @@ public final class APNsHTTP2Simulator: Sendable {
     /// The configuration it was made with.
     public let configuration: Configuration
     private let core: HTTP2ServerCore
+    /// The channel management port (``Configuration/managementPort``), when configured.
+    private let management: SimulatorHTTP2Server?
     private let state = Locked<RunState>(RunState())
 
     private struct RunState {
@@ -66,13 +68,43 @@ public final class APNsHTTP2Simulator: Sendable {
         }
         let makeStream = try HTTP2StreamFactory.make(configuration.tls, logger: configuration.logger)
         let recorder = try HTTP2Recorder(recordFile: configuration.recordFile, retains: configuration.retainsNotifications)
+        guard configuration.channelLimit >= 0 else {
+            throw HTTP2SimulatorError("channelLimit must be 0 or more, found \(configuration.channelLimit)")
+        }
+        let channels = APNsChannelStore(limit: configuration.channelLimit, retainsBroadcasts: configuration.retainsNotifications)
+        management = try Self.makeManagement(configuration, channels: channels, authenticator: authenticator)
         core = try HTTP2ServerCore(
             authenticator: authenticator, topics: configuration.topics, recorder: recorder,
             faults: HTTP2FaultBoard(configuration.faults), sandbox: configuration.environment == .sandbox,
             maxConcurrentStreams: configuration.maxConcurrentStreams,
             singleStreamUntilAuthenticated: configuration.singleStreamUntilAuthenticated,
             clock: configuration.clock, logger: configuration.logger, usesTLS: configuration.tls != nil,
-            makeStream: makeStream)
+            channels: channels, makeStream: makeStream)
+    }
+
+    private static func makeManagement(_ configuration: Configuration, channels: APNsChannelStore,
+                                       authenticator: HTTP2TokenAuthenticator?) throws(HTTP2SimulatorError) -> SimulatorHTTP2Server? {
+        guard let port = configuration.managementPort else { return nil }
+        var authenticate: (@Sendable (String?) -> APNsHTTP2Reason?)? = nil
+        if let authenticator {
+            // Each request stands alone here: the token must be valid and younger than the limit.
+            authenticate = { header in
+                var state = HTTP2TokenAuthState()
+                guard let header else { return .missingProviderToken }
+                return Array(header.utf8).withUnsafeBytes { authenticator.authenticate($0, state: &state) }
+            }
+        }
+        let rules = ChannelManagementRules(store: channels, bundles: configuration.topics, authenticate: authenticate)
+        let tls = configuration.tls.map {
+            SimulatorHTTP2Server.Configuration.TLS(certificateFile: $0.certificateFile, keyFile: $0.keyFile, clientCAFile: $0.clientCAFile)
+        }
+        do {
+            return try SimulatorHTTP2Server(
+                configuration: .init(host: configuration.host, port: port, tls: tls, threadName: "apns-manage",
+                                     logger: configuration.logger)) { request in rules.respond(request) }
+        } catch {
+            throw HTTP2SimulatorError("management port: \(error.description)")
+        }
     }
 
     deinit { stop() }
@@ -107,7 +139,29 @@ public final class APNsHTTP2Simulator: Sendable {
             listener.release()
             done.signal()
         }
+        if let management {
+            do { try management.start() } catch {
+                stop()
+                throw HTTP2SimulatorError("management port: \(error.description)")
+            }
+            configuration.logger.info("APNs channel management listening", ["address": "\(listener.host):\(management.port)"])
+        }
         configuration.logger.info("APNs HTTP/2 simulator listening", ["address": "\(listener.host):\(listener.port)"])
+    }
+
+    /// The channel management port (0 before ``start()`` or when not configured).
+    public var managementPort: Int { management?.port ?? 0 }
+
+    /// The broadcast channels and the broadcasts accepted on them.
+    public var channels: APNsChannelStore { core.channels }
+
+    /// Waits (up to `timeout` seconds) until at least `count` broadcasts were accepted.
+    /// - Returns: the accepted broadcasts, or `nil` on timeout.
+    public func waitForBroadcasts(count: Int, timeout: TimeInterval = 30) async -> [ReceivedBroadcast]? {
+        await SimulatorWait.value(timeout: timeout, every: 2_000_000) {
+            let r = core.channels.broadcasts
+            return r.count >= count ? r : nil
+        }
     }
 
     /// The bound port (0 before ``start()``).
@@ -144,6 +198,7 @@ public final class APNsHTTP2Simulator: Sendable {
             s.stopped = true
             return (s.listener, s.acceptDone)
         }
+        management?.stop()
         guard let listener else { return }
         listener.close()
         core.signalStop()
@@ -153,6 +208,9 @@ public final class APNsHTTP2Simulator: Sendable {
         core.recorder.flush()
     }
 
-    /// One line for logs and the CLI's exit summary.
-    public var summary: String { "apns-http2 simulator: " + counters.summary }
+    /// One line for logs and the CLI's exit summary (broadcasts, when there were any, at the end).
+    public var summary: String {
+        let broadcasts = core.channels.broadcastCount
+        return "apns-http2 simulator: " + counters.summary + (broadcasts > 0 ? ", broadcasts \(broadcasts)" : "")
+    }
 }

@@ -294,7 +294,15 @@ final class HTTP2Connection: @unchecked Sendable {
 
         let request = context.request
         var verdict: HTTP2Verdict
-        if authenticator != nil {
+        if HTTP2BroadcastRules.isBroadcast(request) {
+            verdict = core.broadcastRules.validate(request, topics: topics) { header in
+                authenticator.flatMap { $0.authenticate(header, state: &auth) }
+            }
+            if authenticator != nil, !raisedStreamLimit && auth.isAuthenticated {
+                raisedStreamLimit = true
+                _ = herald_h2_submit_max_streams(session, core.maxConcurrentStreams)
+            }
+        } else if authenticator != nil {
             verdict = validator.validate(request, topics: topics) { header in
                 authenticator!.authenticate(header, state: &auth)
             }
@@ -326,7 +334,8 @@ final class HTTP2Connection: @unchecked Sendable {
 
         // The response.
         context.status = HTTP2StreamContext.statusText(verdict.status)
-        if verdict.echoesAPNsID, let range = request.valueRange(.apnsID) {
+        context.isBroadcast = verdict.isBroadcast
+        if verdict.echoesAPNsID, let range = request.valueRange(verdict.isBroadcast ? .apnsRequestID : .apnsID) {
             UnsafeMutableRawPointer(context.apnsID).copyMemory(from: request.bytes(range).baseAddress!, byteCount: 36)
         } else {
             uuid.write(to: context.apnsID)
@@ -344,7 +353,14 @@ final class HTTP2Connection: @unchecked Sendable {
                 context.hasUniqueID = true
                 uuid.write(to: context.uniqueID)
             }
-            core.recorder.answered(nil, notification: wantsNotifications ? notification(context, verdict) : nil)
+            if verdict.isBroadcast {
+                core.channels.record(core.broadcastRules.broadcast(
+                    request, requestID: HTTP2StreamContext.string(context.apnsID),
+                    uniqueID: context.hasUniqueID ? HTTP2StreamContext.string(context.uniqueID) : nil, time: core.clock.now))
+                core.recorder.answered(nil, notification: nil)
+            } else {
+                core.recorder.answered(nil, notification: wantsNotifications ? notification(context, verdict) : nil)
+            }
         }
 
         if faults.latency > 0 {
@@ -381,9 +397,21 @@ final class HTTP2Connection: @unchecked Sendable {
             goAwayLastStream = context.streamID
             core.recorder.goAwaySent()
         }
-        let rc = herald_h2_submit_apns_response(session, context.streamID, context.status.utf8Start,
+        let rc: Int32
+        if context.isBroadcast {
+            let name: StaticString = "apns-request-id"
+            rc = name.withUTF8Buffer { n in
+                n.withMemoryRebound(to: CChar.self) { n in
+                    herald_h2_submit_apns_response_named(session, context.streamID, context.status.utf8Start, n.baseAddress, n.count,
+                                                         context.apnsID, 36, context.hasUniqueID ? context.uniqueID : nil, 36,
+                                                         context.hasBody ? HTTP2Callbacks.readBody : nil)
+                }
+            }
+        } else {
+            rc = herald_h2_submit_apns_response(session, context.streamID, context.status.utf8Start,
                                                 context.apnsID, 36, context.hasUniqueID ? context.uniqueID : nil, 36,
                                                 context.hasBody ? HTTP2Callbacks.readBody : nil)
+        }
         if rc != 0 {
             core.logger.debug("cannot submit a response", ["connection": String(id), "stream": String(context.streamID),
                                                            "error": String(cString: nghttp2_strerror(rc))])

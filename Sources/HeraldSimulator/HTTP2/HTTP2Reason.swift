@@ -1,7 +1,9 @@
 /// The `reason` strings the APNs HTTP/2 simulator answers with, each with Apple's status code.
 ///
-/// Apple's table ("Handling notification responses from APNs"); the simulator never invents a
-/// reason Apple does not document.
+/// Apple's table ("Handling notification responses from APNs", with the channel and broadcast
+/// reasons of "Sending channel management requests to APNs"). Two reasons are the simulator's
+/// own, for requests Apple documents no answer to: ``badLiveActivityPayload`` and
+/// ``badMessageStoragePolicy``.
 public enum APNsHTTP2Reason: String, CaseIterable, Sendable {
     case badCollapseId = "BadCollapseId"
     case badDeviceToken = "BadDeviceToken"
@@ -34,18 +36,31 @@ public enum APNsHTTP2Reason: String, CaseIterable, Sendable {
     case internalServerError = "InternalServerError"
     case serviceUnavailable = "ServiceUnavailable"
     case shutdown = "Shutdown"
+    // Channels and broadcasts (iOS 18).
+    case missingChannelId = "MissingChannelId"
+    case badChannelId = "BadChannelId"
+    case channelNotRegistered = "ChannelNotRegistered"
+    case cannotCreateChannelConfig = "CannotCreateChannelConfig"
+    case missingPushType = "MissingPushType"
+    case featureNotEnabled = "FeatureNotEnabled"
+    /// The simulator's own: a `liveactivity` payload that breaks Apple's payload rules
+    /// (``LiveActivityPayloadRules``). APNs itself accepts it and the device discards it.
+    case badLiveActivityPayload = "BadLiveActivityPayload"
+    /// The simulator's own: a channel request whose `message-storage-policy` is not 0 or 1.
+    case badMessageStoragePolicy = "BadMessageStoragePolicy"
 
     /// The HTTP status Apple sends with this reason.
     public var status: Int {
         switch self {
         case .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
              .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .invalidPushType, .missingDeviceToken,
-             .missingTopic, .payloadEmpty, .topicDisallowed:
+             .missingTopic, .payloadEmpty, .topicDisallowed, .missingChannelId, .badChannelId, .cannotCreateChannelConfig,
+             .missingPushType, .featureNotEnabled, .badLiveActivityPayload, .badMessageStoragePolicy:
             return 400
         case .badCertificate, .badCertificateEnvironment, .expiredProviderToken, .forbidden, .invalidProviderToken,
              .missingProviderToken, .unrelatedKeyIdInToken:
             return 403
-        case .badPath: return 404
+        case .badPath, .channelNotRegistered: return 404
         case .methodNotAllowed: return 405
         case .unregistered, .expiredToken: return 410
         case .payloadTooLarge: return 413

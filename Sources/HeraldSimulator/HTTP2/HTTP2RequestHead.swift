@@ -15,6 +15,8 @@ final class HTTP2RequestHead {
     /// The headers the validator reads, in a fixed order.
     enum Known: Int, CaseIterable, Sendable {
         case method, path, authorization, apnsID, apnsTopic, apnsPushType, apnsPriority, apnsExpiration, apnsCollapseID
+        /// Broadcasts (iOS 18): the channel, and the request id that takes `apns-id`'s place.
+        case apnsChannelID, apnsRequestID
 
         var name: StaticString {
             switch self {
@@ -27,6 +29,8 @@ final class HTTP2RequestHead {
             case .apnsPriority: return "apns-priority"
             case .apnsExpiration: return "apns-expiration"
             case .apnsCollapseID: return "apns-collapse-id"
+            case .apnsChannelID: return "apns-channel-id"
+            case .apnsRequestID: return "apns-request-id"
             }
         }
 
@@ -52,7 +56,9 @@ final class HTTP2RequestHead {
             case 14:
                 return equal(name, Known.apnsPushType.name) ? .apnsPushType : nil
             case 15:
-                return equal(name, Known.apnsExpiration.name) ? .apnsExpiration : nil
+                if equal(name, Known.apnsExpiration.name) { return .apnsExpiration }
+                if equal(name, Known.apnsChannelID.name) { return .apnsChannelID }
+                return equal(name, Known.apnsRequestID.name) ? .apnsRequestID : nil
             case 16:
                 return equal(name, Known.apnsCollapseID.name) ? .apnsCollapseID : nil
             default:
@@ -73,7 +79,8 @@ final class HTTP2RequestHead {
     private var fieldBuffer: UnsafeMutableBufferPointer<Field>
     private(set) var fieldCount = 0
     /// Index into the fields of each known header (`-1` when absent).
-    private var known: (Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16) = (-1, -1, -1, -1, -1, -1, -1, -1, -1)
+    private var known: (Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16) =
+        (-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1)
     /// A known header arrived twice.
     private(set) var duplicate: Known? = nil
     /// Whether headers the validator does not read are kept too (for recording).
@@ -111,7 +118,7 @@ final class HTTP2RequestHead {
     func reset() {
         storageCount = 0
         fieldCount = 0
-        known = (-1, -1, -1, -1, -1, -1, -1, -1, -1)
+        known = (-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1)
         duplicate = nil
         bodyCount = 0
         bodyLength = 0
@@ -185,6 +192,8 @@ final class HTTP2RequestHead {
         case .apnsPriority: return Int(known.6)
         case .apnsExpiration: return Int(known.7)
         case .apnsCollapseID: return Int(known.8)
+        case .apnsChannelID: return Int(known.9)
+        case .apnsRequestID: return Int(known.10)
         }
     }
 
@@ -199,6 +208,8 @@ final class HTTP2RequestHead {
         case .apnsPriority: known.6 = i
         case .apnsExpiration: known.7 = i
         case .apnsCollapseID: known.8 = i
+        case .apnsChannelID: known.9 = i
+        case .apnsRequestID: known.10 = i
         }
     }
 

@@ -39,7 +39,10 @@ struct HTTP2Verdict: Sendable {
     /// The topic, when `apns-topic` was absent and the certificate's single topic was used.
     var defaultTopic: String? = nil
     /// Whether the request's `apns-id` is a valid UUID and is echoed (on every answer).
+    /// For a broadcast: its `apns-request-id`.
     var echoesAPNsID = false
+    /// A broadcast (`/4/broadcasts/apps/…`): answered with `apns-request-id` instead of `apns-id`.
+    var isBroadcast = false
 
     var status: Int { reason?.status ?? 200 }
 
@@ -66,6 +69,8 @@ struct HTTP2Verdict: Sendable {
 /// 11. The token is hex, an even number of digits, 1–100 bytes — else 400 `BadDeviceToken`.
 /// 12. The body is not empty — else 400 `PayloadEmpty`; at most 4096 bytes (5120 for `voip`) —
 ///     else 413 `PayloadTooLarge`.
+/// 13. A `liveactivity` payload keeps Apple's rules (``LiveActivityPayloadRules``) — else 400
+///     ``APNsHTTP2Reason/badLiveActivityPayload`` (the simulator's own reason).
 struct HTTP2RequestValidator: Sendable {
     static let pathPrefix: StaticString = "/3/device/"
     static let maxCollapseIDBytes = 64
@@ -153,6 +158,10 @@ struct HTTP2RequestValidator: Sendable {
         // 12. Payload.
         if request.bodyLength == 0 { return .reject(.payloadEmpty) }
         if request.bodyLength > verdict.pushType.maxPayloadBytes { return .reject(.payloadTooLarge) }
+        // 13. Live Activity payload rules.
+        if verdict.pushType == .liveactivity, LiveActivityPayloadRules.problem(request.body) != nil {
+            return .reject(.badLiveActivityPayload)
+        }
         return verdict
     }
 

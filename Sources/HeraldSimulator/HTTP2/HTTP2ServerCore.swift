@@ -21,6 +21,9 @@ final class HTTP2ServerCore: Sendable {
     /// Makes the byte stream for an accepted socket (TLS, or plaintext); `nil` to refuse it.
     let makeStream: @Sendable (Int32) -> (any SocketByteStream)?
     let usesTLS: Bool
+    /// Broadcast channels, shared with the management port.
+    let channels: APNsChannelStore
+    let broadcastRules: HTTP2BroadcastRules
 
     /// Readable once the simulator stops (connections poll it).
     let stopRead: Int32
@@ -30,7 +33,7 @@ final class HTTP2ServerCore: Sendable {
 
     init(authenticator: HTTP2TokenAuthenticator?, topics: [String], recorder: HTTP2Recorder, faults: HTTP2FaultBoard,
          sandbox: Bool, maxConcurrentStreams: Int, singleStreamUntilAuthenticated: Bool, clock: any WallClock,
-         logger: Logger, usesTLS: Bool, makeStream: @escaping @Sendable (Int32) -> (any SocketByteStream)?) throws(HTTP2SimulatorError) {
+         logger: Logger, usesTLS: Bool, channels: APNsChannelStore = APNsChannelStore(), makeStream: @escaping @Sendable (Int32) -> (any SocketByteStream)?) throws(HTTP2SimulatorError) {
         self.authenticator = authenticator
         self.topics = topics
         self.recorder = recorder
@@ -42,6 +45,8 @@ final class HTTP2ServerCore: Sendable {
         self.logger = logger
         self.usesTLS = usesTLS
         self.makeStream = makeStream
+        self.channels = channels
+        broadcastRules = HTTP2BroadcastRules(store: channels)
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else {
             throw HTTP2SimulatorError("pipe(): \(String(cString: strerror(errno)))")

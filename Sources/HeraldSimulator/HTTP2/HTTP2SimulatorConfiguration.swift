@@ -85,6 +85,13 @@ extension APNsHTTP2Simulator {
         /// Keep accepted notifications in memory for ``APNsHTTP2Simulator/received`` (default on;
         /// turn off for long benchmarks).
         public var retainsNotifications = true
+        /// The channel management API (iOS 18 broadcast channels) on a second port: `nil` (default)
+        /// serves none, 0 picks a free port (read it back from ``APNsHTTP2Simulator/managementPort``).
+        /// Apple's hosts are `api-manage-broadcast(.sandbox).push.apple.com` on 2196 (production)
+        /// and 2195 (sandbox).
+        public var managementPort: Int? = nil
+        /// Channels allowed per bundle in this environment (Apple: 10,000).
+        public var channelLimit = 10_000
         /// Time for JWT checks and records.
         public var clock: any WallClock = SystemClock()
         /// Where connection-level events go (TLS failures, protocol errors).

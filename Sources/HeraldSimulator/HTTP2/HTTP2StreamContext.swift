@@ -16,6 +16,8 @@ final class HTTP2StreamContext {
     /// 36 bytes: the `apns-unique-id` answered (when ``hasUniqueID``).
     let uniqueID: UnsafeMutablePointer<UInt8>
     var hasUniqueID = false
+    /// A broadcast: the id is answered as `apns-request-id`.
+    var isBroadcast = false
     /// The error body (`{"reason":…}`), ``bodyCount`` bytes.
     private let bodyBuffer: UnsafeMutablePointer<UInt8>
     private(set) var bodyCount = 0
@@ -41,6 +43,7 @@ final class HTTP2StreamContext {
         request.reset()
         status = "200"
         hasUniqueID = false
+        isBroadcast = false
         bodyCount = 0
         bodyOffset = 0
     }
