@@ -42,6 +42,10 @@ check: build
 	@scripts/make-test-certs.sh var/certs
 	@HERALD_API_KEY=$${HERALD_API_KEY:-$$(cat var/api-key 2>/dev/null || echo unset-key-0123456789)} \
 	 HERALD_CLIENT_SECRET=$${HERALD_CLIENT_SECRET:-$$(cat var/client-secret 2>/dev/null || echo unset-client-secret-0123456789abcdef)} \
+	 HMS_APP_SECRET=$${HMS_APP_SECRET:-$$(cat var/hms-app-secret 2>/dev/null || echo unset-hms-app-secret)} \
+	 XIAOMI_APP_SECRET=$${XIAOMI_APP_SECRET:-$$(cat var/xiaomi-app-secret 2>/dev/null || echo unset-xiaomi-app-secret)} \
+	 OPPO_MASTER_SECRET=$${OPPO_MASTER_SECRET:-$$(cat var/oppo-master-secret 2>/dev/null || echo unset-oppo-master-secret)} \
+	 VIVO_APP_SECRET=$${VIVO_APP_SECRET:-$$(cat var/vivo-app-secret 2>/dev/null || echo unset-vivo-app-secret)} \
 	 $(HERALD) check --config $(CONFIG)
 
 ## bench: benchmarks with reference tools measured in the same run (herald-bench, its own binary).

@@ -64,6 +64,12 @@ let package = Package(
         .target(name: "HeraldWebPush", dependencies: ["HeraldCore", "HeraldCrypto", "HeraldHTTP2"], path: "Plugins/WebPush"),
         .target(name: "HeraldFCM", dependencies: ["HeraldCore", "HeraldCrypto", "HeraldHTTP2"], path: "Plugins/FCM"),
         .target(name: "HeraldAPNsBinary", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "APNsBinaryProtocol"], path: "Plugins/APNsBinary"),
+        // China's Android vendors: what they share (form posts, access tokens, quota days, batch answers), then one plugin each.
+        .target(name: "HeraldChinaPush", dependencies: ["HeraldCore", "HeraldHTTP2"], path: "Plugins/ChinaPush"),
+        .target(name: "HeraldHMS", dependencies: ["HeraldCore", "HeraldChinaPush", "HeraldHTTP2"], path: "Plugins/HMS"),
+        .target(name: "HeraldXiaomi", dependencies: ["HeraldCore", "HeraldChinaPush", "HeraldHTTP2"], path: "Plugins/Xiaomi"),
+        .target(name: "HeraldOPPO", dependencies: ["HeraldCore", "HeraldChinaPush", "HeraldCrypto", "HeraldHTTP2"], path: "Plugins/OPPO"),
+        .target(name: "HeraldVivo", dependencies: ["HeraldCore", "HeraldChinaPush", "HeraldCrypto", "HeraldHTTP2"], path: "Plugins/Vivo"),
 
         // MARK: CLI and executable
         .target(name: "HeraldCLI",
@@ -71,13 +77,15 @@ let package = Package(
                 path: "Sources/HeraldCLI"),
         .executableTarget(name: "herald",
                           dependencies: ["HeraldCLI", "HeraldCore", "HeraldServer", "HeraldMatrix", "HeraldSQLite", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
-                                         "HeraldAPNsBinary", "HeraldWebPush", "HeraldFCM", "HeraldGorush"],
+                                         "HeraldAPNsBinary", "HeraldWebPush", "HeraldFCM", "HeraldGorush",
+                                         "HeraldHMS", "HeraldXiaomi", "HeraldOPPO", "HeraldVivo"],
                           path: "Sources/herald"),
 
         // MARK: Benchmarks and load clients (`herald-bench`, not part of `herald`)
         .target(name: "HeraldBench",
                 dependencies: ["HeraldCLI", "HeraldCore", "HeraldAPNs", "HeraldCrypto", "HeraldServer", "HeraldTestKit", "APNsBinaryProtocol", "CLinux",
-                               "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldWebPush", "HeraldFCM"],
+                               "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldWebPush", "HeraldFCM",
+                               "HeraldChinaPush", "HeraldHMS", "HeraldXiaomi", "HeraldOPPO", "HeraldVivo"],
                 path: "Sources/HeraldBench"),
         .executableTarget(name: "herald-bench", dependencies: ["HeraldBench"], path: "Sources/herald-bench"),
 
@@ -126,6 +134,9 @@ let package = Package(
                     path: "Tests/APNsBinaryTests"),
         .testTarget(name: "HeraldFCMTests", dependencies: ["HeraldFCM", "HeraldCore", "HeraldCrypto", "HeraldHTTP2", "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/HeraldFCMTests"),
+        .testTarget(name: "HeraldChinaPushTests", dependencies: ["HeraldChinaPush", "HeraldHMS", "HeraldXiaomi", "HeraldOPPO", "HeraldVivo", "HeraldCore", "HeraldCrypto", "HeraldHTTP2",
+                                                              "HeraldSimulator", "HeraldTestKit"],
+                    path: "Tests/HeraldChinaPushTests"),
         .testTarget(name: "HeraldClientTests", dependencies: ["HeraldClient", "HeraldServer", "HeraldSQLite", "HeraldCore", "HeraldCrypto",
                                                            "HeraldLocalTransport", "HeraldTestKit"],
                     path: "Tests/HeraldClientTests"),

@@ -3,7 +3,7 @@
 # ratio means something on any machine. Loopback only; every load is bounded in time.
 #
 #   scripts/bench.sh            all sections
-#   scripts/bench.sh bench_api  one section (bench_api, bench_apns_http2, bench_transport, bench_crypto, bench_binary, bench_bulk, bench_storage, bench_stream, bench_webpush, bench_fcm)
+#   scripts/bench.sh bench_api  one section (bench_api, bench_apns_http2, bench_transport, bench_crypto, bench_binary, bench_bulk, bench_storage, bench_stream, bench_webpush, bench_fcm, bench_china)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HERALD=${HERALD:-.build/release/herald}
@@ -223,6 +223,15 @@ bench_fcm() {
   rm -rf "$work"
 }
 
+# China's vendor plugins (hms, xiaomi, oppo, vivo), each on one connection to its simulator,
+# next to h2load posting the same request to the same simulator.
+bench_china() {
+  need h2load; need curl; need openssl
+  local work; work=$(mktemp -d /tmp/herald-bench-china.XXXXXX)
+  "$HERALD_BENCH" china --n "${BENCH_CHINA_NOTIFICATIONS:-20000}" --work "$work" || { rm -rf "$work"; return 1; }
+  rm -rf "$work"
+}
+
 sections=("$@")
-[ ${#sections[@]} -eq 0 ] && sections=(bench_api bench_apns_http2 bench_transport bench_crypto bench_binary bench_bulk bench_storage bench_stream bench_webpush bench_fcm)
+[ ${#sections[@]} -eq 0 ] && sections=(bench_api bench_apns_http2 bench_transport bench_crypto bench_binary bench_bulk bench_storage bench_stream bench_webpush bench_fcm bench_china)
 for s in "${sections[@]}"; do "$s"; done

@@ -33,6 +33,11 @@ secret() {
 secret HERALD_API_KEY api-key 24
 # Signs client tokens for the sample app's live streams (GET /v1/stream).
 secret HERALD_CLIENT_SECRET client-secret 32
+# The China vendors' app secrets, shared by the sample's vendor routes and their simulators.
+secret HMS_APP_SECRET hms-app-secret 16
+secret XIAOMI_APP_SECRET xiaomi-app-secret 16
+secret OPPO_MASTER_SECRET oppo-master-secret 16
+secret VIVO_APP_SECRET vivo-app-secret 16
 
 # The local push services, each recording what it receives under var/: Herald's APNs HTTP/2
 # simulator (verifying the test key's JWTs), its FCM simulator (Google's token endpoint and FCM
@@ -59,6 +64,16 @@ simulator APNs simulator apns-http2 --port 2197 --tls-cert var/certs/server.pem 
   --record var/apns-received.jsonl
 simulator FCM fcm-simulator fcm --port 2199 --tls-cert var/certs/server.pem --tls-key var/certs/server.key \
   --service-account var/certs/fcm-service-account.json --record var/fcm-received.jsonl
+# Huawei, Xiaomi, OPPO and vivo push, each checking the sample routes' credentials (app id
+# 10086000, app key sim-app-key, package com.example.app, the secrets above).
+simulator HMS hms-simulator hms --port 2201 --tls-cert var/certs/server.pem --tls-key var/certs/server.key \
+  --app-id 10086000 --app-secret-env HMS_APP_SECRET --record var/hms-received.jsonl
+simulator Xiaomi xiaomi-simulator xiaomi --port 2202 --tls-cert var/certs/server.pem --tls-key var/certs/server.key \
+  --package com.example.app --app-secret-env XIAOMI_APP_SECRET --record var/xiaomi-received.jsonl
+simulator OPPO oppo-simulator oppo --port 2203 --tls-cert var/certs/server.pem --tls-key var/certs/server.key \
+  --app-key sim-app-key --master-secret-env OPPO_MASTER_SECRET --record var/oppo-received.jsonl
+simulator vivo vivo-simulator vivo --port 2204 --tls-cert var/certs/server.pem --tls-key var/certs/server.key \
+  --app-id 10086000 --app-key sim-app-key --app-secret-env VIVO_APP_SECRET --record var/vivo-received.jsonl
 simulator "Web Push" webpush-simulator webpush --port 2198 --tls-cert var/certs/server.pem --tls-key var/certs/server.key \
   --seed herald-sample --subscriptions-out var/subscriptions.jsonl --count 3 --record var/webpush-received.jsonl
 
@@ -66,7 +81,9 @@ simulator "Web Push" webpush-simulator webpush --port 2198 --tls-cert var/certs/
 cat >&2 <<HINT
 run: APNs simulator on 127.0.0.1:2197 (records to var/apns-received.jsonl), FCM simulator on
      127.0.0.1:2199 (records to var/fcm-received.jsonl), Web Push simulator on
-     127.0.0.1:2198 (subscriptions in var/subscriptions.jsonl, records to var/webpush-received.jsonl); starting the daemon
+     127.0.0.1:2198 (subscriptions in var/subscriptions.jsonl, records to var/webpush-received.jsonl),
+     Huawei, Xiaomi, OPPO and vivo simulators on 127.0.0.1:2201-2204 (records to var/hms-received.jsonl,
+     var/xiaomi-received.jsonl, var/oppo-received.jsonl, var/vivo-received.jsonl); starting the daemon
      (API on 127.0.0.1:8080, Matrix push gateway on 127.0.0.1:8090).
 In another terminal, in this folder; for the CLI (herald check, devices, send, client-token, ...),
 which reads config.json and so needs both secrets:

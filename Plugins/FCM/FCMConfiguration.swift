@@ -39,6 +39,8 @@ public struct FCMConfiguration: TransportConfiguration {
     public var validateOnly = false
 
     public var platform: Platform? { .android }
+    /// Registrations with `"vendor": "fcm"` pick this route.
+    public var vendor: String? { "fcm" }
 
     public var summary: String {
         var parts = ["project \(projectID) via \(endpoint)", credentials.description]

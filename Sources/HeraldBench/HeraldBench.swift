@@ -4,9 +4,13 @@ import HeraldAPNsHTTP2
 import HeraldCLI
 import HeraldCore
 import HeraldFCM
+import HeraldHMS
 import HeraldLocalTransport
 import HeraldLogTransport
+import HeraldOPPO
+import HeraldVivo
 import HeraldWebPush
+import HeraldXiaomi
 
 /// `herald-bench`: Herald's benchmarks and load clients, a binary of their own so that none of
 /// them ships in `herald`. `scripts/bench.sh` (`make bench`) runs them next to reference tools.
@@ -25,6 +29,7 @@ public enum HeraldBench {
         StreamBench.http, StreamBench.client, StreamHubBench.command,
         WebPushBenchCommand.command,
         FCMBenchCommand.command,
+        ChinaPushBenchCommand.command,
     ]
 
     /// The transport plugins the benchmarks build from a configuration.
@@ -36,6 +41,10 @@ public enum HeraldBench {
         registry.register(APNsBinaryTransport.self)
         registry.register(WebPushTransport.self)
         registry.register(FCMTransport.self)
+        registry.register(HMSTransport.self)
+        registry.register(XiaomiTransport.self)
+        registry.register(OPPOTransport.self)
+        registry.register(VivoTransport.self)
         return registry
     }
 

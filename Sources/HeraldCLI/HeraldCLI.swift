@@ -36,7 +36,7 @@ public enum HeraldCLI {
         SimulateWebPushCommand.command,
         SimulateFCMCommand.command,
         SimulateBinaryCommands.gateway, SimulateBinaryCommands.feedback,
-    ]
+    ] + SimulateChinaCommand.commands
 
     /// What `herald bench …` answers: the benchmarks are a binary of their own.
     static let benchMoved = """

@@ -6,13 +6,17 @@ import HeraldCLI
 import HeraldCore
 import HeraldFCM
 import HeraldGorush
+import HeraldHMS
 import HeraldLocalTransport
 import HeraldLogTransport
 import HeraldMatrix
+import HeraldOPPO
 import HeraldPostgres
 import HeraldServer
 import HeraldSQLite
+import HeraldVivo
 import HeraldWebPush
+import HeraldXiaomi
 
 // A parent may start us with signals blocked (a thread of a thread pool blocks nearly all, and a
 // child inherits its spawner's mask): unblock the ones Herald acts on before any thread starts,
@@ -32,6 +36,10 @@ registry.register(APNsHTTP2Transport.self)
 registry.register(APNsBinaryTransport.self)
 registry.register(WebPushTransport.self)
 registry.register(FCMTransport.self)
+registry.register(HMSTransport.self)
+registry.register(XiaomiTransport.self)
+registry.register(OPPOTransport.self)
+registry.register(VivoTransport.self)
 
 // Each driver reads its own keys of the `storage` section (its `Section`, registered with it).
 var storage = StorageDrivers()

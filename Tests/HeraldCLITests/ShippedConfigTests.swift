@@ -4,6 +4,12 @@ import HeraldMatrix
 import HeraldTestKit
 import Testing
 
+/// The secrets the shipped config.json reads from the environment, as `make run` sets them.
+func shippedEnvironment(apiKey: String = "a-long-enough-test-key") -> [String: String] {
+    ["HERALD_API_KEY": apiKey, "HERALD_CLIENT_SECRET": "a-client-secret-of-32-bytes-or-more", "HMS_APP_SECRET": "hms-test-secret",
+     "XIAOMI_APP_SECRET": "xiaomi-test-secret", "OPPO_MASTER_SECRET": "oppo-test-secret", "VIVO_APP_SECRET": "vivo-test-secret"]
+}
+
 /// The shipped `config.json`, as `make run` uses it: credentials from make-test-certs.sh in
 /// var/certs, the apns transport pointed at a simulator.
 @Suite(.serialized) struct ShippedConfigTests {
@@ -38,12 +44,12 @@ import Testing
     @Test func checkAcceptsTheShippedConfig() async throws {
         let (dir, config) = try await shippedCopy()
         defer { dir.remove() }
-        let result = try await Run.herald(["check", "--config", config], environment: ["HERALD_API_KEY": "a-long-enough-test-key", "HERALD_CLIENT_SECRET": "a-client-secret-of-32-bytes-or-more"])
+        let result = try await Run.herald(["check", "--config", config], environment: shippedEnvironment())
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stderr.isEmpty, "warnings: \(result.stderr)")
         #expect(result.stdout.contains("apns: apns-http2 sandbox https://127.0.0.1:2197, token auth key ABC123DEFG team DEF123GHIJ, engine curl"))
         #expect(result.stdout.contains("ok: a provider token was signed"))
-        #expect(result.stdout.contains("com.example.app: topic=com.example.app routes=apns,android,dry,live"))
+        #expect(result.stdout.contains("com.example.app: topic=com.example.app routes=apns,android,huawei,xiaomi,oppo,vivo,dry,live"))
     }
 
     /// Runs with each apns-http2 engine.
@@ -62,7 +68,7 @@ import Testing
         try FileManager.default.copyItem(atPath: certsDir.caFile, toPath: dir.file("var/certs/ca.pem"))
         try FileManager.default.removeItem(atPath: dir.file("var/certs/AuthKey_ABC123DEFG.p8"))
         try FileManager.default.copyItem(atPath: certsDir.authKey, toPath: dir.file("var/certs/AuthKey_ABC123DEFG.p8"))
-        let env = ["HERALD_API_KEY": "a-long-enough-test-key", "HERALD_CLIENT_SECRET": "a-client-secret-of-32-bytes-or-more"]
+        let env = shippedEnvironment()
         let token = String(repeating: "7e", count: 32)
         let add = try await Run.herald(["devices", "add", "--config", config, "--app", "com.example.app", "--user", "alice", "--token", token],
                                  environment: env)
@@ -103,7 +109,7 @@ import Testing
             try FileManager.default.copyItem(atPath: certs.vapidKey, toPath: dir.file("var/certs/vapid.key"))
             try FileManager.default.copyItem(atPath: certs.fcmServiceAccount, toPath: dir.file("var/certs/fcm-service-account.json"))
             let daemon = try ChildProcess.herald(["serve", "--config", config],
-                                                 environment: ["HERALD_API_KEY": key, "HERALD_CLIENT_SECRET": "a-client-secret-of-32-bytes-or-more"],
+                                                 environment: shippedEnvironment(apiKey: key),
                                                  directory: dir.path)
             return (daemon, simulator, record)
         } catch {
@@ -217,13 +223,14 @@ import Testing
         try FileManager.default.copyItem(atPath: certs.caFile, toPath: dir.file("var/certs/ca.pem"))
         try FileManager.default.removeItem(atPath: dir.file("var/certs/AuthKey_ABC123DEFG.p8"))
         try FileManager.default.copyItem(atPath: certs.authKey, toPath: dir.file("var/certs/AuthKey_ABC123DEFG.p8"))
-        // What `make run` leaves behind: the two secrets in var/, herald in .build/release.
+        // What `make run` leaves behind: the secrets in var/, herald in .build/release.
         _ = try dir.write("var/api-key", "a-long-enough-test-key-0123456789")
         _ = try dir.write("var/client-secret", "a-client-secret-of-32-bytes-or-more-0123")
+        for name in ["hms-app-secret", "xiaomi-app-secret", "oppo-master-secret", "vivo-app-secret"] { _ = try dir.write("var/\(name)", "\(name)-0123") }
         try FileManager.default.createDirectory(atPath: dir.file(".build"), withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(atPath: dir.file(".build/release"),
                                                    withDestinationPath: URL(fileURLWithPath: PackagePaths.heraldBinary).deletingLastPathComponent().path)
-        var script = "unset HERALD_API_KEY HERALD_CLIENT_SECRET HERALD_CONFIG\n" + setup + "\n"
+        var script = "unset HERALD_API_KEY HERALD_CLIENT_SECRET HMS_APP_SECRET XIAOMI_APP_SECRET OPPO_MASTER_SECRET VIVO_APP_SECRET HERALD_CONFIG\n" + setup + "\n"
         for line in commands { script += line + "\necho \"EXIT $?\" >&2\n" }
         let run = try await Run.program("/bin/bash", ["-c", script], directory: dir.path)
         let codes = run.stderr.split(separator: "\n").filter { $0.hasPrefix("EXIT ") }.compactMap { Int32($0.dropFirst(5)) }

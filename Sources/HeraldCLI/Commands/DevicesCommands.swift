@@ -8,14 +8,15 @@ enum DevicesCommands {
     static let add = HeraldCLI.Command(spec: CommandSpec(
         path: "devices add",
         summary: "Register a device (or move/update a known token); past the app's maxRegisteredDevicesPerUser, the user's least recently registered device is removed.",
-        usage: "devices add --app APP --user USER --token TOKEN [--transport NAME | --platform ios|android|web] [--environment sandbox|production] [--json]",
+        usage: "devices add --app APP --user USER --token TOKEN [--transport NAME | --vendor NAME | --platform ios|android|web] [--environment sandbox|production] [--json]",
         options: [
             CommandSpec.configOption,
             .value("app", "APP", "app id (a key of \"apps\" in the config)"),
             .value("user", "USER", "the user who owns the device"),
             .value("token", "TOKEN", "the device's address as its route takes it (APNs: hex; spaces and <> as printed by NSData are removed)"),
             .value("transport", "NAME", "transport to use (default: the app's first route of --platform, else the first that takes the token)"),
-            .value("platform", "PLATFORM", "ios, android or web: the app's first route of that platform"),
+            .value("platform", "PLATFORM", "ios, android or web: the app's first route of that platform that takes the token"),
+            .value("vendor", "NAME", "huawei, xiaomi, oppo, vivo or fcm: the app's first route of that plugin (an Android phone's own channel)"),
             .value("environment", "ENV", "APNs: sandbox or production (default: the route's)"),
             .flag("json", "print the device as JSON"),
         ])) { arguments, context throws(CLIError) in
@@ -31,7 +32,8 @@ enum DevicesCommands {
         do throws(AddressProblem) {
             route = try configuration.registrationRoute(app: app, input: .token(rawToken), attributes: attributes,
                                                         transport: arguments.value("transport"),
-                                                        platform: arguments.value("platform").map { Platform($0) })
+                                                        platform: arguments.value("platform").map { Platform($0) },
+                                                        vendor: arguments.value("vendor"))
         } catch {
             throw .usage("--\(error.field): \(error.message)", command: command)
         }

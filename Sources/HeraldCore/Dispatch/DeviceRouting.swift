@@ -4,8 +4,9 @@ import Glibc
 /// Which route takes a device: the one place that decides, for registrations and for raw
 /// addresses in a notification.
 ///
-/// The rule: an explicit `transport`; else the app's first route of the given `platform`;
-/// else the first route whose plugin accepts the address (and can carry its attributes),
+/// The rule: an explicit `transport`; else the app's first route of the given `vendor` (the
+/// plugin's ``TransportConfiguration/vendor``); else the app's first route of the given
+/// `platform` that takes the address; else the first route whose plugin accepts the address (and can carry its attributes),
 /// routes of a platform before those that carry any device (the `local` streams, `log`).
 extension HeraldConfiguration {
     /// The app's routes in the order an unrouted address tries them: routes of a platform
@@ -18,8 +19,10 @@ extension HeraldConfiguration {
     /// The route and normalised address of a device being registered.
     /// - Throws: ``AddressProblem`` naming the field (`transport`, `platform`, `token`,
     ///   `subscription…`, `environment`) and what the app's routes expect.
+    ///   `vendor` (Android's `"huawei"`, `"xiaomi"`, `"fcm"` …) picks the app's first route whose
+    ///   plugin names that ``TransportConfiguration/vendor``.
     public func registrationRoute(app: AppConfiguration, input: DeviceAddressInput, attributes: DeviceAttributes,
-                                  transport: String?, platform: Platform?) throws(AddressProblem) -> (transport: String, address: DeviceAddress)
+                                  transport: String?, platform: Platform?, vendor: String? = nil) throws(AddressProblem) -> (transport: String, address: DeviceAddress)
     {
         let routes = app.routes.joined(separator: ", ")
         if let transport {
@@ -28,10 +31,24 @@ extension HeraldConfiguration {
             }
             return (transport, try address(on: spec, input, attributes))
         }
+        if let vendor {
+            let name = try vendorRoute(app: app, vendor: vendor, platform: platform)
+            guard let spec = transports[name] else { throw AddressProblem(field: "vendor", "route \(name) is not configured") }
+            return (name, try address(on: spec, input, attributes))
+        }
         if let platform {
+            // The first route of the platform whose plugin takes the address (an app may reach
+            // Android phones through FCM and each maker's service at once).
             let name = try platformRoute(app: app, platform: platform)
             guard let spec = transports[name] else { throw AddressProblem(field: "platform", "route \(name) is not configured") }
-            return (name, try address(on: spec, input, attributes))
+            do throws(AddressProblem) {
+                return (name, try address(on: spec, input, attributes))
+            } catch {
+                for other in app.routes where other != name && transports[other]?.configuration.platform == platform {
+                    if let s = transports[other], let taken = try? address(on: s, input, attributes) { return (other, taken) }
+                }
+                throw error
+            }
         }
         var refusals: [(route: String, problem: AddressProblem)] = []
         for name in routeOrder(app) {
@@ -58,6 +75,20 @@ extension HeraldConfiguration {
                                  + (known.isEmpty ? app.routes.joined(separator: ", ") : known.joined(separator: ", ")))
         }
         return name
+    }
+
+    /// The app's first route whose plugin names `vendor` (and, when given, of `platform`).
+    /// - Throws: ``AddressProblem`` naming `vendor` when the app has none.
+    public func vendorRoute(app: AppConfiguration, vendor: String, platform: Platform?) throws(AddressProblem) -> String {
+        if let name = app.routes.first(where: { r in
+            guard let c = transports[r]?.configuration else { return false }
+            return c.vendor == vendor && (platform == nil || c.platform == platform)
+        }) {
+            return name
+        }
+        let known = app.routes.compactMap { r in transports[r]?.configuration.vendor.map { "\(r) (\($0))" } }
+        throw AddressProblem(field: "vendor", "app \(app.id) has no route for vendor \"\(vendor)\"\(platform.map { " on \($0)" } ?? ""); "
+                             + (known.isEmpty ? "no route of it names a vendor" : "vendor routes: " + known.joined(separator: ", ")))
     }
 
     /// The first route of the app that takes `input` (a raw address in a notification), with

@@ -81,6 +81,11 @@ public protocol TransportConfiguration: Sendable {
     /// streams, the `log` dry run). Default `nil`.
     var platform: Platform? { get }
 
+    /// The channel a registration names with `"vendor"` (`"huawei"`, `"xiaomi"`, `"fcm"`): such a
+    /// registration goes to the app's first route whose plugin says this, or `nil` (the default)
+    /// for a route no registration names by vendor.
+    var vendor: String? { get }
+
     /// Normalises and validates a device address for this route, with the attributes the
     /// client gave (APNs: `environment`), and returns the address the store keeps.
     /// Default: a string id of printable ASCII (``AddressRules/opaque(_:maxBytes:)``).
@@ -106,6 +111,8 @@ public protocol TransportConfiguration: Sendable {
 
 extension TransportConfiguration {
     public var platform: Platform? { nil }
+
+    public var vendor: String? { nil }
 
     public var publicClientKey: String? { nil }
 

@@ -19,6 +19,7 @@ extension API {
         let subscription = json["subscription"].flatMap { $0 == .null ? nil : $0 }
         let transportName = root.string("transport")
         let platform = root.string("platform").map { Platform($0) }
+        let vendor = root.string("vendor")
         var attributes = DeviceAttributes()
         // Plugin attributes the API passes through (APNs's environment); the route's plugin checks them.
         if let environment = root.string("environment") { attributes["environment"] = environment }
@@ -47,7 +48,8 @@ extension API {
                 }
                 route = try configuration.registrationRoute(app: app, input: input, attributes: attributes, transport: name, platform: nil)
             } else {
-                route = try configuration.registrationRoute(app: app, input: input, attributes: attributes, transport: transportName, platform: platform)
+                route = try configuration.registrationRoute(app: app, input: input, attributes: attributes, transport: transportName, platform: platform,
+                                                            vendor: vendor)
             }
         } catch {
             throw APIError.invalid(error.field, error.message)
