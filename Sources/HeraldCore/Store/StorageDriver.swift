@@ -45,12 +45,16 @@ public struct OpenStorage: Sendable {
     public var inbox: any InboxStore
     /// Which node each live stream is open on (several nodes on one database).
     public var presence: any PresenceDirectory
+    /// The event outbox (issue 38); `nil` for a driver that keeps none.
+    public var events: (any EventOutbox)?
     private let onClose: @Sendable () async -> Void
 
     /// - Parameter onClose: closes the queue and the inbox and releases what ``StorageDriver/open(_:metrics:exclusive:)`` took.
     public init(tokens: any TokenStore, queue: any DeliveryQueue, inbox: any InboxStore,
-                presence: any PresenceDirectory = SingleNodePresence(), onClose: @escaping @Sendable () async -> Void) {
+                presence: any PresenceDirectory = SingleNodePresence(), events: (any EventOutbox)? = nil,
+                onClose: @escaping @Sendable () async -> Void) {
         self.tokens = tokens
+        self.events = events
         self.queue = queue
         self.inbox = inbox
         self.presence = presence
