@@ -11,6 +11,8 @@ enum PostgresSchema {
     enum Lock: Int64 {
         case migrate = 7_304_512_001
         case housekeeping = 7_304_512_002
+        /// Held by every transaction that appends events, to its commit (``PostgresEvents``).
+        case events = 7_304_512_003
     }
 
     /// The channel of `LISTEN/NOTIFY` wake-ups; the payload is a transport name.
@@ -138,6 +140,25 @@ enum PostgresSchema {
         """
         ALTER TABLE deliveries ADD COLUMN stream_device TEXT;
         CREATE INDEX deliveries_parked_stream ON deliveries (transport, stream_device) WHERE parked
+        """,
+        // 8: the event outbox (issue 38; see the SQLite schema's step 7): events in commit order
+        // (appends hold PostgresSchema.Lock.events to their commit), each webhook's cursor and lease.
+        """
+        CREATE TABLE events (
+            seq BIGSERIAL PRIMARY KEY,
+            id TEXT NOT NULL,
+            type TEXT NOT NULL,
+            app TEXT NOT NULL,
+            created_at BIGINT NOT NULL,
+            data TEXT NOT NULL
+        );
+        CREATE INDEX events_by_age ON events (created_at);
+        CREATE TABLE webhook_cursors (
+            webhook TEXT PRIMARY KEY,
+            acknowledged BIGINT NOT NULL,
+            holder TEXT,
+            lease_until BIGINT
+        )
         """,
     ]
 

@@ -36,7 +36,7 @@ public struct PostgresStorageDriver: StorageDriver {
         let queue = PostgresDeliveryQueue(conninfo: conninfo, pool: pool, maxCommitBatch: configuration.server.maxCommitBatch,
                                           metrics: metrics)
         let presence = PostgresPresence(conninfo: conninfo, nodeID: queue.nodeID, metrics: metrics)
-        return OpenStorage(tokens: PostgresTokenStore(pool: pool), queue: queue, inbox: PostgresInboxStore(pool: pool), presence: presence) {
+        return OpenStorage(tokens: PostgresTokenStore(pool: pool), queue: queue, inbox: PostgresInboxStore(pool: pool), presence: presence, events: queue) {
             presence.stop()
             await queue.close()
             await pool.close()

@@ -570,6 +570,8 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
                     try finish.run()
                 }
                 guard db.changes > 0 else { continue }
+                // The event of the state just written, in the same transaction (issue 38).
+                try SQLiteEvents.appendDelivery(id: c.id, state: c.state, reason: c.reason, now: now, db: db)
                 transportOf.reset()
                 transportOf.bind(1, c.id)
                 if try transportOf.step(), let transport = transportOf.optionalString(0) {
@@ -631,11 +633,17 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
                         FROM deliveries d JOIN notifications n ON n.seq = d.notification
                         WHERE d.parked = 1 AND d.state = 'queued' AND d.transport = ?3 AND n.app = ?4)
                     WHERE rank > ?5)
+                RETURNING id
                 """)
-            s.bind(1, now.millisecondsSince1970).bind(2, MemoryDeliveryQueue.inboxFull(keepPerUser)).bind(3, transport).bind(4, app)
+            let reason = MemoryDeliveryQueue.inboxFull(keepPerUser)
+            s.bind(1, now.millisecondsSince1970).bind(2, reason).bind(3, transport).bind(4, app)
                 .bind(5, Int64(keepPerUser))
-            try s.run()
-            let n = db.changes
+            var expired: [Int64] = []
+            while try s.step() { expired.append(s.int64(0)) }
+            s.reset()
+            let n = expired.count
+            // Their events, in the same transaction (issue 38).
+            for id in expired { try SQLiteEvents.appendDelivery(id: id, state: .expired, reason: reason, now: now, db: db) }
             return (n, { [self] in if n > 0 { adjust([transport: (-n, 0)]) } })
         }
     }
@@ -674,7 +682,7 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
     // MARK: Reading and housekeeping
 
     /// Runs `body` with the reader connection on its own thread.
-    private func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteDatabase) throws -> T) async throws -> T {
+    func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteDatabase) throws -> T) async throws -> T {
         try await readerThread.run { [reader] in try body(reader.value) }
     }
 

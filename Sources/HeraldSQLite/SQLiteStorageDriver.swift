@@ -22,7 +22,7 @@ public struct SQLiteStorageDriver: StorageDriver {
                 throw error
             }
             queue.attach(inbox: inbox)
-            return OpenStorage(tokens: tokens, queue: queue, inbox: inbox) {
+            return OpenStorage(tokens: tokens, queue: queue, inbox: inbox, events: queue) {
                 inbox.close()
                 await queue.close()
                 lock?.release()
