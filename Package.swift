@@ -47,11 +47,13 @@ let package = Package(
         .target(name: "HeraldCrypto", dependencies: ["HeraldCore", "COpenSSL"], path: "Sources/HeraldCrypto"),
         .target(name: "APNsBinaryProtocol", path: "Sources/APNsBinaryProtocol"),
         .target(name: "HeraldHTTP2", dependencies: ["HeraldCore", "HeraldCrypto", "CNGHTTP2", "CCurl", "CLinux"], path: "Sources/HeraldHTTP2"),
+        // Delivery events out (issue 38): the `webhooks` and `events` sections, signing, the webhook senders.
+        .target(name: "HeraldEvents", dependencies: ["HeraldCore", "HeraldCrypto", "HeraldHTTP2"], path: "Sources/HeraldEvents"),
 
         // MARK: APNs simulators and the daemon
         .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "APNsBinaryProtocol", "CNGHTTP2"],
                 path: "Sources/HeraldSimulator"),
-        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldCrypto", "CMicroHTTPD", "CLinux"],
+        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldCrypto", "HeraldEvents", "CMicroHTTPD", "CLinux"],
                 path: "Sources/HeraldServer"),
         .target(name: "HeraldMatrix", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldServer"], path: "Sources/HeraldMatrix"),
         .target(name: "HeraldGorush", dependencies: ["HeraldCore", "HeraldServer"], path: "Sources/HeraldGorush"),
@@ -67,10 +69,10 @@ let package = Package(
 
         // MARK: CLI and executable
         .target(name: "HeraldCLI",
-                dependencies: ["HeraldCore", "HeraldAPNs", "HeraldMatrix", "HeraldGorush", "HeraldSQLite", "HeraldCrypto", "HeraldServer", "HeraldSimulator", "APNsBinaryProtocol"],
+                dependencies: ["HeraldCore", "HeraldAPNs", "HeraldMatrix", "HeraldGorush", "HeraldSQLite", "HeraldCrypto", "HeraldServer", "HeraldEvents", "HeraldSimulator", "APNsBinaryProtocol"],
                 path: "Sources/HeraldCLI"),
         .executableTarget(name: "herald",
-                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldServer", "HeraldMatrix", "HeraldSQLite", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
+                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldServer", "HeraldEvents", "HeraldMatrix", "HeraldSQLite", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
                                          "HeraldAPNsBinary", "HeraldWebPush", "HeraldFCM", "HeraldGorush"],
                           path: "Sources/herald"),
 
@@ -85,7 +87,8 @@ let package = Package(
         .target(name: "HeraldClient", path: "Sources/HeraldClient"),
 
         // MARK: Test kit (doubles and in-process servers for tests)
-        .target(name: "HeraldTestKit", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldSimulator", "APNsBinaryProtocol"], path: "Sources/HeraldTestKit"),
+        .target(name: "HeraldTestKit", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldSimulator", "APNsBinaryProtocol", "HeraldServer", "HeraldEvents"],
+                path: "Sources/HeraldTestKit"),
 
         // MARK: Tests (mirror the modules)
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldAPNs", "HeraldCore", "HeraldSQLite", "HeraldLogTransport", "HeraldLocalTransport", "HeraldTestKit"],
@@ -109,7 +112,7 @@ let package = Package(
                     path: "Tests/HeraldBenchTests"),
         .testTarget(name: "HeraldSimulatorTests", dependencies: ["HeraldAPNs", "HeraldSimulator", "HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldSimulatorTests"),
-        .testTarget(name: "HeraldServerTests", dependencies: ["HeraldAPNs", "HeraldMatrix", "HeraldServer", "HeraldSQLite", "HeraldPostgres", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
+        .testTarget(name: "HeraldServerTests", dependencies: ["HeraldAPNs", "HeraldMatrix", "HeraldServer", "HeraldEvents", "HeraldSQLite", "HeraldPostgres", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
                                                            "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldLocalTransport", "HeraldCrypto", "HeraldWebPush", "HeraldFCM", "HeraldGorush"],
                     path: "Tests/HeraldServerTests"),
         .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldHTTP2", "HeraldCore", "HeraldCrypto", "HeraldSQLite",
@@ -126,6 +129,8 @@ let package = Package(
                     path: "Tests/APNsBinaryTests"),
         .testTarget(name: "HeraldFCMTests", dependencies: ["HeraldFCM", "HeraldCore", "HeraldCrypto", "HeraldHTTP2", "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/HeraldFCMTests"),
+        .testTarget(name: "HeraldEventsTests", dependencies: ["HeraldEvents", "HeraldCore", "HeraldCrypto", "HeraldSQLite", "HeraldServer", "HeraldLogTransport", "HeraldTestKit"],
+                    path: "Tests/HeraldEventsTests"),
         .testTarget(name: "HeraldClientTests", dependencies: ["HeraldClient", "HeraldServer", "HeraldSQLite", "HeraldCore", "HeraldCrypto",
                                                            "HeraldLocalTransport", "HeraldTestKit"],
                     path: "Tests/HeraldClientTests"),
