@@ -32,6 +32,7 @@ public enum HeraldCLI {
         PruneCommand.command,
         MigrateCommand.command,
         FeedbackCommand.command,
+        WebhooksCommand.test,
         SimulateHTTP2Command.command,
         SimulateWebPushCommand.command,
         SimulateFCMCommand.command,

@@ -51,12 +51,15 @@ public final class API: Sendable {
         public var wake: @Sendable (Set<String>) -> Void
         /// The live streams of `GET /v1/stream` (`nil`: none).
         public var streams: StreamHub?
+        /// The event outbox behind `GET /v1/events` (`nil`: the storage keeps none).
+        public var events: (any EventOutbox)?
 
         public init(snapshot: @escaping @Sendable () -> RuntimeSnapshot, queue: any DeliveryQueue,
                     store: any TokenStore, clock: any WallClock,
                     readiness: @escaping @Sendable () async -> Readiness, wake: @escaping @Sendable (Set<String>) -> Void,
-                    streams: StreamHub? = nil) {
+                    streams: StreamHub? = nil, events: (any EventOutbox)? = nil) {
             self.snapshot = snapshot
+            self.events = events
             self.queue = queue
             self.store = store
             self.clock = clock
@@ -107,6 +110,7 @@ public final class API: Sendable {
         case stream, streamAck
         case mintClientToken
         case streamSubscription, publicClientKey(kind: String, app: String)
+        case events
 
         var label: String {
             switch self {
@@ -125,13 +129,14 @@ public final class API: Sendable {
             case .mintClientToken: return "POST /v1/client-tokens"
             case .streamSubscription: return "POST /v1/stream/subscription"
             case .publicClientKey: return "GET /v1/{type}/{app}/public-key"
+            case .events: return "GET /v1/events"
             }
         }
 
         var scope: APIConfiguration.Scope? {
             switch self {
             case .health, .ready, .stream, .streamAck, .demo, .demoServiceWorker, .streamSubscription, .publicClientKey: return nil
-            case .metrics: return .admin
+            case .metrics, .events: return .admin
             case .registerDevice, .removeDevice, .userDevices, .mintClientToken: return .devices
             case .sendNotification, .notificationStatus: return .send
             }
@@ -170,6 +175,7 @@ public final class API: Sendable {
         case 2 where s[0] == "v1" && s[1] == "client-tokens": return only("POST", .mintClientToken)
         case 3 where s[0] == "v1" && s[1] == "stream" && s[2] == "subscription": return only("POST", .streamSubscription)
         case 4 where s[0] == "v1" && s[3] == "public-key": return only("GET", .publicClientKey(kind: s[1], app: s[2]))
+        case 2 where s[0] == "v1" && s[1] == "events": return only("GET", .events)
         default:
             return .failure(.notFound("no such endpoint: \(request.path); see docs/openapi.yaml"))
         }
@@ -282,6 +288,7 @@ public final class API: Sendable {
             case .streamSubscription: response = try await registerStreamSubscription(request)
             case .publicClientKey(let kind, let app): response = publicClientKey(kind: kind, appID: app)
             case .ready: response = await ready()
+            case .events: response = try await events(request)
             case .health, .metrics, .demo, .demoServiceWorker, .streamAck: response = APIError.notFound("unreachable").response
             }
         } catch let e as APIError {
