@@ -48,8 +48,8 @@ public final class WebhookSender: Sendable {
     private let dropped: Counter
     private let pending: Gauge
     private let oldestAge: Gauge
-    /// The age of the oldest event waiting (0 when none), for `/readyz` and `herald webhooks list`.
-    private let state = Locked<(oldest: TimeInterval, cursor: Int64?)>((0, nil))
+    /// When the oldest event waiting was recorded (`nil` when none), as of the last read: `/readyz`'s age.
+    private let oldestPending = Locked<Date?>(nil)
 
     /// - Parameters:
     ///   - node: this node's name in the webhook's lease (unique per daemon).
@@ -74,8 +74,11 @@ public final class WebhookSender: Sendable {
         oldestAge = metrics.gauge("herald_webhook_oldest_pending_seconds", help: "Age of the oldest event waiting for a webhook.", labels: label)
     }
 
-    /// The age of the oldest event waiting, as last seen (0 when none).
-    public var oldestPendingAge: TimeInterval { state.withLock { $0.oldest } }
+    /// The age now of the oldest event waiting as of the last read (0 when none); it grows while
+    /// the sender waits to retry.
+    public var oldestPendingAge: TimeInterval {
+        oldestPending.withLock { $0 }.map { max(0, clock.now.timeIntervalSince($0)) } ?? 0
+    }
 
     /// Starts the HTTP client.
     public func start() throws(WebhookError) { try poster.start() }
@@ -132,7 +135,7 @@ public final class WebhookSender: Sendable {
                 pending.set(Double(page.events.count))
                 let oldest = page.events.first.map { max(0, now.timeIntervalSince($0.createdAt)) } ?? 0
                 oldestAge.set(oldest)
-                state.withLock { $0 = (oldest, cursor) }
+                oldestPending.withLock { $0 = page.events.first?.createdAt }
                 if page.events.isEmpty {
                     if page.next > from {
                         // Only events this webhook does not take: move past them.

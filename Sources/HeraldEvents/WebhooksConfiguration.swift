@@ -138,23 +138,29 @@ public struct WebhooksConfiguration: ConfigurationSection, Equatable {
 /// `events`: the outbox's own settings (kept whether or not a webhook is configured).
 ///
 /// ```json
-/// "events": {"retention": "72h"}
+/// "events": {"retention": "72h", "degradedAfter": "15m"}
 /// ```
 public struct EventsConfiguration: ConfigurationSection, Equatable {
     public static let key = "events"
 
     /// How long the outbox keeps an event (the feed's reach). Default 72 h.
     public var retention: TimeInterval = 72 * 3600
+    /// `/readyz` says `degraded` while a webhook's oldest waiting event is older than this. Default 15 min.
+    public var degradedAfter: TimeInterval = 900
 
-    public init(retention: TimeInterval = 72 * 3600) { self.retention = retention }
+    public init(retention: TimeInterval = 72 * 3600, degradedAfter: TimeInterval = 900) {
+        self.retention = retention
+        self.degradedAfter = degradedAfter
+    }
 
     public init?(node: JSONNode, apps: [String: AppConfiguration]) {
         guard case .object = node.value else {
             node.error("expected an object such as {\"retention\": \"72h\"}, found \(node.value.typeDescription)")
             return nil
         }
-        rejectUnknownKeys(node, known: ["retention"])
+        rejectUnknownKeys(node, known: ["retention", "degradedAfter"])
         if let r = node.duration("retention", minimum: 60) { retention = r }
+        if let d = node.duration("degradedAfter", minimum: 1) { degradedAfter = d }
     }
 }
 

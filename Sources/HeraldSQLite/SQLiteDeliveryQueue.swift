@@ -76,6 +76,9 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
         // Claims of an earlier run: their lease is void, their outcome unknown.
         try db.execute("UPDATE deliveries SET lease_until = NULL WHERE state = 'sent' AND lease_until IS NOT NULL",
                        operation: "mark interrupted claims")
+        // One daemon per file: a webhook lease left by an earlier run is void (its sender is gone).
+        try db.execute("UPDATE webhook_cursors SET holder = NULL, lease_until = NULL WHERE holder IS NOT NULL",
+                       operation: "release webhook leases of an earlier run")
         var depth: [String: QueueDepth] = [:]
         let s = try db.statement("""
             SELECT transport, state, count(*) FROM deliveries

@@ -15,7 +15,7 @@ import Testing
     static let app = TestDaemon.app
     static let live = TestDaemon.token(0x71), dead = TestDaemon.token(0x72)
 
-    static func start(apns: HTTP2SimulatorHarness, receiver: WebhookReceiver) async throws -> TestDaemon {
+    static func start(apns: HTTP2SimulatorHarness, receiver: WebhookReceiver, events: String = "{}") async throws -> TestDaemon {
         let c = apns.certificates
         var registry = TransportRegistry()
         registry.register(APNsHTTP2Transport.self)
@@ -36,6 +36,7 @@ import Testing
               "server": {"batchLinger": 0, "maintenanceInterval": "1h"},
               "webhooks": [{"id": "backend", "url": "http://127.0.0.1:\(receiver.port)/herald", "secrets": ["${HOOK_SECRET}"],
                             "events": ["delivery", "device"], "timeout": "5s"}],
+              "events": \(events),
               "log": {"level": "debug"}
             }
             """, registry: registry, environment: ["HOOK_SECRET": secret.value], prefix: "herald-webhooks")
@@ -102,6 +103,28 @@ import Testing
         #expect(removed.status == 204)
         #expect(await eventually(timeout: 30) { receiver.events.contains { $0["type"]?.stringValue == "device.removed" } })
         #expect(receiver.events.last?["data"]?["device"]?.stringValue == Self.live)
+        await receiver.stop()
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aReceiverThatFallsBehindMakesReadyzDegradedUntilItCatchesUp() async throws {
+        let apns = try HTTP2SimulatorHarness.tokenAuth()
+        defer { apns.stop() }
+        let up = Locked(false)
+        let receiver = try WebhookReceiver(secrets: [Self.secret]) { _ in HTTPResponse(status: up.withLock { $0 } ? 200 : 503) }
+        let d = try await Self.start(apns: apns, receiver: receiver, events: #"{"degradedAfter": "1s"}"#)
+        let ready = try await d.client.get("/readyz")
+        #expect(ready.json?["status"]?.stringValue == "ready")
+        #expect(ready.json?["webhooks"]?["backend"]?.stringValue == "ok")
+        try await d.register(user: "alice", token: Self.live)
+        #expect(try await d.client.post("/v1/notifications", #"{"app":"\#(Self.app)","users":["alice"],"alert":"hi"}"#).status == 202)
+        #expect(await eventually(timeout: 30) {
+            let r = try? await d.client.get("/readyz")
+            return r?.json?["status"]?.stringValue == "degraded" && r?.json?["webhooks"]?["backend"]?.stringValue?.hasPrefix("degraded: oldest event waiting") == true
+        })
+        #expect(try await d.client.get("/readyz").status == 200)
+        up.withLock { $0 = true }
+        #expect(await eventually(timeout: 30) { (try? await d.client.get("/readyz"))?.json?["status"]?.stringValue == "ready" })
+        #expect(receiver.events.contains { $0["type"]?.stringValue == "delivery.delivered" })
         await receiver.stop()
     }
 }

@@ -24,13 +24,19 @@ public struct Readiness: Sendable {
     public var storeOpen: Bool
     /// Transport name → `started`, `starting`, `paused: <reason>` or `degraded: <what part is impaired>`.
     public var transports: [String: String]
+    /// Webhook id → `ok`, or `degraded: <why>` when its oldest waiting event is older than `events.degradedAfter`.
+    public var webhooks: [String: String]
     public var isReady: Bool { storeOpen && !transports.values.contains("starting") }
-    /// Ready, but some transport is paused, or impaired in part.
-    public var isDegraded: Bool { isReady && transports.values.contains { $0.hasPrefix("paused") || $0.hasPrefix("degraded") } }
+    /// Ready, but some transport is paused, or impaired in part, or a webhook falls behind.
+    public var isDegraded: Bool {
+        isReady && (transports.values.contains { $0.hasPrefix("paused") || $0.hasPrefix("degraded") }
+                    || webhooks.values.contains { $0.hasPrefix("degraded") })
+    }
 
-    public init(storeOpen: Bool, transports: [String: String]) {
+    public init(storeOpen: Bool, transports: [String: String], webhooks: [String: String] = [:]) {
         self.storeOpen = storeOpen
         self.transports = transports
+        self.webhooks = webhooks
     }
 }
 
@@ -318,6 +324,11 @@ public final class API: Sendable {
             if let storeError { o.string("store_error", storeError) }
             o.object("transports") { t in
                 for name in r.transports.keys.sorted() { t.string(name, r.transports[name]) }
+            }
+            if !r.webhooks.isEmpty {
+                o.object("webhooks") { w in
+                    for id in r.webhooks.keys.sorted() { w.string(id, r.webhooks[id]) }
+                }
             }
         }
     }

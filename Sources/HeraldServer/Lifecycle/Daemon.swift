@@ -172,7 +172,7 @@ public final class Daemon: Sendable {
             queue: queue, store: store, clock: options.clock,
             readiness: { [weak self] in
                 let storeOpen = await self?.storeAnswers(queue) ?? false
-                return Readiness(storeOpen: storeOpen, transports: self?.pool.statuses ?? [:])
+                return Readiness(storeOpen: storeOpen, transports: self?.pool.statuses ?? [:], webhooks: self?.webhookReadiness() ?? [:])
             },
             wake: { [weak self] names in self?.pool.wake(names) }, streams: streams, events: storage.events), metrics: metrics, logger: logger,
             frontEnds: options.frontEnds)
@@ -230,6 +230,15 @@ public final class Daemon: Sendable {
         TransportContext(logger: logger.labeled("transport.\(name)"), clock: options.clock, metrics: metrics,
                          durableWrites: configuration.storage.durableWrites,
                          streams: running.withLock { $0?.streams })
+    }
+
+    /// Each webhook's state for `/readyz`: degraded while its oldest waiting event is older than `events.degradedAfter`.
+    private func webhookReadiness() -> [String: String] {
+        guard let ages = running.withLock({ $0?.webhooks })?.oldestPendingAges else { return [:] }
+        let limit = configuration.events.degradedAfter
+        return ages.mapValues { age in
+            age > limit ? "degraded: oldest event waiting \(Int(age)) s (events.degradedAfter \(Int(limit)) s)" : "ok"
+        }
     }
 
     private func noteLocalTransports(_ c: HeraldConfiguration) {
