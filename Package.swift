@@ -106,7 +106,7 @@ let package = Package(
                     path: "Tests/HeraldCryptoTests"),
         .testTarget(name: "LogTransportTests", dependencies: ["HeraldAPNs", "HeraldLogTransport", "HeraldCore", "HeraldTestKit"],
                     path: "Tests/LogTransportTests"),
-        .testTarget(name: "HeraldCLITests", dependencies: ["HeraldAPNs", "HeraldMatrix", "herald", "HeraldCLI", "HeraldCrypto", "HeraldTestKit", "HeraldSimulator"],
+        .testTarget(name: "HeraldCLITests", dependencies: ["HeraldAPNs", "HeraldMatrix", "herald", "HeraldCLI", "HeraldCrypto", "HeraldServer", "HeraldTestKit", "HeraldSimulator"],
                     path: "Tests/HeraldCLITests"),
         .testTarget(name: "HeraldBenchTests", dependencies: ["HeraldBench", "HeraldCore", "HeraldServer", "HeraldTestKit", "herald", "herald-bench"],
                     path: "Tests/HeraldBenchTests"),

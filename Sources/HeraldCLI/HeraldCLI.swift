@@ -32,7 +32,7 @@ public enum HeraldCLI {
         PruneCommand.command,
         MigrateCommand.command,
         FeedbackCommand.command,
-        WebhooksCommand.test,
+        WebhooksCommand.list, WebhooksCommand.test,
         SimulateHTTP2Command.command,
         SimulateWebPushCommand.command,
         SimulateFCMCommand.command,

@@ -46,8 +46,19 @@ enum PostgresEvents {
     }
 }
 
-extension PostgresDeliveryQueue: EventOutbox {
-    public func append(_ events: [EventRecord]) async throws {
+/// The event outbox over a pool of the driver's (the daemon's, closed with its storage) or of its own (the CLI's).
+final class PostgresEventOutbox: EventOutbox, Sendable {
+    let pool: PGPool
+    private let ownsPool: Bool
+
+    init(pool: PGPool, ownsPool: Bool) {
+        self.pool = pool
+        self.ownsPool = ownsPool
+    }
+
+    func close() async { if ownsPool { await pool.close() } }
+
+    func append(_ events: [EventRecord]) async throws {
         guard !events.isEmpty else { return }
         try await pool.run { db in
             try db.transaction {
@@ -57,7 +68,7 @@ extension PostgresDeliveryQueue: EventOutbox {
         }
     }
 
-    public func events(after sequence: Int64, limit: Int) async throws -> [EventRecord] {
+    func events(after sequence: Int64, limit: Int) async throws -> [EventRecord] {
         try await pool.run { db in
             let rows = try db.execute("SELECT seq, id, type, app, created_at, data FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
                                       [String(sequence), String(limit)], prepared: true)
@@ -68,7 +79,7 @@ extension PostgresDeliveryQueue: EventOutbox {
         }
     }
 
-    public func leaseWebhook(_ webhook: String, node: String, now: Date, until: Date) async throws -> Int64? {
+    func leaseWebhook(_ webhook: String, node: String, now: Date, until: Date) async throws -> Int64? {
         try await pool.run { db in
             _ = try db.execute("""
                 INSERT INTO webhook_cursors (webhook, acknowledged)
@@ -83,7 +94,7 @@ extension PostgresDeliveryQueue: EventOutbox {
         }
     }
 
-    public func acknowledge(webhook: String, node: String, through sequence: Int64) async throws -> Bool {
+    func acknowledge(webhook: String, node: String, through sequence: Int64) async throws -> Bool {
         try await pool.run { db in
             try db.execute("""
                 UPDATE webhook_cursors SET acknowledged = GREATEST(acknowledged, $3) WHERE webhook = $1 AND holder = $2
@@ -91,20 +102,20 @@ extension PostgresDeliveryQueue: EventOutbox {
         }
     }
 
-    public func releaseWebhook(_ webhook: String, node: String) async throws {
+    func releaseWebhook(_ webhook: String, node: String) async throws {
         try await pool.run { db in
             _ = try db.execute("UPDATE webhook_cursors SET holder = NULL, lease_until = NULL WHERE webhook = $1 AND holder = $2", [webhook, node])
         }
     }
 
-    public func webhookCursor(_ webhook: String) async throws -> Int64? {
+    func webhookCursor(_ webhook: String) async throws -> Int64? {
         try await pool.run { db in
             let rows = try db.execute("SELECT acknowledged FROM webhook_cursors WHERE webhook = $1", [webhook])
             return rows.count > 0 ? rows.int(0, 0) : nil
         }
     }
 
-    public func pruneEvents(createdBefore cutoff: Date) async throws -> Int {
+    func pruneEvents(createdBefore cutoff: Date) async throws -> Int {
         var total = 0
         while true {
             let n = try await pool.run { db in

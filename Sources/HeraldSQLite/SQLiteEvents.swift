@@ -147,3 +147,52 @@ extension SQLiteDeliveryQueue: EventOutbox {
         }
     }
 }
+
+/// The event outbox on a connection of its own, for the CLI (`herald webhooks list`) beside a
+/// running daemon: it writes nothing to the queue (opening the queue would void the daemon's
+/// claims).
+public final class SQLiteEventStore: EventOutbox, Sendable {
+    private let connection: ThreadConfined<SQLiteDatabase>
+    private let thread = BlockingThread(name: "herald-sqlite-events")
+
+    /// Opens (creating and migrating) the database at `path`.
+    public init(path: String, busyTimeout: TimeInterval = 5) throws {
+        let db = try SQLiteDatabase(path: path, synchronous: "FULL", busyTimeout: busyTimeout)
+        try HeraldSchema.migrations.apply(to: db)
+        connection = ThreadConfined(db, to: thread.thread)
+    }
+
+    private func onThread<T: Sendable>(_ body: @escaping @Sendable (SQLiteDatabase) throws -> T) async throws -> T {
+        try await thread.run { [connection] in try body(connection.value) }
+    }
+
+    public func append(_ events: [EventRecord]) async throws {
+        try await onThread { db in try db.transaction { for e in events { try SQLiteEvents.append(e, db: db) } } }
+    }
+
+    public func events(after sequence: Int64, limit: Int) async throws -> [EventRecord] {
+        try await onThread { db in try SQLiteEvents.events(after: sequence, limit: limit, db: db) }
+    }
+
+    public func leaseWebhook(_ webhook: String, node: String, now: Date, until: Date) async throws -> Int64? {
+        try await onThread { db in try db.transaction { try SQLiteEvents.lease(webhook: webhook, node: node, now: now, until: until, db: db) } }
+    }
+
+    public func acknowledge(webhook: String, node: String, through sequence: Int64) async throws -> Bool {
+        try await onThread { db in try db.transaction { try SQLiteEvents.acknowledge(webhook: webhook, node: node, through: sequence, db: db) } }
+    }
+
+    public func releaseWebhook(_ webhook: String, node: String) async throws {
+        try await onThread { db in try db.transaction { try SQLiteEvents.release(webhook: webhook, node: node, db: db) } }
+    }
+
+    public func webhookCursor(_ webhook: String) async throws -> Int64? {
+        try await onThread { db in try SQLiteEvents.cursor(webhook: webhook, db: db) }
+    }
+
+    public func pruneEvents(createdBefore cutoff: Date) async throws -> Int {
+        try await onThread { db in try db.transaction { try SQLiteEvents.prune(createdBefore: cutoff, db: db) } }
+    }
+
+    public func close() async {}
+}

@@ -33,6 +33,11 @@ public struct SQLiteStorageDriver: StorageDriver {
         }
     }
 
+    public func openEventOutbox(_ configuration: HeraldConfiguration) async throws -> (any EventOutbox)? {
+        let storage = try configuration.sqliteStorage()
+        return try SQLiteEventStore(path: storage.path, busyTimeout: storage.busyTimeout)
+    }
+
     public func openTokenStore(_ configuration: HeraldConfiguration) async throws -> any TokenStore {
         try SQLiteTokenStore(configuration: configuration.sqliteStorage())
     }

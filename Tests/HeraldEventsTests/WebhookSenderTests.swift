@@ -131,3 +131,24 @@ struct WebhookSenderTests {
         await receiver.stop()
     }
 }
+
+/// `herald webhooks list`'s numbers.
+struct WebhookBacklogTests {
+    @Test func countsTheEventsAWebhookTakesAfterItsCursor() async throws {
+        let dir = try TemporaryDirectory(prefix: "herald-backlog")
+        defer { dir.remove() }
+        let queue = try SQLiteDeliveryQueue(path: dir.file("herald.db"), synchronous: .normal)
+        let hook = WebhooksConfiguration.Webhook(id: "backend", url: try WebhookURL("http://127.0.0.1:9/"), secrets: [Secret("s")],
+                                                 events: ["transport.paused"])
+        #expect(try await WebhookBacklog.measure(hook, in: queue) == WebhookBacklog(cursor: nil, pending: 0, truncated: false, oldest: nil))
+        let t0 = Date(timeIntervalSince1970: 1_767_225_600)
+        try await queue.append([EventRecord.transport("a", paused: true, reason: "x", now: t0)])
+        _ = try await queue.leaseWebhook("backend", node: "n", now: t0, until: t0.addingTimeInterval(30))
+        try await queue.append([EventRecord.transport("a", paused: false, reason: "x", now: t0.addingTimeInterval(1)),
+                                EventRecord.transport("b", paused: true, reason: "y", now: t0.addingTimeInterval(2)),
+                                EventRecord.transport("c", paused: true, reason: "z", now: t0.addingTimeInterval(3))])
+        let b = try await WebhookBacklog.measure(hook, in: queue)
+        #expect(b == WebhookBacklog(cursor: 1, pending: 2, truncated: false, oldest: t0.addingTimeInterval(2)))
+        await queue.close()
+    }
+}

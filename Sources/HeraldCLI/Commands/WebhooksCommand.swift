@@ -3,8 +3,56 @@ import Glibc
 import HeraldCore
 import HeraldEvents
 
-/// `herald webhooks test`: POST a signed `ping` event to one configured webhook.
+/// `herald webhooks list` (each webhook's backlog) and `herald webhooks test` (a signed `ping`).
 enum WebhooksCommand {
+    static let list = HeraldCLI.Command(spec: CommandSpec(
+        path: "webhooks list",
+        summary: "Show each configured webhook and the events waiting for it.",
+        usage: "webhooks list [--config PATH]",
+        options: [CommandSpec.configOption],
+        discussion: """
+        One line per webhook: its id, URL and event types, then the events waiting for it (read
+        from the database's outbox, beside a running daemon), the age of the oldest, and its
+        cursor (the last event it acknowledged). "not started" until a daemon first sent to it.
+        """)) { arguments, context throws(CLIError) in
+        let configuration = try context.loadConfiguration(arguments)
+        let webhooks = configuration.webhooks
+        guard !webhooks.isEmpty else {
+            context.console.out("no webhooks configured")
+            return
+        }
+        let outbox: any EventOutbox
+        do {
+            guard let opened = try await context.storage.driver(for: configuration).openEventOutbox(configuration) else {
+                throw CLIError.configuration(["storage.driver \(configuration.storage.driver) keeps no event outbox"])
+            }
+            outbox = opened
+        } catch let e as CLIError {
+            throw e
+        } catch {
+            throw .configuration(["cannot open the event outbox: \(error)"])
+        }
+        let now = Date()
+        var failure: String?
+        for w in webhooks {
+            let head = "\(w.id)  \(w.url)  events=\(w.events.joined(separator: ","))\(w.apps.map { "  apps=\($0.joined(separator: ","))" } ?? "")"
+            do {
+                let b = try await WebhookBacklog.measure(w, in: outbox)
+                guard let cursor = b.cursor else {
+                    context.console.out("\(head)  not started")
+                    continue
+                }
+                let age = b.oldest.map { "  oldest=\(Int(max(0, now.timeIntervalSince($0))))s" } ?? ""
+                context.console.out("\(head)  pending=\(b.pending)\(b.truncated ? "+" : "")\(age)  cursor=\(cursor)")
+            } catch {
+                failure = "\(w.id): cannot read the outbox: \(error)"
+                context.console.out("\(head)  unknown (\(error))")
+            }
+        }
+        await outbox.close()
+        if let failure { throw .runtime(failure) }
+    }
+
     static let test = HeraldCLI.Command(spec: CommandSpec(
         path: "webhooks test",
         summary: "POST a signed ping event to a configured webhook and print its answer.",

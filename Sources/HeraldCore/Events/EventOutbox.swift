@@ -33,6 +33,9 @@ public protocol EventOutbox: Sendable {
 
     /// Deletes events created before `cutoff`; returns how many.
     func pruneEvents(createdBefore cutoff: Date) async throws -> Int
+
+    /// Closes what ``StorageDriver/openEventOutbox(_:)`` opened (an outbox of ``OpenStorage`` closes with it).
+    func close() async
 }
 
 /// Which events a reader wants: types or prefixes (`"delivery"`, `"device.retired"`) and apps.

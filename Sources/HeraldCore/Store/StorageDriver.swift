@@ -24,6 +24,10 @@ public protocol StorageDriver: Sendable {
 
     /// Brings the schema up to date (`herald migrate`); returns what it did, in one line.
     func migrate(_ configuration: HeraldConfiguration) async throws -> String
+
+    /// Opens only the event outbox (`herald webhooks list`, beside a running daemon); `nil` when
+    /// the driver keeps none. The caller closes it (``EventOutbox/close()``).
+    func openEventOutbox(_ configuration: HeraldConfiguration) async throws -> (any EventOutbox)?
 }
 
 extension StorageDriver {
@@ -35,6 +39,9 @@ extension StorageDriver {
         _ = try await openTokenStore(configuration)
         return "schema up to date"
     }
+
+    /// No outbox.
+    public func openEventOutbox(_ configuration: HeraldConfiguration) async throws -> (any EventOutbox)? { nil }
 }
 
 /// What a driver opened for a daemon.
