@@ -275,7 +275,6 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
             guard reports else { return try update() }
             // Final and parked states are reported: their events go in the same transaction (issue 38).
             return try db.transaction {
-                try PostgresEvents.lock(db)
                 let rows = try update()
                 let byID = Dictionary(c.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
                 let written = (0..<rows.count).compactMap { i in byID[rows.int(i, 3)].map { (id: $0.id, state: $0.state, reason: $0.reason) } }
@@ -306,7 +305,6 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
     public func expireParked(transport: String, app: String, keepPerUser: Int, now: Date) async throws -> Int {
         let reason = MemoryDeliveryQueue.inboxFull(keepPerUser)
         let n = try await pool.run { db in try db.transaction {
-            try PostgresEvents.lock(db)
             let rows = try db.execute("""
                 UPDATE deliveries SET state = 'expired', parked = false, next_attempt_at = NULL, updated_at = $1, last_reason = $2
                 WHERE id IN (

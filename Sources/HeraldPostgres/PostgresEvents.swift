@@ -2,19 +2,30 @@ import FoundationEssentials
 import Glibc
 import HeraldCore
 
-/// The event outbox on PostgreSQL (tables `events` and `webhook_cursors`, schema step 8).
+/// The event outbox on PostgreSQL (tables `events`, `events_sequence` and `webhook_cursors`, schema step 8).
 ///
-/// Every transaction that appends events first takes one transaction-scoped advisory lock
-/// (``PostgresSchema/Lock/events``) and holds it to its commit: events commit in the order of
-/// their `seq`, so a reader that saw `seq` N has seen everything below it, on every node (a
-/// sequence alone hands out numbers in one order and commits them in another).
+/// An event is inserted without a number, in the transaction of the change it reports (no lock:
+/// deliveries never wait for the outbox). Readers number the committed ones (``number(_:)``) in
+/// a transaction that holds one advisory lock (``PostgresSchema/Lock/events``) to its commit, so
+/// numbers become visible in increasing order on every node and a reader that saw `seq` N never
+/// finds a smaller one later (a sequence alone hands out numbers in one order and commits them
+/// in another).
 enum PostgresEvents {
-    /// Takes the outbox's append lock for the rest of the transaction.
-    static func lock(_ db: PGConnection) throws {
-        _ = try db.execute("SELECT pg_advisory_xact_lock($1)", [String(PostgresSchema.Lock.events.rawValue)])
+    /// Numbers the committed events that have no number yet, in insertion order (up to 10,000).
+    static func number(_ db: PGConnection) throws {
+        guard try db.execute("SELECT 1 FROM events WHERE seq IS NULL LIMIT 1", prepared: true).count > 0 else { return }
+        try db.transaction {
+            _ = try db.execute("SELECT pg_advisory_xact_lock($1)", [String(PostgresSchema.Lock.events.rawValue)])
+            _ = try db.execute("""
+                WITH p AS (SELECT pos, row_number() OVER (ORDER BY pos) AS rn FROM events WHERE seq IS NULL ORDER BY pos LIMIT 10000),
+                     b AS (SELECT last FROM events_sequence),
+                     u AS (UPDATE events e SET seq = b.last + p.rn FROM p, b WHERE e.pos = p.pos RETURNING 1)
+                UPDATE events_sequence SET last = last + (SELECT count(*) FROM u)
+                """, prepared: true)
+        }
     }
 
-    /// Appends `events` (inside a transaction holding ``lock(_:)``).
+    /// Appends `events`, unnumbered (inside the caller's transaction).
     static func append(_ events: [EventRecord], db: PGConnection) throws {
         guard !events.isEmpty else { return }
         _ = try db.execute("""
@@ -61,15 +72,13 @@ final class PostgresEventOutbox: EventOutbox, Sendable {
     func append(_ events: [EventRecord]) async throws {
         guard !events.isEmpty else { return }
         try await pool.run { db in
-            try db.transaction {
-                try PostgresEvents.lock(db)
-                try PostgresEvents.append(events, db: db)
-            }
+            try PostgresEvents.append(events, db: db)
         }
     }
 
     func events(after sequence: Int64, limit: Int) async throws -> [EventRecord] {
         try await pool.run { db in
+            try PostgresEvents.number(db)
             let rows = try db.execute("SELECT seq, id, type, app, created_at, data FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
                                       [String(sequence), String(limit)], prepared: true)
             return (0..<rows.count).map { i in
@@ -81,9 +90,10 @@ final class PostgresEventOutbox: EventOutbox, Sendable {
 
     func leaseWebhook(_ webhook: String, node: String, now: Date, until: Date) async throws -> Int64? {
         try await pool.run { db in
+            try PostgresEvents.number(db)
             _ = try db.execute("""
                 INSERT INTO webhook_cursors (webhook, acknowledged)
-                VALUES ($1, (SELECT COALESCE(max(seq), 0) FROM events)) ON CONFLICT (webhook) DO NOTHING
+                VALUES ($1, (SELECT last FROM events_sequence)) ON CONFLICT (webhook) DO NOTHING
                 """, [webhook])
             let rows = try db.execute("""
                 UPDATE webhook_cursors SET holder = $2, lease_until = $3

@@ -11,7 +11,7 @@ enum PostgresSchema {
     enum Lock: Int64 {
         case migrate = 7_304_512_001
         case housekeeping = 7_304_512_002
-        /// Held by every transaction that appends events, to its commit (``PostgresEvents``).
+        /// Held by the transaction that numbers new events, to its commit (``PostgresEvents``).
         case events = 7_304_512_003
     }
 
@@ -141,11 +141,14 @@ enum PostgresSchema {
         ALTER TABLE deliveries ADD COLUMN stream_device TEXT;
         CREATE INDEX deliveries_parked_stream ON deliveries (transport, stream_device) WHERE parked
         """,
-        // 8: the event outbox (issue 38; see the SQLite schema's step 7): events in commit order
-        // (appends hold PostgresSchema.Lock.events to their commit), each webhook's cursor and lease.
+        // 8: the event outbox (issue 38; see the SQLite schema's step 7), each webhook's cursor
+        // and lease. An event is inserted without a number (`seq` NULL) in the transaction it
+        // reports; readers number committed ones in order (PostgresEvents.number), so numbers
+        // are visible in increasing order and a reader never skips one.
         """
         CREATE TABLE events (
-            seq BIGSERIAL PRIMARY KEY,
+            pos BIGSERIAL PRIMARY KEY,
+            seq BIGINT UNIQUE,
             id TEXT NOT NULL,
             type TEXT NOT NULL,
             app TEXT NOT NULL,
@@ -153,6 +156,9 @@ enum PostgresSchema {
             data TEXT NOT NULL
         );
         CREATE INDEX events_by_age ON events (created_at);
+        CREATE INDEX events_unnumbered ON events (pos) WHERE seq IS NULL;
+        CREATE TABLE events_sequence (last BIGINT NOT NULL);
+        INSERT INTO events_sequence VALUES (0);
         CREATE TABLE webhook_cursors (
             webhook TEXT PRIMARY KEY,
             acknowledged BIGINT NOT NULL,

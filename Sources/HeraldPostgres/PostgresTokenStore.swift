@@ -45,7 +45,6 @@ final class PostgresTokenStore: TokenStore, Sendable {
     public func unregister(app: String, token: String) async throws -> Bool {
         try await pool.run { db in
             try db.transaction {
-                try PostgresEvents.lock(db)
                 let rows = try db.execute("DELETE FROM devices WHERE app = $1 AND token = $2 RETURNING \"user\"", [app, token])
                 guard rows.count > 0 else { return false }
                 // Its event, in the same transaction (issue 38).
@@ -94,7 +93,6 @@ final class PostgresTokenStore: TokenStore, Sendable {
     public func invalidate(app: String, token: String, at time: Date, reason: String) async throws -> InvalidationResult {
         let ms = String(time.millisecondsSince1970)
         return try await pool.run { db in try db.transaction {
-            try PostgresEvents.lock(db)
             let rows = try db.execute("""
                 WITH marked AS (
                     UPDATE devices SET invalidated_at = $3, invalidation_reason = $4

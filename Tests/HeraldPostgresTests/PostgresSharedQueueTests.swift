@@ -203,6 +203,7 @@ struct PostgresSharedQueueTests {
             ALTER TABLE deliveries DROP COLUMN stream_device;
             DROP TABLE events;
             DROP TABLE webhook_cursors;
+            DROP TABLE events_sequence;
             DELETE FROM herald_schema WHERE version >= 5
             """)
         #expect(try await server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "1")

@@ -110,6 +110,7 @@ struct EventOutboxContractTests {
             let outbox = try #require(storage.events)
             try await outbox.append([EventRecord.transport("t", paused: true, reason: "a", now: t0),
                                      EventRecord.transport("t", paused: false, reason: "b", now: t0.addingTimeInterval(100))])
+            #expect(try await outbox.events(after: 0, limit: 10).map(\.sequence) == [1, 2])
             #expect(try await outbox.pruneEvents(createdBefore: t0.addingTimeInterval(200)) == 2)
             try await outbox.append([EventRecord.transport("t", paused: true, reason: "c", now: t0.addingTimeInterval(300))])
             let left = try await outbox.events(after: 0, limit: 10)
