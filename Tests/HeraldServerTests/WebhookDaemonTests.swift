@@ -15,13 +15,18 @@ import Testing
     static let app = TestDaemon.app
     static let live = TestDaemon.token(0x71), dead = TestDaemon.token(0x72)
 
-    static func start(apns: HTTP2SimulatorHarness, receiver: WebhookReceiver, events: String = "{}") async throws -> TestDaemon {
-        let c = apns.certificates
+    static var registry: TransportRegistry {
         var registry = TransportRegistry()
         registry.register(APNsHTTP2Transport.self)
         registry.register(section: WebhooksConfiguration.self)
         registry.register(section: EventsConfiguration.self)
-        return try await TestDaemon.start(plugins: """
+        return registry
+    }
+    static let environment = ["HOOK_SECRET": secret.value]
+
+    static func config(apns: HTTP2SimulatorHarness, receiver: WebhookReceiver, events: String = "{}") -> String {
+        let c = apns.certificates
+        return """
             {
               "storage": {"path": "herald.db", "synchronous": "normal"},
               "apps": {"\(app)": {"routes": ["apns"]}},
@@ -39,7 +44,33 @@ import Testing
               "events": \(events),
               "log": {"level": "debug"}
             }
-            """, registry: registry, environment: ["HOOK_SECRET": secret.value], prefix: "herald-webhooks")
+            """
+    }
+
+    static func start(apns: HTTP2SimulatorHarness, receiver: WebhookReceiver, events: String = "{}") async throws -> TestDaemon {
+        try await TestDaemon.start(plugins: config(apns: apns, receiver: receiver, events: events), registry: registry,
+                                   environment: environment, prefix: "herald-webhooks")
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aReloadPointsTheWebhookElsewhereAndLaterEventsGoThere() async throws {
+        let apns = try HTTP2SimulatorHarness.tokenAuth()
+        defer { apns.stop() }
+        let before = try WebhookReceiver(secrets: [Self.secret]), after = try WebhookReceiver(secrets: [Self.secret])
+        let d = try await Self.start(apns: apns, receiver: before)
+        try await d.register(user: "alice", token: Self.live)
+        #expect(try await d.client.post("/v1/notifications", #"{"app":"\#(Self.app)","users":["alice"],"alert":"one"}"#).status == 202)
+        #expect(await eventually(timeout: 30) { before.events.count >= 1 })
+        let next = try DaemonConfiguration.parse(Data(Self.config(apns: apns, receiver: after).utf8), baseDirectory: d.directory.path,
+                                                 registry: Self.registry, environment: Self.environment)
+        guard case .applied = await d.daemon.reload(next) else { Issue.record("the reload was refused"); return }
+        #expect(try await d.client.post("/v1/notifications", #"{"app":"\#(Self.app)","users":["alice"],"alert":"two"}"#).status == 202)
+        #expect(await eventually(timeout: 30) { after.events.count >= 1 })
+        // The new URL continues from the cursor: only the later event, and nothing more to the old one.
+        #expect(after.events.count == 1 && before.events.count == 1)
+        #expect(after.events.first?["id"]?.stringValue != before.events.first?["id"]?.stringValue)
+        #expect(after.posts.allSatisfy { $0.verified == [true] })
+        await before.stop()
+        await after.stop()
     }
 
     @Test(.timeLimit(.minutes(2))) func deliveredInvalidTokenAndRetiredArriveSignedAndTheFeedWalksTheSameEvents() async throws {
