@@ -159,3 +159,32 @@ import Testing
         await receiver.stop()
     }
 }
+
+/// A transport that pauses (its credentials refused) and works again: `transport.paused` and
+/// `transport.resumed` in the outbox, read through the feed, beside the delivery's own event.
+@Suite(.serialized, .stopsDaemons) struct TransportEventTests {
+    @Test(.timeLimit(.minutes(1))) func aPauseAndItsResumptionAreEventsInTheFeed() async throws {
+        let fixed = Locked(false)
+        let transport = ScriptedTransport(name: "t", clock: SystemClock()) { _ in
+            fixed.withLock { $0 } ? .delivered(receipt: nil) : .setupFailure(reason: "InvalidProviderToken: check keyId")
+        }
+        let d = try await TestDaemon.start(config: TestDaemon.configJSON(server: #""probeInterval": "1s""#), transports: { _ in transport })
+        try await d.register(user: "u1", token: TestDaemon.token(1))
+        #expect(try await d.client.post("/v1/notifications", #"{"app":"com.example.app","users":["u1"],"alert":"x"}"#).status == 202)
+        func types() async -> [String] {
+            let r = try? await d.client.get("/v1/events?types=transport,delivery")
+            return r?.json?["events"]?.arrayValue?.compactMap { $0["type"]?.stringValue } ?? []
+        }
+        #expect(await eventually(timeout: 20) { await types() == ["transport.paused"] })
+        fixed.withLock { $0 = true }
+        let resumed = await eventually(timeout: 20) { await types().count >= 3 }
+        let seen = await types()
+        // The probe's delivery is what shows the transport works again: its outcome comes first.
+        #expect(resumed && seen == ["transport.paused", "delivery.delivered", "transport.resumed"], "\(seen)")
+        let events = try await d.client.get("/v1/events?types=transport").json?["events"]?.arrayValue ?? []
+        #expect(events.first?["app"]?.stringValue == "")
+        #expect(events.first?["data"]?["transport"]?.stringValue == "t")
+        #expect(events.first?["data"]?["reason"]?.stringValue == "InvalidProviderToken: check keyId")
+        #expect(events.last?["data"]?["transport"]?.stringValue == "t")
+    }
+}
