@@ -47,11 +47,13 @@ let package = Package(
         .target(name: "HeraldCrypto", dependencies: ["HeraldCore", "COpenSSL"], path: "Sources/HeraldCrypto"),
         .target(name: "APNsBinaryProtocol", path: "Sources/APNsBinaryProtocol"),
         .target(name: "HeraldHTTP2", dependencies: ["HeraldCore", "HeraldCrypto", "CNGHTTP2", "CCurl", "CLinux"], path: "Sources/HeraldHTTP2"),
+        // Delivery events out (issue 38): the `webhooks` and `events` sections, signing, the webhook senders.
+        .target(name: "HeraldEvents", dependencies: ["HeraldCore", "HeraldCrypto", "HeraldHTTP2"], path: "Sources/HeraldEvents"),
 
         // MARK: APNs simulators and the daemon
         .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldCrypto", "APNsBinaryProtocol", "CNGHTTP2"],
                 path: "Sources/HeraldSimulator"),
-        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldCrypto", "CMicroHTTPD", "CLinux"],
+        .target(name: "HeraldServer", dependencies: ["HeraldCore", "HeraldCrypto", "HeraldEvents", "CMicroHTTPD", "CLinux"],
                 path: "Sources/HeraldServer"),
         .target(name: "HeraldMatrix", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldServer"], path: "Sources/HeraldMatrix"),
         .target(name: "HeraldGorush", dependencies: ["HeraldCore", "HeraldServer"], path: "Sources/HeraldGorush"),
@@ -73,10 +75,10 @@ let package = Package(
 
         // MARK: CLI and executable
         .target(name: "HeraldCLI",
-                dependencies: ["HeraldCore", "HeraldAPNs", "HeraldMatrix", "HeraldGorush", "HeraldSQLite", "HeraldCrypto", "HeraldServer", "HeraldSimulator", "APNsBinaryProtocol"],
+                dependencies: ["HeraldCore", "HeraldAPNs", "HeraldMatrix", "HeraldGorush", "HeraldSQLite", "HeraldCrypto", "HeraldServer", "HeraldEvents", "HeraldSimulator", "APNsBinaryProtocol"],
                 path: "Sources/HeraldCLI"),
         .executableTarget(name: "herald",
-                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldServer", "HeraldMatrix", "HeraldSQLite", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
+                          dependencies: ["HeraldCLI", "HeraldCore", "HeraldServer", "HeraldEvents", "HeraldMatrix", "HeraldSQLite", "HeraldPostgres", "HeraldLogTransport", "HeraldLocalTransport", "HeraldAPNsHTTP2",
                                          "HeraldAPNsBinary", "HeraldWebPush", "HeraldFCM", "HeraldGorush",
                                          "HeraldHMS", "HeraldXiaomi", "HeraldOPPO", "HeraldVivo"],
                           path: "Sources/herald"),
@@ -93,7 +95,8 @@ let package = Package(
         .target(name: "HeraldClient", path: "Sources/HeraldClient"),
 
         // MARK: Test kit (doubles and in-process servers for tests)
-        .target(name: "HeraldTestKit", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldSimulator", "APNsBinaryProtocol"], path: "Sources/HeraldTestKit"),
+        .target(name: "HeraldTestKit", dependencies: ["HeraldCore", "HeraldAPNs", "HeraldSimulator", "APNsBinaryProtocol", "HeraldServer", "HeraldEvents"],
+                path: "Sources/HeraldTestKit"),
 
         // MARK: Tests (mirror the modules)
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldAPNs", "HeraldCore", "HeraldSQLite", "HeraldLogTransport", "HeraldLocalTransport", "HeraldTestKit"],
@@ -111,13 +114,13 @@ let package = Package(
                     path: "Tests/HeraldCryptoTests"),
         .testTarget(name: "LogTransportTests", dependencies: ["HeraldAPNs", "HeraldLogTransport", "HeraldCore", "HeraldTestKit"],
                     path: "Tests/LogTransportTests"),
-        .testTarget(name: "HeraldCLITests", dependencies: ["HeraldAPNs", "HeraldMatrix", "herald", "HeraldCLI", "HeraldCrypto", "HeraldTestKit", "HeraldSimulator"],
+        .testTarget(name: "HeraldCLITests", dependencies: ["HeraldAPNs", "HeraldMatrix", "herald", "HeraldCLI", "HeraldCrypto", "HeraldServer", "HeraldTestKit", "HeraldSimulator"],
                     path: "Tests/HeraldCLITests"),
         .testTarget(name: "HeraldBenchTests", dependencies: ["HeraldBench", "HeraldCore", "HeraldServer", "HeraldTestKit", "herald", "herald-bench"],
                     path: "Tests/HeraldBenchTests"),
         .testTarget(name: "HeraldSimulatorTests", dependencies: ["HeraldAPNs", "HeraldSimulator", "HeraldCrypto", "HeraldTestKit"],
                     path: "Tests/HeraldSimulatorTests"),
-        .testTarget(name: "HeraldServerTests", dependencies: ["HeraldAPNs", "HeraldMatrix", "HeraldServer", "HeraldSQLite", "HeraldPostgres", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
+        .testTarget(name: "HeraldServerTests", dependencies: ["HeraldAPNs", "HeraldMatrix", "HeraldServer", "HeraldEvents", "HeraldSQLite", "HeraldPostgres", "HeraldCore", "HeraldSimulator", "HeraldTestKit",
                                                            "HeraldAPNsHTTP2", "HeraldAPNsBinary", "HeraldLocalTransport", "HeraldCrypto", "HeraldWebPush", "HeraldFCM", "HeraldGorush"],
                     path: "Tests/HeraldServerTests"),
         .testTarget(name: "APNsHTTP2Tests", dependencies: ["HeraldAPNsHTTP2", "HeraldHTTP2", "HeraldCore", "HeraldCrypto", "HeraldSQLite",
@@ -137,6 +140,8 @@ let package = Package(
         .testTarget(name: "HeraldChinaPushTests", dependencies: ["HeraldChinaPush", "HeraldHMS", "HeraldXiaomi", "HeraldOPPO", "HeraldVivo", "HeraldCore", "HeraldCrypto", "HeraldHTTP2",
                                                               "HeraldSimulator", "HeraldTestKit"],
                     path: "Tests/HeraldChinaPushTests"),
+        .testTarget(name: "HeraldEventsTests", dependencies: ["HeraldEvents", "HeraldCore", "HeraldCrypto", "HeraldSQLite", "HeraldServer", "HeraldLogTransport", "HeraldTestKit"],
+                    path: "Tests/HeraldEventsTests"),
         .testTarget(name: "HeraldClientTests", dependencies: ["HeraldClient", "HeraldServer", "HeraldSQLite", "HeraldCore", "HeraldCrypto",
                                                            "HeraldLocalTransport", "HeraldTestKit"],
                     path: "Tests/HeraldClientTests"),

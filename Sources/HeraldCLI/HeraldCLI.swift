@@ -32,6 +32,7 @@ public enum HeraldCLI {
         PruneCommand.command,
         MigrateCommand.command,
         FeedbackCommand.command,
+        WebhooksCommand.list, WebhooksCommand.test,
         SimulateHTTP2Command.command,
         SimulateWebPushCommand.command,
         SimulateFCMCommand.command,
@@ -60,7 +61,7 @@ public enum HeraldCLI {
         }
         text += """
 
-        Commands that read the configuration (check, devices, client-token, send, prune, feedback, serve) take
+        Commands that read the configuration (check, devices, client-token, send, prune, feedback, webhooks, serve) take
         --config PATH (default: $HERALD_CONFIG, else ./config.json).
         Run 'herald <command> --help' for its options.
 

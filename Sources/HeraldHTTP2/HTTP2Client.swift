@@ -41,6 +41,7 @@ public final class HTTP2Client: Sendable {
         }
         if c.connectionRetries < 0 { throw .configuration("connectionRetries: at least 0, not \(c.connectionRetries)") }
         if c.allowHTTP1 && c.engine != .curl { throw .configuration("allowHTTP1 needs the curl engine") }
+        if c.plainText && !c.allowHTTP1 { throw .configuration("plainText needs the curl engine with allowHTTP1") }
         if let proxy = c.proxy, let problem = HTTP2ClientConfiguration.proxyProblem(proxy, engine: c.engine) {
             throw .unsupportedProxy(problem)
         }

@@ -11,7 +11,7 @@ public enum HTTP2Engine: String, Sendable, CaseIterable {
 
 /// Where an ``HTTP2Client`` connects and how it uses its connections.
 ///
-/// The origin is always `https://host:port`; TLS verification is always on.
+/// The origin is `https://host:port` (TLS verification always on), or `http://host:port` with ``plainText``.
 public struct HTTP2ClientConfiguration: Sendable {
     /// The origin's host (a name, an IPv4 literal or an IPv6 literal without brackets); also the TLS server name.
     public var host: String
@@ -56,6 +56,10 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// or 403 (APNs token auth allows one stream until a request with a valid token succeeds). Default `false`.
     public var singleStreamUntilFirstAnswer = false
 
+    /// Curl engine with ``allowHTTP1`` only: `http://` instead of `https://`, no TLS (a webhook
+    /// receiver the operator names with an `http` URL). Default `false`.
+    public var plainText = false
+
     /// An origin with defaults for everything else.
     public init(host: String, port: Int = 443) {
         self.host = host
@@ -65,8 +69,8 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// `host:port` (IPv6 literals bracketed), as `:authority` and CONNECT take it.
     public var authority: String { "\(host.contains(":") ? "[\(host)]" : host):\(port)" }
 
-    /// `https://host:port`.
-    public var origin: String { "https://\(authority)" }
+    /// `https://host:port` (`http://` with ``plainText``).
+    public var origin: String { "\(plainText ? "http" : "https")://\(authority)" }
 }
 
 extension HTTP2ClientConfiguration {

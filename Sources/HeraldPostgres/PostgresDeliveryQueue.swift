@@ -18,7 +18,7 @@ import HeraldCore
 /// - ``depth()`` is the database's count, refreshed every second by the listener thread, plus
 ///   this node's own changes since; other nodes' changes show within a second.
 public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unchecked Sendable {
-    private let pool: PGPool
+    let pool: PGPool
     private let writer: PGAcceptWriter
     private let listener: PGListener
     /// This run of this node, written to `deliveries.claimed_by` (for operators; fencing uses the attempt).
@@ -260,8 +260,9 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
                       PGArray.text(c.map { $0.state == .parked ? "t" : "f" }), PGArray.text(c.map { $0.transport }),
                       PGArray.text(c.map { $0.historyEntry?.storedJSON })]
         // One statement for the batch; the fencing is in the WHERE clause.
+        let reports = c.contains { $0.state != .queued }
         let changed = try await pool.run { db in
-            try db.execute("""
+            let update = { try db.execute("""
                 UPDATE deliveries d SET state = c.state, last_reason = c.reason, receipt = COALESCE(c.receipt, d.receipt),
                     lease_until = NULL, claimed_by = NULL, next_attempt_at = c.retry_at, updated_at = $8, attempts = d.attempts - c.give_back,
                     parked = c.parked::boolean, transport = COALESCE(c.transport, d.transport),
@@ -274,8 +275,17 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
                     AS c(id, attempt, state, reason, receipt, retry_at, give_back, parked, transport, entry)
                 WHERE d.id = c.id AND d.attempts = c.attempt AND d.state = 'sent'
                 RETURNING d.transport, d.state, CASE WHEN c.transport IS NULL THEN d.transport
-                                                     ELSE (SELECT o.transport FROM deliveries o WHERE o.id = d.id) END
-                """, params, prepared: true)
+                                                     ELSE (SELECT o.transport FROM deliveries o WHERE o.id = d.id) END, d.id
+                """, params, prepared: true) }
+            guard reports else { return try update() }
+            // Final and parked states are reported: their events go in the same transaction (issue 38).
+            return try db.transaction {
+                let rows = try update()
+                let byID = Dictionary(c.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+                let written = (0..<rows.count).compactMap { i in byID[rows.int(i, 3)].map { (id: $0.id, state: $0.state, reason: $0.reason) } }
+                try PostgresEvents.append(try PostgresEvents.deliveryEvents(written, now: now, db: db), db: db)
+                return rows
+            }
         }
         for i in 0..<changed.count {
             // Column 2 is the row's transport before the update (a reroute moves it to another
@@ -298,8 +308,9 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
     }
 
     public func expireParked(transport: String, app: String, keepPerUser: Int, now: Date) async throws -> Int {
-        let n = try await pool.run { db in
-            try db.execute("""
+        let reason = MemoryDeliveryQueue.inboxFull(keepPerUser)
+        let n = try await pool.run { db in try db.transaction {
+            let rows = try db.execute("""
                 UPDATE deliveries SET state = 'expired', parked = false, next_attempt_at = NULL, updated_at = $1, last_reason = $2
                 WHERE id IN (
                     SELECT id FROM (
@@ -307,8 +318,13 @@ public final class PostgresDeliveryQueue: DeliveryQueue, QueueWakeSource, @unche
                         FROM deliveries d JOIN notifications n ON n.seq = d.notification
                         WHERE d.parked AND d.state = 'queued' AND d.transport = $3 AND n.app = $4) ranked
                     WHERE rank > $5)
-                """, [String(now.millisecondsSince1970), MemoryDeliveryQueue.inboxFull(keepPerUser), transport, app, String(keepPerUser)]).affected
-        }
+                RETURNING id
+                """, [String(now.millisecondsSince1970), reason, transport, app, String(keepPerUser)])
+            // Their events, in the same transaction (issue 38).
+            let expired = (0..<rows.count).map { (id: rows.int($0, 0), state: DeliveryState.expired, reason: Optional(reason)) }
+            try PostgresEvents.append(try PostgresEvents.deliveryEvents(expired, now: now, db: db), db: db)
+            return rows.count
+        } }
         if n > 0 { adjust(transport, queued: -n) }
         return n
     }

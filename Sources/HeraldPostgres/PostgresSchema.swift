@@ -11,6 +11,8 @@ enum PostgresSchema {
     enum Lock: Int64 {
         case migrate = 7_304_512_001
         case housekeeping = 7_304_512_002
+        /// Held by the transaction that numbers new events, to its commit (``PostgresEvents``).
+        case events = 7_304_512_003
     }
 
     /// The channel of `LISTEN/NOTIFY` wake-ups; the payload is a transport name.
@@ -155,6 +157,31 @@ enum PostgresSchema {
             PRIMARY KEY (app, id)
         );
         CREATE INDEX channels_by_route ON channels (app, route)
+        """,
+        // 10: the event outbox (issue 38; see the SQLite schema's step 9), each webhook's cursor
+        // and lease. An event is inserted without a number (`seq` NULL) in the transaction it
+        // reports; readers number committed ones in order (PostgresEvents.number), so numbers
+        // are visible in increasing order and a reader never skips one.
+        """
+        CREATE TABLE events (
+            pos BIGSERIAL PRIMARY KEY,
+            seq BIGINT UNIQUE,
+            id TEXT NOT NULL,
+            type TEXT NOT NULL,
+            app TEXT NOT NULL,
+            created_at BIGINT NOT NULL,
+            data TEXT NOT NULL
+        );
+        CREATE INDEX events_by_age ON events (created_at);
+        CREATE INDEX events_unnumbered ON events (pos) WHERE seq IS NULL;
+        CREATE TABLE events_sequence (last BIGINT NOT NULL);
+        INSERT INTO events_sequence VALUES (0);
+        CREATE TABLE webhook_cursors (
+            webhook TEXT PRIMARY KEY,
+            acknowledged BIGINT NOT NULL,
+            holder TEXT,
+            lease_until BIGINT
+        )
         """,
     ]
 

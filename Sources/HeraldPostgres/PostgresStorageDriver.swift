@@ -37,11 +37,18 @@ public struct PostgresStorageDriver: StorageDriver {
                                           metrics: metrics)
         let presence = PostgresPresence(conninfo: conninfo, nodeID: queue.nodeID, metrics: metrics)
         let tokens = PostgresTokenStore(pool: pool)
-        return OpenStorage(tokens: tokens, queue: queue, inbox: PostgresInboxStore(pool: pool), presence: presence, channels: tokens) {
+        return OpenStorage(tokens: tokens, queue: queue, inbox: PostgresInboxStore(pool: pool), presence: presence, channels: tokens,
+                           events: PostgresEventOutbox(pool: pool, ownsPool: false)) {
             presence.stop()
             await queue.close()
             await pool.close()
         }
+    }
+
+    public func openEventOutbox(_ configuration: HeraldConfiguration) async throws -> (any EventOutbox)? {
+        let conninfo = try Self.conninfo(configuration)
+        try await Self.once(conninfo) { db in _ = try PostgresSchema.migrate(db) }
+        return PostgresEventOutbox(pool: PGPool(conninfo: conninfo, size: 1, name: "herald-pg-cli"), ownsPool: true)
     }
 
     public func openTokenStore(_ configuration: HeraldConfiguration) async throws -> any TokenStore {

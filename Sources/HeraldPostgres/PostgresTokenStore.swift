@@ -56,7 +56,13 @@ final class PostgresTokenStore: TokenStore, Sendable {
 
     public func unregister(app: String, token: String) async throws -> Bool {
         try await pool.run { db in
-            try db.execute("DELETE FROM devices WHERE app = $1 AND token = $2", [app, token]).affected > 0
+            try db.transaction {
+                let rows = try db.execute("DELETE FROM devices WHERE app = $1 AND token = $2 RETURNING \"user\"", [app, token])
+                guard rows.count > 0 else { return false }
+                // Its event, in the same transaction (issue 38).
+                try PostgresEvents.append([.deviceRemoved(app: app, token: token, user: rows[0, 0], reason: "removed through the API", now: Date())], db: db)
+                return true
+            }
         }
     }
 
@@ -98,7 +104,7 @@ final class PostgresTokenStore: TokenStore, Sendable {
 
     public func invalidate(app: String, token: String, at time: Date, reason: String) async throws -> InvalidationResult {
         let ms = String(time.millisecondsSince1970)
-        return try await pool.run { db in
+        return try await pool.run { db in try db.transaction {
             let rows = try db.execute("""
                 WITH marked AS (
                     UPDATE devices SET invalidated_at = $3, invalidation_reason = $4
@@ -106,13 +112,17 @@ final class PostgresTokenStore: TokenStore, Sendable {
                 SELECT (SELECT count(*) FROM marked),
                        (SELECT invalidated_at IS NOT NULL FROM devices WHERE app = $1 AND token = $2)
                 """, [app, token, ms, reason])
-            if rows.int(0, 0) > 0 { return .invalidated }
+            if rows.int(0, 0) > 0 {
+                // Its event, in the same transaction (issue 38).
+                try PostgresEvents.append([.deviceRetired(app: app, token: token, at: time, reason: reason, now: Date())], db: db)
+                return .invalidated
+            }
             switch rows[0, 1] {
             case nil: return .unknown
             case "t": return .alreadyInvalid
             default: return .keptReRegistered
             }
-        }
+        } }
     }
 
     public func prune(invalidatedBefore cutoff: Date) async throws -> Int {

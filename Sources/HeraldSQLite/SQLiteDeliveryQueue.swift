@@ -76,6 +76,9 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
         // Claims of an earlier run: their lease is void, their outcome unknown.
         try db.execute("UPDATE deliveries SET lease_until = NULL WHERE state = 'sent' AND lease_until IS NOT NULL",
                        operation: "mark interrupted claims")
+        // One daemon per file: a webhook lease left by an earlier run is void (its sender is gone).
+        try db.execute("UPDATE webhook_cursors SET holder = NULL, lease_until = NULL WHERE holder IS NOT NULL",
+                       operation: "release webhook leases of an earlier run")
         var depth: [String: QueueDepth] = [:]
         let s = try db.statement("""
             SELECT transport, state, count(*) FROM deliveries
@@ -572,6 +575,8 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
                     try finish.run()
                 }
                 guard db.changes > 0 else { continue }
+                // The event of the state just written, in the same transaction (issue 38).
+                try SQLiteEvents.appendDelivery(id: c.id, state: c.state, reason: c.reason, now: now, db: db)
                 transportOf.reset()
                 transportOf.bind(1, c.id)
                 if try transportOf.step(), let transport = transportOf.optionalString(0) {
@@ -633,11 +638,17 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
                         FROM deliveries d JOIN notifications n ON n.seq = d.notification
                         WHERE d.parked = 1 AND d.state = 'queued' AND d.transport = ?3 AND n.app = ?4)
                     WHERE rank > ?5)
+                RETURNING id
                 """)
-            s.bind(1, now.millisecondsSince1970).bind(2, MemoryDeliveryQueue.inboxFull(keepPerUser)).bind(3, transport).bind(4, app)
+            let reason = MemoryDeliveryQueue.inboxFull(keepPerUser)
+            s.bind(1, now.millisecondsSince1970).bind(2, reason).bind(3, transport).bind(4, app)
                 .bind(5, Int64(keepPerUser))
-            try s.run()
-            let n = db.changes
+            var expired: [Int64] = []
+            while try s.step() { expired.append(s.int64(0)) }
+            s.reset()
+            let n = expired.count
+            // Their events, in the same transaction (issue 38).
+            for id in expired { try SQLiteEvents.appendDelivery(id: id, state: .expired, reason: reason, now: now, db: db) }
             return (n, { [self] in if n > 0 { adjust([transport: (-n, 0)]) } })
         }
     }
@@ -676,7 +687,7 @@ public final class SQLiteDeliveryQueue: InboxNumberingQueue, Sendable {
     // MARK: Reading and housekeeping
 
     /// Runs `body` with the reader connection on its own thread.
-    private func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteDatabase) throws -> T) async throws -> T {
+    func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteDatabase) throws -> T) async throws -> T {
         try await readerThread.run { [reader] in try body(reader.value) }
     }
 

@@ -22,7 +22,7 @@ public struct SQLiteStorageDriver: StorageDriver {
                 throw error
             }
             queue.attach(inbox: inbox)
-            return OpenStorage(tokens: tokens, queue: queue, inbox: inbox, channels: tokens) {
+            return OpenStorage(tokens: tokens, queue: queue, inbox: inbox, channels: tokens, events: queue) {
                 inbox.close()
                 await queue.close()
                 lock?.release()
@@ -31,6 +31,11 @@ public struct SQLiteStorageDriver: StorageDriver {
             lock?.release()
             throw StoreError("cannot open the store \(storage.path): \(error)")
         }
+    }
+
+    public func openEventOutbox(_ configuration: HeraldConfiguration) async throws -> (any EventOutbox)? {
+        let storage = try configuration.sqliteStorage()
+        return try SQLiteEventStore(path: storage.path, busyTimeout: storage.busyTimeout)
     }
 
     public func openTokenStore(_ configuration: HeraldConfiguration) async throws -> any TokenStore {

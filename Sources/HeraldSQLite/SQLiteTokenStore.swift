@@ -101,11 +101,16 @@ public final class SQLiteTokenStore: TokenStore, Sendable {
 
     public func unregister(app: String, token: String) async throws -> Bool {
         try await onThread { [self] in
-            try db.withStatement("DELETE FROM devices WHERE app = ? AND token = ?") { s in
-                s.bind(1, app).bind(2, token)
-                try s.run()
+            try db.transaction {
+                let user = try db.withStatement("DELETE FROM devices WHERE app = ? AND token = ? RETURNING user") { s in
+                    s.bind(1, app).bind(2, token)
+                    return try s.step() ? s.string(0) : nil
+                }
+                guard let user else { return false }
+                // Its event, in the same transaction (issue 38).
+                try SQLiteEvents.append(.deviceRemoved(app: app, token: token, user: user, reason: "removed through the API", now: Date()), db: db)
+                return true
             }
-            return db.changes > 0
         }
     }
 
@@ -184,7 +189,11 @@ public final class SQLiteTokenStore: TokenStore, Sendable {
                     s.bind(1, ms).bind(2, reason).bind(3, app).bind(4, token).bind(5, ms)
                     try s.run()
                 }
-                if db.changes > 0 { return .invalidated }
+                if db.changes > 0 {
+                    // Its event, in the same transaction (issue 38).
+                    try SQLiteEvents.append(.deviceRetired(app: app, token: token, at: time, reason: reason, now: Date()), db: db)
+                    return .invalidated
+                }
                 guard let device = try fetchDevice(app: app, token: token) else { return .unknown }
                 return device.invalidatedAt != nil ? .alreadyInvalid : .keptReRegistered
             }

@@ -120,5 +120,25 @@ public enum HeraldSchema {
         ) WITHOUT ROWID;
         CREATE INDEX channels_by_route ON channels (app, route);
         """,
+        // 9: the event outbox (issue 38): every event, in order (`seq` never reused), kept for
+        // `events.retention`; and each webhook's cursor (the last event it acknowledged) with the
+        // lease of the node sending to it.
+        """
+        CREATE TABLE events (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL,
+            type TEXT NOT NULL,
+            app TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            data TEXT NOT NULL
+        );
+        CREATE INDEX events_by_age ON events (created_at);
+        CREATE TABLE webhook_cursors (
+            webhook TEXT PRIMARY KEY,
+            acknowledged INTEGER NOT NULL,
+            holder TEXT,
+            lease_until INTEGER
+        ) WITHOUT ROWID;
+        """,
     ])
 }

@@ -4,6 +4,7 @@ import HeraldAPNsBinary
 import HeraldAPNsHTTP2
 import HeraldCLI
 import HeraldCore
+import HeraldEvents
 import HeraldFCM
 import HeraldGorush
 import HeraldHMS
@@ -30,6 +31,8 @@ pthread_sigmask(SIG_UNBLOCK, &handled, nil)
 var registry = TransportRegistry()
 registry.register(section: MatrixConfiguration.self)
 registry.register(section: GorushConfiguration.self)
+registry.register(section: WebhooksConfiguration.self)
+registry.register(section: EventsConfiguration.self)
 registry.register(LogTransport.self)
 registry.register(LocalTransport.self)
 registry.register(APNsHTTP2Transport.self)

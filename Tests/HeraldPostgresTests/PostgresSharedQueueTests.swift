@@ -188,7 +188,8 @@ struct PostgresSharedQueueTests {
         _ = try await PostgresStorageDriver().migrate(configuration)
         #expect(try await server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "0")
         // A database from before step 5: the foreign key of schema step 1 in place, no `accepted_by`
-        // (and steps 6 to 8 undone: the environment columns and `apns_id` as they were, no `stream_device`, no `history`).
+        // (and steps 6 to 10 undone: the environment columns and `apns_id` as they were, no `stream_device`, no `history`,
+        // no channels, no event outbox).
         _ = try await server.query(db, """
             ALTER TABLE devices ADD COLUMN environment TEXT NOT NULL DEFAULT 'production' CHECK (environment IN ('sandbox', 'production'));
             ALTER TABLE devices DROP COLUMN attributes;
@@ -202,6 +203,10 @@ struct PostgresSharedQueueTests {
             DROP INDEX deliveries_parked_stream;
             ALTER TABLE deliveries DROP COLUMN stream_device;
             ALTER TABLE deliveries DROP COLUMN history;
+            DROP TABLE channels;
+            DROP TABLE events;
+            DROP TABLE webhook_cursors;
+            DROP TABLE events_sequence;
             DELETE FROM herald_schema WHERE version >= 5
             """)
         #expect(try await server.query(db, foreignKeys).trimmingCharacters(in: .whitespacesAndNewlines) == "1")

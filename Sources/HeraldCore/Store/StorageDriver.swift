@@ -24,6 +24,10 @@ public protocol StorageDriver: Sendable {
 
     /// Brings the schema up to date (`herald migrate`); returns what it did, in one line.
     func migrate(_ configuration: HeraldConfiguration) async throws -> String
+
+    /// Opens only the event outbox (`herald webhooks list`, beside a running daemon); `nil` when
+    /// the driver keeps none. The caller closes it (``EventOutbox/close()``).
+    func openEventOutbox(_ configuration: HeraldConfiguration) async throws -> (any EventOutbox)?
 }
 
 extension StorageDriver {
@@ -35,6 +39,9 @@ extension StorageDriver {
         _ = try await openTokenStore(configuration)
         return "schema up to date"
     }
+
+    /// No outbox.
+    public func openEventOutbox(_ configuration: HeraldConfiguration) async throws -> (any EventOutbox)? { nil }
 }
 
 /// What a driver opened for a daemon.
@@ -47,13 +54,16 @@ public struct OpenStorage: Sendable {
     public var presence: any PresenceDirectory
     /// The broadcast channels Herald created (`nil`: this driver keeps none, and the channel API answers 501).
     public var channels: (any ChannelStore)?
+    /// The event outbox (issue 38); `nil` for a driver that keeps none.
+    public var events: (any EventOutbox)?
     private let onClose: @Sendable () async -> Void
 
     /// - Parameter onClose: closes the queue and the inbox and releases what ``StorageDriver/open(_:metrics:exclusive:)`` took.
     public init(tokens: any TokenStore, queue: any DeliveryQueue, inbox: any InboxStore,
-                presence: any PresenceDirectory = SingleNodePresence(), channels: (any ChannelStore)? = nil,
+                presence: any PresenceDirectory = SingleNodePresence(), channels: (any ChannelStore)? = nil, events: (any EventOutbox)? = nil,
                 onClose: @escaping @Sendable () async -> Void) {
         self.tokens = tokens
+        self.events = events
         self.queue = queue
         self.inbox = inbox
         self.presence = presence

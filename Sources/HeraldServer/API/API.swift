@@ -24,13 +24,19 @@ public struct Readiness: Sendable {
     public var storeOpen: Bool
     /// Transport name → `started`, `starting`, `paused: <reason>` or `degraded: <what part is impaired>`.
     public var transports: [String: String]
+    /// Webhook id → `ok`, or `degraded: <why>` when its oldest waiting event is older than `events.degradedAfter`.
+    public var webhooks: [String: String]
     public var isReady: Bool { storeOpen && !transports.values.contains("starting") }
-    /// Ready, but some transport is paused, or impaired in part.
-    public var isDegraded: Bool { isReady && transports.values.contains { $0.hasPrefix("paused") || $0.hasPrefix("degraded") } }
+    /// Ready, but some transport is paused, or impaired in part, or a webhook falls behind.
+    public var isDegraded: Bool {
+        isReady && (transports.values.contains { $0.hasPrefix("paused") || $0.hasPrefix("degraded") }
+                    || webhooks.values.contains { $0.hasPrefix("degraded") })
+    }
 
-    public init(storeOpen: Bool, transports: [String: String]) {
+    public init(storeOpen: Bool, transports: [String: String], webhooks: [String: String] = [:]) {
         self.storeOpen = storeOpen
         self.transports = transports
+        self.webhooks = webhooks
     }
 }
 
@@ -56,15 +62,18 @@ public final class API: Sendable {
         /// The running transport named so (`nil` when none is), for the seams a transport may
         /// implement (``BroadcastChannels``).
         public var transport: @Sendable (String) -> (any Transport)?
+        /// The event outbox behind `GET /v1/events` (`nil`: the storage keeps none).
+        public var events: (any EventOutbox)?
 
         public init(snapshot: @escaping @Sendable () -> RuntimeSnapshot, queue: any DeliveryQueue,
                     store: any TokenStore, clock: any WallClock,
                     readiness: @escaping @Sendable () async -> Readiness, wake: @escaping @Sendable (Set<String>) -> Void,
                     streams: StreamHub? = nil, channels: (any ChannelStore)? = nil,
-                    transport: @escaping @Sendable (String) -> (any Transport)? = { _ in nil }) {
+                    transport: @escaping @Sendable (String) -> (any Transport)? = { _ in nil }, events: (any EventOutbox)? = nil) {
             self.snapshot = snapshot
             self.channels = channels
             self.transport = transport
+            self.events = events
             self.queue = queue
             self.store = store
             self.clock = clock
@@ -118,6 +127,7 @@ public final class API: Sendable {
         case mintClientToken
         case streamSubscription, publicClientKey(kind: String, app: String)
         case createChannel, listChannels, deleteChannel(id: String)
+        case events
 
         var label: String {
             switch self {
@@ -139,13 +149,14 @@ public final class API: Sendable {
             case .createChannel: return "POST /v1/channels"
             case .listChannels: return "GET /v1/channels"
             case .deleteChannel: return "DELETE /v1/channels/{id}"
+            case .events: return "GET /v1/events"
             }
         }
 
         var scope: APIConfiguration.Scope? {
             switch self {
             case .health, .ready, .stream, .streamAck, .demo, .demoServiceWorker, .streamSubscription, .publicClientKey: return nil
-            case .metrics: return .admin
+            case .metrics, .events: return .admin
             case .registerDevice, .removeDevice, .userDevices, .mintClientToken: return .devices
             case .sendNotification, .notificationStatus, .createChannel, .listChannels, .deleteChannel: return .send
             }
@@ -190,6 +201,7 @@ public final class API: Sendable {
             return .failure(APIError(status: 405, code: "method_not_allowed",
                                      message: "\(request.method) is not allowed here; use GET or POST", headers: ["Allow": "GET, POST"]))
         case 3 where s[0] == "v1" && s[1] == "channels": return only("DELETE", .deleteChannel(id: s[2]))
+        case 2 where s[0] == "v1" && s[1] == "events": return only("GET", .events)
         default:
             return .failure(.notFound("no such endpoint: \(request.path); see docs/openapi.yaml"))
         }
@@ -305,6 +317,7 @@ public final class API: Sendable {
             case .listChannels: response = try await listChannels(request)
             case .deleteChannel(let id): response = try await deleteChannel(id, request)
             case .ready: response = await ready()
+            case .events: response = try await events(request)
             case .health, .metrics, .demo, .demoServiceWorker, .streamAck: response = APIError.notFound("unreachable").response
             }
         } catch let e as APIError {
@@ -334,6 +347,11 @@ public final class API: Sendable {
             if let storeError { o.string("store_error", storeError) }
             o.object("transports") { t in
                 for name in r.transports.keys.sorted() { t.string(name, r.transports[name]) }
+            }
+            if !r.webhooks.isEmpty {
+                o.object("webhooks") { w in
+                    for id in r.webhooks.keys.sorted() { w.string(id, r.webhooks[id]) }
+                }
             }
         }
     }

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import HeraldCore
+import HeraldEvents
 
 /// Housekeeping (lease reclaim, pruning) and the store check behind `/readyz`.
 extension Daemon {
@@ -27,6 +28,12 @@ extension Daemon {
             let cutoff = now.addingTimeInterval(-max(c.retention, c.idempotencyWindow))
             let pruned = try await queue.prune(createdBefore: cutoff)
             if pruned > 0 { logger.info("pruned finished deliveries", ["count": String(pruned), "before": cutoff.iso8601]) }
+            if let events = running.withLock({ $0?.storage.events }) {
+                // Kept for events.retention, and never before a webhook's own retention ends.
+                let keep = configuration.webhooks.map(\.retention).reduce(configuration.events.retention, max)
+                let gone = try await events.pruneEvents(createdBefore: now.addingTimeInterval(-keep))
+                if gone > 0 { logger.info("pruned events past events.retention", ["count": String(gone)]) }
+            }
             if let inbox = running.withLock({ $0?.storage.inbox }) {
                 for (id, app) in configuration.apps where app.foreground != .pushOnly {
                     let gone = try await inbox.prune(app: id, createdBefore: now.addingTimeInterval(-app.inbox.ttl))

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import HeraldCore
+import HeraldEvents
 
 /// `herald serve`: the HTTP API, the durable queue, a worker per transport, housekeeping, and
 /// the lifecycle (SIGTERM/SIGINT stop it within a deadline, SIGHUP reloads the configuration).
@@ -73,6 +74,10 @@ public final class Daemon: Sendable {
         var maintenance: Task<Void, Never>?
         /// Transports retired by reloads, stopping in the background; awaited at shutdown.
         var retiring: [Task<Void, Never>] = []
+        /// The webhook senders (issue 38), when the storage keeps an event outbox.
+        var webhooks: WebhookService?
+        /// Records transports' pauses and resumptions as events (issue 38).
+        var transportEvents: TransportEventRecorder?
 
         var queue: any DeliveryQueue { storage.queue }
         var store: any TokenStore { storage.tokens }
@@ -167,10 +172,10 @@ public final class Daemon: Sendable {
             queue: queue, store: store, clock: options.clock,
             readiness: { [weak self] in
                 let storeOpen = await self?.storeAnswers(queue) ?? false
-                return Readiness(storeOpen: storeOpen, transports: self?.pool.statuses ?? [:])
+                return Readiness(storeOpen: storeOpen, transports: self?.pool.statuses ?? [:], webhooks: self?.webhookReadiness() ?? [:])
             },
             wake: { [weak self] names in self?.pool.wake(names) }, streams: streams, channels: storage.channels,
-            transport: { [weak self] name in self?.pool.transport(name) }), metrics: metrics, logger: logger,
+            transport: { [weak self] name in self?.pool.transport(name) }, events: storage.events), metrics: metrics, logger: logger,
             frontEnds: options.frontEnds)
         var serverOptions = HTTPServer.Options(config.server, maxBodyBytes: config.api.maxBodyBytes,
                                                maxStreams: config.api.streams.maxStreams)
@@ -183,6 +188,7 @@ public final class Daemon: Sendable {
                                 immediate: { api.immediate($0) }, handler: { await api.handle($0) })
         running.withLock {
             $0 = Running(current: initial, snapshot: snapshot, storage: storage, lookups: lookups, server: server, streams: streams)
+            if let outbox = storage.events { $0?.transportEvents = TransportEventRecorder(outbox: outbox, clock: options.clock, logger: logger) }
         }
         for name in config.transports.keys.sorted() {
             pool.add(makeWorker(name: name, spec: config.transports[name]!, queue: queue, store: store, started: false))
@@ -206,6 +212,13 @@ public final class Daemon: Sendable {
             await self.maintain()
         }
         running.withLock { $0?.maintenance = maintenance }
+        if let outbox = storage.events {
+            // Its own tasks: deliveries never wait for webhooks.
+            let webhooks = WebhookService(outbox: outbox, node: "\(ProcessInfo.processInfo.hostName)-\(getpid())-\(UUIDSource.random().lowercasedString.prefix(8))",
+                                          clock: options.clock, logger: logger, metrics: metrics)
+            running.withLock { $0?.webhooks = webhooks }
+            await webhooks.update(config.webhooks)
+        }
         deadTokens.start(store: store) { [weak self] in self?.configuration ?? config }
         let address = ListenAddress(host: config.api.listen.host, port: port)
         logger.notice("listening", ["address": address.description, "transports": config.transports.keys.sorted().joined(separator: ","),
@@ -220,6 +233,15 @@ public final class Daemon: Sendable {
         TransportContext(logger: logger.labeled("transport.\(name)"), clock: options.clock, metrics: metrics,
                          durableWrites: configuration.storage.durableWrites,
                          streams: running.withLock { $0?.streams })
+    }
+
+    /// Each webhook's state for `/readyz`: degraded while its oldest waiting event is older than `events.degradedAfter`.
+    private func webhookReadiness() -> [String: String] {
+        guard let ages = running.withLock({ $0?.webhooks })?.oldestPendingAges else { return [:] }
+        let limit = configuration.events.degradedAfter
+        return ages.mapValues { age in
+            age > limit ? "degraded: oldest event waiting \(Int(age)) s (events.degradedAfter \(Int(limit)) s)" : "ok"
+        }
     }
 
     private func noteLocalTransports(_ c: HeraldConfiguration) {
@@ -280,6 +302,7 @@ public final class Daemon: Sendable {
             name: name, transport: transport, configuration: spec.configuration, queue: queue,
             invalidator: TokenInvalidator(store: store, logger: logger, metrics: metrics),
             clock: options.clock, logger: logger, metrics: deliveryMetrics, alreadyStarted: started, random: options.random,
+            onStatus: { [weak self] status in self?.running.withLock({ $0?.transportEvents })?.statusChanged(transport: name, status) },
             onReroute: { [weak self] names in self?.pool.wake(names) }
         ) { [weak self] in
             let c = self?.configuration ?? fallback
@@ -375,6 +398,7 @@ public final class Daemon: Sendable {
         }
         noteLocalTransports(new)
         logHandler.update(level: new.log.level, format: new.log.format)
+        await running.withLock({ $0?.webhooks })?.update(new.webhooks)
         var retired: [TransportWorker] = []
         for name in removed + changed {
             if let w = pool.remove(name) { retired.append(w) }
@@ -451,6 +475,8 @@ public final class Daemon: Sendable {
         let remaining = max(0.1, deadline - Date().timeIntervalSince(start))
         let clean = await stopWorkers(deadline: remaining)
         for retiring in r.retiring { await retiring.value }
+        await r.webhooks?.stop()
+        await r.transportEvents?.stop()
         await r.storage.close()
         logger.notice("stopped", ["clean": String(clean), "seconds": Date().timeIntervalSince(start).fixed(2)])
         return clean
