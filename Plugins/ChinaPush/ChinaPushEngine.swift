@@ -65,12 +65,18 @@ public protocol ChinaPushVendor: Sendable {
     func answer(_ result: HTTP2Result, for group: [Delivery]) -> VendorAnswer
     /// Sends one notification (the group's deliveries share a payload) to the group's devices.
     func send(_ group: [Delivery], accessToken: Secret?) async -> VendorAnswer
+    /// Opens the vendor's connections (default: ``http``'s).
+    func start() throws(HTTP2ClientError)
+    /// Closes them once in-flight requests finish or `deadline` seconds pass (default: ``http``'s).
+    func stop(deadline: TimeInterval) async
 }
 
 extension ChinaPushVendor {
     public var usesAccessToken: Bool { true }
     public var refreshMargin: TimeInterval { 300 }
     public var http: VendorHTTP? { nil }
+    public func start() throws(HTTP2ClientError) { try http?.start() }
+    public func stop(deadline: TimeInterval) async { await http?.stop(deadline: deadline) }
     public func fetchAccessToken() async -> TokenGrant { .refused("\(label) has no access token") }
     public func request(for group: [Delivery], accessToken: Secret?) -> HTTP2Request? { nil }
     public func answer(_ result: HTTP2Result, for group: [Delivery]) -> VendorAnswer {

@@ -8,7 +8,7 @@ import HeraldHTTP2
 /// China-vendor delivery loop (``ChinaPushEngine``): per-token answers from `illegal_tokens`,
 /// a refreshed token after 80200003/80200001, a pause on refused credentials, and 503's flow
 /// control retried with backoff.
-public final class HMSTransport: TransportPlugin {
+public final class HMSTransport: ChinaPushTransport {
     public typealias Configuration = HMSConfiguration
     public static let kind = "hms"
     public static let overrideBlocks = ["hms"]
@@ -17,30 +17,15 @@ public final class HMSTransport: TransportPlugin {
 
     public let name: String
     public let configuration: HMSConfiguration
-    private let vendor: HMSVendor
-    let engine: ChinaPushEngine
-
-    public var preferredBatchSize: Int { 1000 }
+    public let engine: ChinaPushEngine
 
     public init(name: String, configuration: HMSConfiguration, context: TransportContext) throws {
         self.name = name
         self.configuration = configuration
-        vendor = try HMSVendor(configuration: configuration, name: name, context: context)
-        engine = ChinaPushEngine(name: name, vendor: vendor, context: context)
+        engine = ChinaPushEngine(name: name, vendor: try HMSVendor(configuration: configuration, name: name, context: context), context: context)
     }
 
-    public func start() async throws {
-        do { try vendor.start() } catch { throw TransportError(transport: name, message: error.description) }
-    }
-
-    public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] { await engine.deliver(batch) }
-
-    public var impairment: String? { engine.impairment }
-
-    public func shutdown() async {
-        await engine.stop()
-        await vendor.stop(deadline: configuration.connection.timeout)
-    }
+    public var stopDeadline: TimeInterval { configuration.connection.timeout }
 
     public func checkReport() async -> [CheckFinding] {
         [CheckFinding(.ok, "Huawei app \(configuration.appID), appSecret set; tokens from \(configuration.authEndpoint)")]

@@ -8,7 +8,7 @@ import HeraldHTTP2
 /// with an `auth_token` from `/server/v1/auth` (signed with the master secret, lasting 24 h, shared
 /// and refreshed an hour early) in each request's form, through the shared China-vendor delivery
 /// loop (``ChinaPushEngine``).
-public final class OPPOTransport: TransportPlugin {
+public final class OPPOTransport: ChinaPushTransport {
     public typealias Configuration = OPPOConfiguration
     public static let kind = "oppo"
     public static let overrideBlocks = ["oppo"]
@@ -17,30 +17,15 @@ public final class OPPOTransport: TransportPlugin {
 
     public let name: String
     public let configuration: OPPOConfiguration
-    private let vendor: OPPOVendor
-    let engine: ChinaPushEngine
-
-    public var preferredBatchSize: Int { 1000 }
+    public let engine: ChinaPushEngine
 
     public init(name: String, configuration: OPPOConfiguration, context: TransportContext) throws {
         self.name = name
         self.configuration = configuration
-        vendor = try OPPOVendor(configuration: configuration, name: name, context: context)
-        engine = ChinaPushEngine(name: name, vendor: vendor, context: context)
+        engine = ChinaPushEngine(name: name, vendor: try OPPOVendor(configuration: configuration, name: name, context: context), context: context)
     }
 
-    public func start() async throws {
-        do { try vendor.connection.start() } catch { throw TransportError(transport: name, message: error.description) }
-    }
-
-    public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] { await engine.deliver(batch) }
-
-    public var impairment: String? { engine.impairment }
-
-    public func shutdown() async {
-        await engine.stop()
-        await vendor.connection.stop(deadline: configuration.connection.timeout)
-    }
+    public var stopDeadline: TimeInterval { configuration.connection.timeout }
 
     public func checkReport() async -> [CheckFinding] {
         var findings = [CheckFinding(.ok, "OPPO app key \(configuration.appKey), masterSecret set")]

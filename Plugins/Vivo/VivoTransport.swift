@@ -8,7 +8,7 @@ import HeraldHTTP2
 /// then `/message/pushToList` for up to 1000, with the `authToken` header from `/message/auth`
 /// (MD5-signed, lasting 24 h, shared and refreshed an hour early), through the shared
 /// China-vendor delivery loop (``ChinaPushEngine``).
-public final class VivoTransport: TransportPlugin {
+public final class VivoTransport: ChinaPushTransport {
     public typealias Configuration = VivoConfiguration
     public static let kind = "vivo"
     public static let overrideBlocks = ["vivo"]
@@ -17,30 +17,15 @@ public final class VivoTransport: TransportPlugin {
 
     public let name: String
     public let configuration: VivoConfiguration
-    private let vendor: VivoVendor
-    let engine: ChinaPushEngine
-
-    public var preferredBatchSize: Int { 1000 }
+    public let engine: ChinaPushEngine
 
     public init(name: String, configuration: VivoConfiguration, context: TransportContext) throws {
         self.name = name
         self.configuration = configuration
-        vendor = try VivoVendor(configuration: configuration, name: name, context: context)
-        engine = ChinaPushEngine(name: name, vendor: vendor, context: context)
+        engine = ChinaPushEngine(name: name, vendor: try VivoVendor(configuration: configuration, name: name, context: context), context: context)
     }
 
-    public func start() async throws {
-        do { try vendor.connection.start() } catch { throw TransportError(transport: name, message: error.description) }
-    }
-
-    public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] { await engine.deliver(batch) }
-
-    public var impairment: String? { engine.impairment }
-
-    public func shutdown() async {
-        await engine.stop()
-        await vendor.connection.stop(deadline: configuration.connection.timeout)
-    }
+    public var stopDeadline: TimeInterval { configuration.connection.timeout }
 
     public func checkReport() async -> [CheckFinding] {
         var findings = [CheckFinding(.ok, "vivo app \(configuration.appID), appKey and appSecret set")]

@@ -6,7 +6,7 @@ import HeraldHTTP2
 /// The `xiaomi` transport: Xiaomi push's `POST /v3/message/regid`, one form post per notification
 /// for up to 1000 registration ids, with `Authorization: key=<appSecret>` on each, through the
 /// shared China-vendor delivery loop (``ChinaPushEngine``).
-public final class XiaomiTransport: TransportPlugin {
+public final class XiaomiTransport: ChinaPushTransport {
     public typealias Configuration = XiaomiConfiguration
     public static let kind = "xiaomi"
     public static let overrideBlocks = ["xiaomi"]
@@ -15,30 +15,15 @@ public final class XiaomiTransport: TransportPlugin {
 
     public let name: String
     public let configuration: XiaomiConfiguration
-    private let vendor: XiaomiVendor
-    let engine: ChinaPushEngine
-
-    public var preferredBatchSize: Int { 1000 }
+    public let engine: ChinaPushEngine
 
     public init(name: String, configuration: XiaomiConfiguration, context: TransportContext) throws {
         self.name = name
         self.configuration = configuration
-        vendor = try XiaomiVendor(configuration: configuration, name: name, context: context)
-        engine = ChinaPushEngine(name: name, vendor: vendor, context: context)
+        engine = ChinaPushEngine(name: name, vendor: try XiaomiVendor(configuration: configuration, name: name, context: context), context: context)
     }
 
-    public func start() async throws {
-        do { try vendor.connection.start() } catch { throw TransportError(transport: name, message: error.description) }
-    }
-
-    public func deliver(_ batch: [Delivery]) async -> [DeliveryOutcome] { await engine.deliver(batch) }
-
-    public var impairment: String? { engine.impairment }
-
-    public func shutdown() async {
-        await engine.stop()
-        await vendor.connection.stop(deadline: configuration.connection.timeout)
-    }
+    public var stopDeadline: TimeInterval { configuration.connection.timeout }
 
     public func checkReport() async -> [CheckFinding] {
         var findings = [CheckFinding(.ok, "Xiaomi app \(configuration.packageName), appSecret set")]
