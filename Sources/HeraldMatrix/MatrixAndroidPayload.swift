@@ -40,8 +40,10 @@ public enum MatrixAndroidPayload {
     /// The FCM message's `data` (strings only) and `android.priority` for `notification` sent to `device`.
     /// - Parameter defaultPayload: the configured `defaultPayload`; the pusher's
     ///   `data.default_payload` overrides it key by key.
+    /// - Parameter neutral: the route reads no `fcm` block (a China vendor's): the same `data`
+    ///   goes in the neutral fields instead, as a data-only (`content_available`) message.
     public static func map(_ notification: MatrixNotification, device: MatrixDevice,
-                           defaultPayload: [String: JSONValue] = [:]) -> MatrixPayload.Decision {
+                           defaultPayload: [String: JSONValue] = [:], neutral: Bool = false) -> MatrixPayload.Decision {
         var base = defaultPayload
         if let d = device.data?["default_payload"], d != .null {
             guard case .object(let o) = d else {
@@ -75,7 +77,12 @@ public enum MatrixAndroidPayload {
 
         var content = NotificationContent()
         content.priority = low ? .low : .high
-        content.overrides["fcm"] = .object(["data": .object(data), "android": .object(["priority": .string(low ? "normal" : "high")])])
+        if neutral {
+            content.data = data
+            content.contentAvailable = true
+        } else {
+            content.overrides["fcm"] = .object(["data": .object(data), "android": .object(["priority": .string(low ? "normal" : "high")])])
+        }
         return .send(content, mode: mode, dropped: dropped)
     }
 }

@@ -33,14 +33,19 @@ public struct MatrixConfiguration: ConfigurationSection, Equatable {
         /// `ios`, `android` or `web`; `nil` (the default): decided from the Herald app's routes
         /// (``MatrixConfiguration/platform(of:app:configuration:)``).
         public var platform: Platform?
+        /// An Android phone maker's channel (`huawei`, `xiaomi`, `oppo`, `vivo`, `fcm`): the
+        /// pushers go through the app's first route whose plugin says it is that vendor's, with
+        /// Android's payload. `nil` (the default): the platform's rule.
+        public var vendor: String?
 
         public init(appID: String, app: String, environment: String? = nil, defaultPayload: [String: JSONValue] = [:],
-                    platform: Platform? = nil) {
+                    platform: Platform? = nil, vendor: String? = nil) {
             self.appID = appID
             self.app = app
             self.environment = environment
             self.defaultPayload = defaultPayload
-            self.platform = platform
+            self.platform = vendor != nil ? .android : platform
+            self.vendor = vendor
         }
     }
 
@@ -140,6 +145,13 @@ public struct MatrixConfiguration: ConfigurationSection, Equatable {
                     section.error(at: "platform", "expected one of \(Self.platforms.map { "\"\($0)\"" }.joined(separator: ", ")), found \"\(p)\"")
                 }
             }
+            let vendor = section.string("vendor")
+            if let vendor, let platform, platform != .android {
+                section.error(at: "vendor", "names an Android phone maker's channel; an app_id of platform \(platform) has none")
+            }
+            if vendor != nil, environment != nil {
+                section.error(at: "environment", "is the environment of APNs tokens; an app_id with a vendor has none")
+            }
             if let platform, platform != .ios, environment != nil {
                 section.error(at: "environment", "is the environment of APNs tokens; an app_id of platform \(platform) has none")
             }
@@ -155,7 +167,7 @@ public struct MatrixConfiguration: ConfigurationSection, Equatable {
                     p.error("expected an object such as {\"aps\": {\"mutable-content\": 1}}, found \(p.value.typeDescription)")
                 }
             }
-            apps[appID] = App(appID: appID, app: app, environment: environment, defaultPayload: payload, platform: platform)
+            apps[appID] = App(appID: appID, app: app, environment: environment, defaultPayload: payload, platform: platform, vendor: vendor)
         }
     }
 
@@ -189,6 +201,10 @@ public struct MatrixConfiguration: ConfigurationSection, Equatable {
     /// routes in registration order (routes of a platform first; a route that carries any device,
     /// such as `log`, gets the iOS shape). The local route is never one: a pusher has no stream.
     public static func candidateRoutes(of mapping: App, app: AppConfiguration, configuration: HeraldConfiguration) -> [(route: String, platform: Platform)] {
+        if let vendor = mapping.vendor {
+            // The phone maker's channel: the app's first route whose plugin is that vendor's.
+            return app.routes.first { configuration.transports[$0]?.configuration.vendor == vendor }.map { [($0, .android)] } ?? []
+        }
         if let p = platform(of: mapping, app: app, configuration: configuration) {
             if p == .ios {
                 // iOS tokens pick their route by environment when queued; the first that could is named.
@@ -242,6 +258,16 @@ extension HeraldConfiguration {
                                  + "(an ios, android or web route); add one to apps.\(m.app).routes")
                 } else {
                     lines.append("  \(id) → app \(m.app) (by pushkey: \(candidates.map { "\($0.route) (\($0.platform))" }.joined(separator: ", ")))\(payload)")
+                }
+                continue
+            }
+            if let vendor = m.vendor {
+                if let route = MatrixConfiguration.candidateRoutes(of: m, app: app, configuration: self).first?.route {
+                    lines.append("  \(id) → app \(m.app) (android, vendor \(vendor), transport \(route))")
+                } else {
+                    errors += 1
+                    lines.append("    error: matrix.apps[\"\(id)\"]: app \(m.app) has no route of vendor \(vendor); "
+                                 + "add one to apps.\(m.app).routes or change \"vendor\"")
                 }
                 continue
             }

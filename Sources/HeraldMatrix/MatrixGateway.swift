@@ -320,10 +320,12 @@ public final class MatrixGateway: FrontEnd {
     }
 
     /// The payload of the pusher's platform.
+    /// - Parameter readsFCM: the pusher's route reads the `fcm` block (else an Android pusher's
+    ///   data goes in the neutral fields, for a China vendor's route).
     private static func matrixPayload(_ n: MatrixNotification, _ device: MatrixDevice, platform: Platform,
-                                      mapping: MatrixConfiguration.App) -> MatrixPayload.Decision {
+                                      mapping: MatrixConfiguration.App, readsFCM: Bool) -> MatrixPayload.Decision {
         switch platform {
-        case .android: return MatrixAndroidPayload.map(n, device: device, defaultPayload: mapping.defaultPayload)
+        case .android: return MatrixAndroidPayload.map(n, device: device, defaultPayload: mapping.defaultPayload, neutral: !readsFCM)
         case .web: return MatrixWebPayload.map(n, device: device, defaultPayload: mapping.defaultPayload)
         default: return MatrixPayload.map(n, device: device, defaultPayload: mapping.defaultPayload)
         }
@@ -407,7 +409,8 @@ public final class MatrixGateway: FrontEnd {
 
         let content: NotificationContent
         let mode: MatrixPayload.Mode
-        switch Self.matrixPayload(n, device, platform: platform, mapping: mapping) {
+        let readsFCM = target.route.flatMap { configuration.transports[$0.transport]?.reads("fcm") } ?? true
+        switch Self.matrixPayload(n, device, platform: platform, mapping: mapping, readsFCM: readsFCM) {
         case .reject(let reason):
             matrixNotSent(label, "rejected_default_payload", device, source: source, reason: reason)
             return .rejected
