@@ -36,6 +36,13 @@ public enum VendorText {
 
 /// The title and body a vendor notification shows, where every vendor requires both.
 public enum VendorVisibleText {
+    /// Whether the vendor gets a data message (HMS's data, Xiaomi's pass-through): the
+    /// notification asks for it (`content_available`), or it has data and nothing to show, as
+    /// FCM and APNs treat such a notification.
+    public static func isDataOnly(_ content: NotificationContent) -> Bool {
+        content.contentAvailable || (of(content, defaultTitle: nil) == nil && !content.data.isEmpty)
+    }
+
     /// The notification's title and body; a missing title is `defaultTitle` (the route's, usually
     /// the app's name) or else the body, and a missing body is the title. `nil` when the
     /// notification has neither (a data message, or one that must be refused).

@@ -78,7 +78,7 @@ enum HMSRenderer {
         }
         data["herald_id"] = .string(context.notificationID)
 
-        if !content.contentAvailable {
+        if !VendorVisibleText.isDataOnly(content) {
             var n: [String: JSONValue] = [:]
             if let text = VendorVisibleText.of(content, defaultTitle: defaultTitle) {
                 n["title"] = .string(text.title)

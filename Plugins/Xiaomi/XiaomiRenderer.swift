@@ -40,7 +40,7 @@ enum XiaomiRenderer {
             throw ContentProblem(field: "data", "Xiaomi's payload is at most \(maxPayloadBytes) bytes, found \(payload.utf8.count)")
         }
         fields["payload"] = payload
-        if content.contentAvailable {
+        if VendorVisibleText.isDataOnly(content) {
             fields["pass_through"] = "1"
         } else {
             fields["pass_through"] = "0"

@@ -144,6 +144,15 @@ struct HMSRenderingTests {
         #expect(own["android"]?["notification"]?["click_action"] == ["type": 1, "action": "OPEN_CHAT"])
     }
 
+    /// Data with nothing to show is a data message, as on FCM; visible text stays a notification.
+    @Test func dataWithNothingToShowIsADataMessage() throws {
+        let data = try JSONValue.parse(HMSRenderer.render(NotificationContent(data: ["k": "v"]), context: context, defaultClass: .im).body)
+        #expect(data["android"]?["notification"] == nil, "\(data.jsonString)")
+        #expect(try JSONValue.parse(try #require(data["data"]?.stringValue))["k"] == "v")
+        let shown = try JSONValue.parse(HMSRenderer.render(NotificationContent(body: "hi", data: ["k": "v"]), context: context, defaultClass: .im).body)
+        #expect(shown["android"]?["notification"]?["body"] == "hi")
+    }
+
     @Test func theLimitsAreCheckedAtAcceptTime() {
         #expect(throws: ContentProblem.self) {
             _ = try HMSRenderer.render(NotificationContent(title: "t", body: String(repeating: "x", count: 4100)), context: context, defaultClass: .im)

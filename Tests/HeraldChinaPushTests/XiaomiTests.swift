@@ -100,6 +100,15 @@ struct XiaomiRenderingTests {
         }
     }
 
+    /// Data with nothing to show is a pass-through message, as FCM sends a data message.
+    @Test func dataWithNothingToShowPassesThrough() throws {
+        let data = try JSONValue.parse(configuration.render(NotificationContent(data: ["k": "v"]), context: context).body)
+        #expect(data["pass_through"] == "1" && data["title"] == nil, "\(data.jsonString)")
+        #expect(try JSONValue.parse(try #require(data["payload"]?.stringValue))["k"] == "v")
+        let shown = try JSONValue.parse(configuration.render(NotificationContent(body: "hi", data: ["k": "v"]), context: context).body)
+        #expect(shown["pass_through"] == "0")
+    }
+
     @Test func theClassPicksTheChannelAndTheBlockWins() throws {
         let promo = try JSONValue.parse(configuration.render(NotificationContent(title: "t", body: "b"), context: context).body)
         #expect(promo["extra.channel_id"] == "promo")
