@@ -48,7 +48,7 @@ public enum HeraldCLI {
 
     static var overview: String {
         var text = """
-        herald \(version): a push-notification gateway for APNs.
+        herald \(version): a push-notification gateway for APNs, FCM, Web Push, Huawei, Xiaomi, OPPO and vivo, with live streams for apps in the foreground.
 
         Usage: herald <command> [options]
 
