@@ -26,40 +26,7 @@ static inline int herald_h2_submit_max_streams(nghttp2_session *s, uint32_t max_
     return nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, iv, 1);
 }
 
-/* An APNs response: ":status" (3 digits), "apns-id", optional "apns-unique-id", and, when
-   body_cb is set, "content-type: application/json" with the body from body_cb.
-   nghttp2 copies the values; the names are static. The ids change on every response, so they
-   are sent as literals without indexing (no churn in the HPACK dynamic table). */
-static inline int herald_h2_submit_apns_response(nghttp2_session *s, int32_t stream_id, const uint8_t *status3,
-                                                 const uint8_t *apns_id, size_t apns_id_len,
-                                                 const uint8_t *unique_id, size_t unique_id_len,
-                                                 nghttp2_data_source_read_callback body_cb) {
-    static const char json[] = "application/json";
-    nghttp2_nv nva[4];
-    size_t n = 0;
-    nva[n].name = (uint8_t *)":status"; nva[n].namelen = 7;
-    nva[n].value = (uint8_t *)status3; nva[n].valuelen = 3; nva[n].flags = NGHTTP2_NV_FLAG_NO_COPY_NAME; n++;
-    nva[n].name = (uint8_t *)"apns-id"; nva[n].namelen = 7;
-    nva[n].value = (uint8_t *)apns_id; nva[n].valuelen = apns_id_len;
-    nva[n].flags = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_INDEX; n++;
-    if (unique_id) {
-        nva[n].name = (uint8_t *)"apns-unique-id"; nva[n].namelen = 14;
-        nva[n].value = (uint8_t *)unique_id; nva[n].valuelen = unique_id_len;
-        nva[n].flags = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_INDEX; n++;
-    }
-    if (body_cb) {
-        nva[n].name = (uint8_t *)"content-type"; nva[n].namelen = 12;
-        nva[n].value = (uint8_t *)json; nva[n].valuelen = sizeof(json) - 1;
-        nva[n].flags = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE; n++;
-        nghttp2_data_provider provider;
-        provider.source.ptr = NULL;
-        provider.read_callback = body_cb;
-        return nghttp2_submit_response(s, stream_id, nva, n, &provider);
-    }
-    return nghttp2_submit_response(s, stream_id, nva, n, NULL);
-}
-
-/* The same answer with the id header named `id_name` (`apns-request-id` for broadcasts). */
+/* An APNs answer whose id header is named `id_name` (`apns-id`, or `apns-request-id` for broadcasts). */
 static inline int herald_h2_submit_apns_response_named(nghttp2_session *s, int32_t stream_id, const uint8_t *status3,
                                                        const char *id_name, size_t id_name_len,
                                                        const uint8_t *apns_id, size_t apns_id_len,
@@ -88,6 +55,17 @@ static inline int herald_h2_submit_apns_response_named(nghttp2_session *s, int32
         return nghttp2_submit_response(s, stream_id, nva, n, &provider);
     }
     return nghttp2_submit_response(s, stream_id, nva, n, NULL);
+}
+
+/* An APNs response: ":status" (3 digits), "apns-id", optional "apns-unique-id", and, when
+   body_cb is set, "content-type: application/json" with the body from body_cb.
+   nghttp2 copies the values; the names are static. The ids change on every response, so they
+   are sent as literals without indexing (no churn in the HPACK dynamic table). */
+static inline int herald_h2_submit_apns_response(nghttp2_session *s, int32_t stream_id, const uint8_t *status3,
+                                                 const uint8_t *apns_id, size_t apns_id_len,
+                                                 const uint8_t *unique_id, size_t unique_id_len,
+                                                 nghttp2_data_source_read_callback body_cb) {
+    return herald_h2_submit_apns_response_named(s, stream_id, status3, "apns-id", 7, apns_id, apns_id_len, unique_id, unique_id_len, body_cb);
 }
 
 /* The data-source flag that ends a body. */
