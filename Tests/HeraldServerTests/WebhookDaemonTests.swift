@@ -143,6 +143,8 @@ import Testing
         let up = Locked(false)
         let receiver = try WebhookReceiver(secrets: [Self.secret]) { _ in HTTPResponse(status: up.withLock { $0 } ? 200 : 503) }
         let d = try await Self.start(apns: apns, receiver: receiver, events: #"{"degradedAfter": "1s"}"#)
+        // Ready once the transports have started (the daemon answers before they have).
+        #expect(await eventually(timeout: 10) { (try? await d.client.get("/readyz").json?["status"]?.stringValue) == "ready" })
         let ready = try await d.client.get("/readyz")
         #expect(ready.json?["status"]?.stringValue == "ready")
         #expect(ready.json?["webhooks"]?["backend"]?.stringValue == "ok")
